@@ -1,0 +1,143 @@
+//===- MoeBase.td - moe dialect definition and enums -------*- tablegen -*-===//
+//
+// The `moe` dialect: tensor-level ops for sparse-expert models. Semantics
+// follow shared/spec/architectures.md; section numbers below refer to it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_BASE
+#define MOE_BASE
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Moe_Dialect : Dialect {
+  let name = "moe";
+  let summary = "Sparse mixture-of-experts layers, their gradients and training";
+  let description = [{
+    Tensor-level ops for the models moec compiles: routers, gathered expert
+    FFNs, attention, norms, losses, and the backward op of each, plus
+    optimizer updates. Every op works on value-semantics tensors; ops whose
+    leading dimensions are written `...` treat them as a flat list of tokens,
+    so `[B, S, d]` and `[T, d]` inputs are both accepted. Dynamic dimensions are
+    named symbolically (`B`, `S`) by the `moe.dims` attribute of function
+    arguments; `moe-infer-shapes` propagates them.
+
+    Determinism: every op has a single, fixed evaluation order for its
+    reductions and ties in top-k are broken towards the lower index, so all
+    devices agree bit-for-bit where their arithmetic does.
+  }];
+  let cppNamespace = "::mlir::moe";
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Moe_I32Enum<string name, string description, list<I32EnumAttrCase> cases>
+    : I32EnumAttr<name, description, cases> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::moe";
+}
+
+class Moe_EnumAttr<string mnemonic, Moe_I32Enum enumInfo>
+    : EnumAttr<Moe_Dialect, enumInfo, mnemonic> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Activations.
+//===----------------------------------------------------------------------===//
+
+def Moe_ActivationEnum : Moe_I32Enum<"Activation", "pointwise activation", [
+    I32EnumAttrCase<"Identity", 0, "identity">,
+    I32EnumAttrCase<"Relu", 1, "relu">,
+    I32EnumAttrCase<"GeluTanh", 2, "gelu_tanh">,
+    I32EnumAttrCase<"GeluErf", 3, "gelu_erf">,
+    I32EnumAttrCase<"Silu", 4, "silu">,
+    I32EnumAttrCase<"Tanh", 5, "tanh">]>;
+def Moe_ActivationAttr : Moe_EnumAttr<"activation", Moe_ActivationEnum>;
+
+//===----------------------------------------------------------------------===//
+// Routing options (spec section 7 lists the variants each paper uses).
+//===----------------------------------------------------------------------===//
+
+def Moe_GateWeightingEnum : Moe_I32Enum<"GateWeighting",
+    "weight given to each selected expert", [
+    // g = p_e, the full-softmax probability (MoA code, MH-MoE, Sparse Mixer).
+    I32EnumAttrCase<"Raw", 0, "raw">,
+    // g = p_e / sg(sum of the top-k p) (MoA paper).
+    I32EnumAttrCase<"RenormDetached", 1, "renorm_detached">,
+    // g = softmax over the k selected logits (Mixtral).
+    I32EnumAttrCase<"SoftmaxTopK", 2, "softmax_topk">,
+    // g = 1 for every selected expert (EMoE one-score / avg-k).
+    I32EnumAttrCase<"Unit", 3, "unit">]>;
+def Moe_GateWeightingAttr : Moe_EnumAttr<"gate", Moe_GateWeightingEnum>;
+
+def Moe_CapacityEnum : Moe_I32Enum<"Capacity",
+    "per-expert capacity formula for N tokens", [
+    // No limit: every assignment is kept (dropless).
+    I32EnumAttrCase<"None", 0, "none">,
+    // C = max(ceil(cf * k * N / E), min_capacity) (Switch/GShard).
+    I32EnumAttrCase<"Switch", 1, "switch">,
+    // C = max(k * floor(cf * ceil(N / E)), min_capacity) (Tutel, EMoE, MH-MoE).
+    I32EnumAttrCase<"Tutel", 2, "tutel">,
+    // C = max(round_half_even(cf * N / E), min_capacity) (Sparse Mixer).
+    I32EnumAttrCase<"SparseMixer", 3, "sparse_mixer">]>;
+def Moe_CapacityAttr : Moe_EnumAttr<"capacity", Moe_CapacityEnum>;
+
+def Moe_PriorityEnum : Moe_I32Enum<"Priority",
+    "order in which assignments claim capacity slots", [
+    // Choice-major, then token order (MH-MoE).
+    I32EnumAttrCase<"TokenOrder", 0, "token_order">,
+    // Choice-major, tokens by descending top-1 probability, ties to the
+    // lower token index (batch-prioritised routing: Sparse Mixer, Tutel).
+    I32EnumAttrCase<"Bpr", 1, "bpr">]>;
+def Moe_PriorityAttr : Moe_EnumAttr<"priority", Moe_PriorityEnum>;
+
+def Moe_BalanceLossEnum : Moe_I32Enum<"BalanceLoss",
+    "normalisation of the load-balancing loss", [
+    // E * sum_e f_e P_e, f_e = share of all N*k slots routed to e (MoA 1.5).
+    I32EnumAttrCase<"AllSlots", 0, "all_slots">,
+    // E * sum_e f_e P_e, f_e = share of first choices routed to e (MH-MoE 3.4).
+    I32EnumAttrCase<"Top1", 1, "top1">,
+    // E * sum_e f_e P_e, f_e = share of tokens with e among their top-k
+    // (Sparse Mixer 4.3: E^2 * mean_e f_e P_e).
+    I32EnumAttrCase<"AnyTopK", 2, "any_topk">]>;
+def Moe_BalanceLossAttr : Moe_EnumAttr<"balance", Moe_BalanceLossEnum>;
+
+//===----------------------------------------------------------------------===//
+// Training.
+//===----------------------------------------------------------------------===//
+
+def Moe_LrScheduleEnum : Moe_I32Enum<"LrSchedule", "learning-rate schedule", [
+    // lr = base.
+    I32EnumAttrCase<"Constant", 0, "constant">,
+    // Linear warm-up to base over `warmup` steps, then linear decay to
+    // final_lr at total_steps.
+    I32EnumAttrCase<"Linear", 1, "linear">,
+    // Linear warm-up, then base * sqrt(warmup / step) (fairseq inverse_sqrt).
+    I32EnumAttrCase<"InverseSqrt", 2, "inverse_sqrt">,
+    // Linear warm-up, then cosine decay to final_lr at total_steps.
+    I32EnumAttrCase<"Cosine", 3, "cosine">]>;
+def Moe_LrScheduleAttr : Moe_EnumAttr<"schedule", Moe_LrScheduleEnum>;
+
+def Moe_InitEnum : Moe_I32Enum<"Init", "parameter initialiser", [
+    I32EnumAttrCase<"Zeros", 0, "zeros">,
+    I32EnumAttrCase<"Ones", 1, "ones">,
+    // N(0, scale^2).
+    I32EnumAttrCase<"Normal", 2, "normal">,
+    // U(-scale, scale).
+    I32EnumAttrCase<"Uniform", 3, "uniform">,
+    // U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)), fans from the last
+    // two dimensions (per expert for 3-D weights).
+    I32EnumAttrCase<"XavierUniform", 4, "xavier_uniform">]>;
+def Moe_InitAttr : Moe_EnumAttr<"init", Moe_InitEnum>;
+
+//===----------------------------------------------------------------------===//
+// Type constraints.
+//===----------------------------------------------------------------------===//
+
+def Moe_FloatTensor : TensorOf<[F32, F64, BF16, F16]>;
+def Moe_IndexTensor : TensorOf<[I32]>;
+def Moe_StepTensor : TensorOf<[I64]>;
+
+#endif // MOE_BASE

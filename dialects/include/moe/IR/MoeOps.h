@@ -1,0 +1,52 @@
+//===- MoeOps.h - moe dialect operations -----------------------*- C++ -*-===//
+
+#ifndef MOE_IR_MOEOPS_H
+#define MOE_IR_MOEOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "moe/IR/MoeDialect.h"
+#include "moe/IR/SymbolicShape.h"
+
+#include "moe/IR/MoeEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "moe/IR/MoeAttrs.h.inc"
+
+#include "moe/IR/MoeInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "moe/IR/MoeOps.h.inc"
+
+namespace mlir::moe {
+
+/// Names of the attributes that bind entry-function arguments and results to
+/// the model's state and inputs (see DESIGN.md, "bundle").
+namespace attrs {
+inline constexpr llvm::StringLiteral kParam = "moe.param";
+inline constexpr llvm::StringLiteral kState = "moe.state";
+inline constexpr llvm::StringLiteral kInput = "moe.input";
+inline constexpr llvm::StringLiteral kDims = "moe.dims";
+inline constexpr llvm::StringLiteral kOutput = "moe.output";
+inline constexpr llvm::StringLiteral kUpdate = "moe.update";
+inline constexpr llvm::StringLiteral kEntry = "moe.entry";
+inline constexpr llvm::StringLiteral kObjective = "moe.objective";
+inline constexpr llvm::StringLiteral kModel = "moe.model";
+inline constexpr llvm::StringLiteral kTraining = "moe.training";
+inline constexpr llvm::StringLiteral kData = "moe.data";
+} // namespace attrs
+
+/// Computes the symbolic shape of every value of an op that has no moe
+/// interface (func.return, arith ops on tensors, constants). Fails with a
+/// diagnostic for an unsupported op.
+LogicalResult inferUpstreamShapes(Operation *op,
+                                  llvm::ArrayRef<SymShape> operands,
+                                  llvm::SmallVectorImpl<SymShape> &results);
+
+} // namespace mlir::moe
+
+#endif // MOE_IR_MOEOPS_H

@@ -1,0 +1,610 @@
+//===- MoeOps.td - moe dialect operations ------------------*- tablegen -*-===//
+//
+// Every op states its exact math. Shapes written `[..., d]` accept any number
+// of leading (token) dimensions; N is their product. Grad ops take the forward
+// operands they need plus the incoming gradient(s) `d*` and return the
+// gradients of the differentiable forward operands in operand order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_OPS
+#define MOE_OPS
+
+include "moe/IR/MoeBase.td"
+include "moe/IR/MoeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Moe_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Moe_Dialect, mnemonic, !listconcat(traits, [Pure,
+          DeclareOpInterfaceMethods<Moe_SymbolicShapeOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+/// A forward op: differentiable through DifferentiableOpInterface.
+class Moe_DiffOp<string mnemonic, list<Trait> traits = []>
+    : Moe_Op<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Moe_DifferentiableOpInterface>])>;
+
+//===----------------------------------------------------------------------===//
+// Model state declarations.
+//===----------------------------------------------------------------------===//
+
+def Moe_ParamOp : Op<Moe_Dialect, "param", [Symbol]> {
+  let summary = "declares a model parameter";
+  let description = [{
+    A named, statically shaped parameter of the model. Entry functions bind
+    it to an argument with the `moe.param = @name` argument attribute.
+    `init` and `scale` say how the runtime initialises it (counter-based
+    Philox stream keyed by the seed and the parameter's name, so every device
+    gets the same values):
+    - zeros / ones;
+    - normal: N(0, scale^2);
+    - uniform: U(-scale, scale);
+    - xavier_uniform: U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)) over
+      the last two dimensions.
+    A `frozen` parameter gets no gradient and no optimizer update.
+
+    ```mlir
+    moe.param @embed.tokens : tensor<256x64xf32> {init = #moe.init<normal>, scale = 2.0e-02 : f64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
+                       Moe_InitAttr:$init,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                       UnitAttr:$frozen);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+}
+
+def Moe_StateOp : Op<Moe_Dialect, "state", [Symbol]> {
+  let summary = "declares persistent non-parameter state";
+  let description = [{
+    Persistent state a program reads and updates: optimizer moments, the
+    KV cache. `dims` names each dimension, an integer for a static size or a
+    string symbol (`"B"`) fixed when the session allocates it. Zero-initialised
+    unless `init` says otherwise. `like` names the parameter it shadows
+    (optimizer moments), so checkpoints can report it.
+
+    ```mlir
+    moe.state @kv.0.k : tensor<?x64x64xf32> {dims = ["B", 64, 64]}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
+                       ArrayAttr:$dims,
+                       OptionalAttr<FlatSymbolRefAttr>:$like);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings.
+//===----------------------------------------------------------------------===//
+
+def Moe_EmbeddingOp : Moe_DiffOp<"embedding"> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `y[..., :] = table[ids[...], :]` for ids in `[0, V)`; an id outside that
+    range is a run-time error. ids `[...]` i32, table `[V, d]`, y `[..., d]`.
+  }];
+  let arguments = (ins Moe_IndexTensor:$ids, Moe_FloatTensor:$table);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_EmbeddingGradOp : Moe_Op<"embedding_grad"> {
+  let summary = "gradient of moe.embedding with respect to the table";
+  let description = [{
+    `dtable[v, :] = sum over positions p with ids[p] = v of dy[p, :]`, summed in
+    increasing position order. dtable `[vocab, d]`.
+  }];
+  let arguments = (ins Moe_IndexTensor:$ids, Moe_FloatTensor:$dy,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$vocab);
+  let results = (outs Moe_FloatTensor:$dtable);
+  let assemblyFormat = "$ids `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_AddPositionsOp : Moe_DiffOp<"add_positions"> {
+  let summary = "adds learned absolute position embeddings";
+  let description = [{
+    `y[b, s, :] = x[b, s, :] + table[start + s, :]` for x `[B, S, d]`, table
+    `[max_len, d]` and the scalar `start` (i64, 0 in training, the cache
+    length when decoding). `start + S > max_len` is a run-time error.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$table,
+                       0DTensorOf<[I64]>:$start);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $table `,` $start attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_AddPositionsGradOp : Moe_Op<"add_positions_grad"> {
+  let summary = "gradient of moe.add_positions with respect to the table";
+  let description = [{
+    `dtable[start + s, :] = sum_b dy[b, s, :]` (b ascending) and zero
+    elsewhere; dtable `[max_len, d]`. The gradient of x is dy itself.
+  }];
+  let arguments = (ins Moe_FloatTensor:$dy, 0DTensorOf<[I64]>:$start,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$max_len);
+  let results = (outs Moe_FloatTensor:$dtable);
+  let assemblyFormat = "$dy `,` $start attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Dense layers.
+//===----------------------------------------------------------------------===//
+
+def Moe_LinearOp : Moe_DiffOp<"linear", [AttrSizedOperandSegments]> {
+  let summary = "affine map over the last dimension";
+  let description = [{
+    `y[..., n] = sum_k x[..., k] * W[k, n] + b[n]` with x `[..., K]`, W `[K, N]`
+    and optional b `[N]`. With `transpose_weight`, W is stored `[N, K]` and
+    used transposed (tied output embeddings).
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$weight,
+                       Optional<Moe_FloatTensor>:$bias,
+                       UnitAttr:$transpose_weight);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $weight (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_LinearGradOp : Moe_Op<"linear_grad"> {
+  let summary = "gradients of moe.linear";
+  let description = [{
+    `dx = dy W^T` (`[..., K]`), `dW = x^T dy` summed over all tokens (`[K, N]`,
+    or `[N, K]` with `transpose_weight`), and, with `has_bias`,
+    `db[n] = sum_tokens dy[..., n]`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$weight,
+                       Moe_FloatTensor:$dy, UnitAttr:$transpose_weight,
+                       UnitAttr:$has_bias);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dweight,
+                      Optional<Moe_FloatTensor>:$dbias);
+  let assemblyFormat = "$x `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_LayerNormOp : Moe_DiffOp<"layer_norm"> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    `mu = mean(x)`, `var = mean((x - mu)^2)` (biased), `y = (x - mu) /
+    sqrt(var + eps) * gamma + beta`; x `[..., d]`, gamma and beta `[d]`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       Moe_FloatTensor:$beta,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$eps);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_LayerNormGradOp : Moe_Op<"layer_norm_grad"> {
+  let summary = "gradients of moe.layer_norm";
+  let description = [{
+    With `xh = (x - mu) * r`, `r = 1 / sqrt(var + eps)` and `g = dy * gamma`:
+    `dx = r * (g - mean(g) - xh * mean(g * xh))`, `dgamma = sum_tokens dy * xh`,
+    `dbeta = sum_tokens dy`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       Moe_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$eps);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dgamma,
+                      Moe_FloatTensor:$dbeta);
+  let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_RmsNormOp : Moe_DiffOp<"rms_norm"> {
+  let summary = "root-mean-square normalisation over the last dimension";
+  let description = [{
+    `y = x / sqrt(mean(x^2) + eps) * gamma`; x `[..., d]`, gamma `[d]`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$eps);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_RmsNormGradOp : Moe_Op<"rms_norm_grad"> {
+  let summary = "gradients of moe.rms_norm";
+  let description = [{
+    With `r = 1 / sqrt(mean(x^2) + eps)` and `g = dy * gamma`:
+    `dx = r * g - x * r^3 * mean(g * x)`, `dgamma = sum_tokens dy * x * r`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       Moe_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$eps);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dgamma);
+  let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ActivationOp : Moe_DiffOp<"activation"> {
+  let summary = "pointwise activation";
+  let description = [{
+    `y = f(x)` elementwise: relu `max(x, 0)`; gelu_tanh
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`; gelu_erf
+    `0.5 x (1 + erf(x / sqrt 2))`; silu `x / (1 + exp(-x))`; tanh; identity.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_ActivationAttr:$kind);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ActivationGradOp : Moe_Op<"activation_grad"> {
+  let summary = "gradient of moe.activation";
+  let description = [{ `dx = f'(x) * dy` elementwise (relu'(0) = 0). }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$dy,
+                       Moe_ActivationAttr:$kind);
+  let results = (outs Moe_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_DropoutOp : Moe_DiffOp<"dropout"> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    `y[i] = keep(i) ? x[i] / (1 - rate) : 0`, where `keep(i)` is
+    `u < 1 - rate` for `u` the i-th uniform of the Philox-4x32-10 stream keyed
+    by (`seed`, `stream`). The mask depends only on (seed, stream, i), so
+    every device and the backward op draw the same mask.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, 0DTensorOf<[I64]>:$seed,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $seed attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_DropoutGradOp : Moe_Op<"dropout_grad"> {
+  let summary = "gradient of moe.dropout";
+  let description = [{ `dx[i] = keep(i) ? dy[i] / (1 - rate) : 0`, same mask. }];
+  let arguments = (ins Moe_FloatTensor:$dy, 0DTensorOf<[I64]>:$seed,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Moe_FloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $seed attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Attention.
+//===----------------------------------------------------------------------===//
+
+def Moe_AttentionOp : Moe_DiffOp<"attention", [AttrSizedOperandSegments]> {
+  let summary = "scaled dot-product attention with grouped K/V heads";
+  let description = [{
+    q `[B, Sq, H * dh]`, k and v `[B, Sk, Hkv * dh]`, H = `num_heads`, Hkv =
+    `num_kv_heads` (H % Hkv == 0; query head h reads K/V head h / (H / Hkv):
+    Hkv = 1 is multi-query attention). For each batch b, head h, query i:
+
+      s_ij = scale * <q[b, i, h], k[b, j, g(h)]>
+      p_ij = softmax_j(s_ij) over the visible keys j
+      out[b, i, h] = sum_j p_ij v[b, j, g(h)]
+      lse[b, h, i] = log sum_j exp(s_ij)
+
+    Visible keys: all `Sk` keys; with `causal`, keys j <= i + offset. Without
+    `past`, offset = Sk - Sq. With the scalar `past` (i64, the number of
+    cached positions before this call; k and v are then the whole cache), the
+    keys are j < past + Sq and offset = past. `lse` feeds the backward op.
+  }];
+  let arguments = (ins Moe_FloatTensor:$q, Moe_FloatTensor:$k,
+                       Moe_FloatTensor:$v, Optional<0DTensorOf<[I64]>>:$past,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Moe_FloatTensor:$result, Moe_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`past` $past^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_AttentionGradOp : Moe_Op<"attention_grad"> {
+  let summary = "gradients of moe.attention (training form, no past)";
+  let description = [{
+    With p recomputed from `lse` (p_ij = exp(s_ij - lse_i)) and
+    `D_i = <dout_i, out_i>`: `dv_j = sum_i p_ij dout_i`, `ds_ij = p_ij
+    (<dout_i, v_j> - D_i)`, `dq_i = scale * sum_j ds_ij k_j`, `dk_j = scale *
+    sum_i ds_ij q_i`; K/V gradients are summed over the query heads sharing
+    them.
+  }];
+  let arguments = (ins Moe_FloatTensor:$q, Moe_FloatTensor:$k,
+                       Moe_FloatTensor:$v, Moe_FloatTensor:$out,
+                       Moe_FloatTensor:$lse, Moe_FloatTensor:$dout,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Moe_FloatTensor:$dq, Moe_FloatTensor:$dk,
+                      Moe_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_KvCacheWriteOp : Moe_Op<"kv_cache_write"> {
+  let summary = "writes new keys or values into a cache";
+  let description = [{
+    `result = cache` with `result[b, past + s, :] = update[b, s, :]`; cache
+    `[B, max_len, w]`, update `[B, S, w]`. `past + S > max_len` is a run-time
+    error. The plan updates the cache in place.
+  }];
+  let arguments = (ins Moe_FloatTensor:$cache, Moe_FloatTensor:$update,
+                       0DTensorOf<[I64]>:$past);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$cache `,` $update `,` $past attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Routing.
+//===----------------------------------------------------------------------===//
+
+def Moe_TopKRouterOp : Moe_DiffOp<"topk_router"> {
+  let summary = "tokens-choose top-k router with gate weighting and capacity";
+  let description = [{
+    logits `[..., E]` (N tokens). Results: probs `[..., E]`, expert `[..., k]`
+    (i32), gates `[..., k]`, slot `[..., k]` (i32).
+
+    1. `p_t = softmax(logits_t)`.
+    2. `expert_t = the k largest p_t`, descending, ties to the lower expert
+       index (spec 1.7).
+    3. Gate weights (`gate`): raw `g_j = p_{t,e_j}`; renorm_detached
+       `g_j = p_{t,e_j} / sg(sum_i p_{t,e_i})`; softmax_topk `g = softmax of the k
+       selected logits`; unit `g_j = 1`.
+    4. Capacity positions: assignments are visited choice-major (all first
+       choices, then all second choices, ...); within a choice, tokens in
+       order (`token_order`) or by descending top-1 probability, ties to the
+       lower token (`bpr`). `slot` is the running count of assignments to the
+       same expert before this one. With a capacity formula other than none
+       (see `#moe.capacity`, factor `capacity_factor`, floor
+       `min_capacity`), an assignment with `slot >= C` is dropped: its slot
+       becomes -1 and its gate 0.
+  }];
+  let arguments = (ins Moe_FloatTensor:$logits,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$k,
+                       Moe_GateWeightingAttr:$gate,
+                       Moe_CapacityAttr:$capacity,
+                       DefaultValuedAttr<F64Attr, "1.0">:$capacity_factor,
+                       DefaultValuedAttr<I64Attr, "0">:$min_capacity,
+                       Moe_PriorityAttr:$priority);
+  let results = (outs Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
+                      Moe_FloatTensor:$gates, Moe_IndexTensor:$slot);
+  let assemblyFormat = "$logits attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_TopKRouterGradOp : Moe_Op<"topk_router_grad",
+    [AttrSizedOperandSegments]> {
+  let summary = "gradient of moe.topk_router with respect to the logits";
+  let description = [{
+    Chains the optional `dgates` (through the gate weighting; dropped and
+    unit gates pass nothing) and the optional `dprobs` into `dp`, then the softmax backward
+    `dlogits = p * (dp - <dp, p>)`. For softmax_topk the gate path is the
+    softmax backward over the selected logits. Indices are piecewise
+    constant and pass no gradient.
+  }];
+  let arguments = (ins Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
+                       Optional<Moe_FloatTensor>:$dgates,
+                       Optional<Moe_FloatTensor>:$dprobs,
+                       Moe_GateWeightingAttr:$gate);
+  let results = (outs Moe_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $probs `,` $expert `,` $gates `,` $slot (`gates_grad` $dgates^)? (`probs_grad` $dprobs^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Experts.
+//===----------------------------------------------------------------------===//
+
+def Moe_ExpertFfnOp : Moe_DiffOp<"expert_ffn", [AttrSizedOperandSegments]> {
+  let summary = "gathered expert FFN with gate-weighted combine";
+  let description = [{
+    x `[..., d]`, expert/slot `[..., k]` i32, gates `[..., k]`, w1 `[E, d, F]`,
+    optional b1 `[E, F]`, w2 `[E, F, d]`, optional b2 `[E, d]`, optional w3
+    `[E, d, F]` (GLU up branch):
+
+      h_e(x)   = act(x W1_e + b1_e)            (times x W3_e with w3)
+      FFN_e(x) = h_e(x) W2_e + b2_e
+      y_t      = sum_{j=0..k-1, slot_tj >= 0} gates_tj * FFN_{expert_tj}(x_t)
+
+    The sum runs in ascending j, so the combine is deterministic. Tokens are
+    gathered per expert by index: no padded [E, C, d] buffers exist.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
+                       Moe_FloatTensor:$w1, Optional<Moe_FloatTensor>:$b1,
+                       Moe_FloatTensor:$w2, Optional<Moe_FloatTensor>:$b2,
+                       Optional<Moe_FloatTensor>:$w3,
+                       Moe_ActivationAttr:$activation);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $expert `,` $gates `,` $slot `,` $w1 (`b1` $b1^)? `,` $w2 (`b2` $b2^)? (`w3` $w3^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_ExpertFfnGradOp : Moe_Op<"expert_ffn_grad",
+    [AttrSizedOperandSegments, AttrSizedResultSegments]> {
+  let summary = "gradients of moe.expert_ffn";
+  let description = [{
+    For each kept assignment (t, j) to expert e with `a = x W1_e + b1_e`,
+    `u = x W3_e` (GLU), `h = act(a) [* u]`, `o = h W2_e + b2_e`:
+    `dgates_tj = <dy_t, o>`; `dh = g_tj dy_t W2_e^T`; `dW2_e += h^T g dy`,
+    `db2_e += g dy`; `da = dh [* u] * act'(a)`, `du = dh * act(a)`;
+    `dW1_e += x^T da`, `db1_e += da`, `dW3_e += x^T du`;
+    `dx_t += da W1_e^T [+ du W3_e^T]`. Dropped assignments contribute 0.
+    Results follow the forward operand order: dx, dgates, dw1, db1?, dw2,
+    db2?, dw3?.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
+                       Moe_FloatTensor:$w1, Optional<Moe_FloatTensor>:$b1,
+                       Moe_FloatTensor:$w2, Optional<Moe_FloatTensor>:$b2,
+                       Optional<Moe_FloatTensor>:$w3, Moe_FloatTensor:$dy,
+                       Moe_ActivationAttr:$activation);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dgates,
+                      Moe_FloatTensor:$dw1, Optional<Moe_FloatTensor>:$db1,
+                      Moe_FloatTensor:$dw2, Optional<Moe_FloatTensor>:$db2,
+                      Optional<Moe_FloatTensor>:$dw3);
+  let assemblyFormat = [{
+    $x `,` $expert `,` $gates `,` $slot `,` $w1 (`b1` $b1^)? `,` $w2 (`b2` $b2^)? (`w3` $w3^)? `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_ExpertLoadOp : Moe_Op<"expert_load"> {
+  let summary = "number of kept assignments per expert";
+  let description = [{
+    `load[e] = #{(t, j) : expert_tj = e and slot_tj >= 0}` as f32 `[E]`. A
+    statistic for the runtime; not differentiable.
+  }];
+  let arguments = (ins Moe_IndexTensor:$expert, Moe_IndexTensor:$slot,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Moe_FloatTensor:$load);
+  let assemblyFormat = "$expert `,` $slot attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Losses.
+//===----------------------------------------------------------------------===//
+
+def Moe_SwitchLossOp : Moe_DiffOp<"switch_loss"> {
+  let summary = "load-balancing loss E * sum_e f_e P_e";
+  let description = [{
+    probs `[..., E]` (N tokens), expert `[..., k]`; result a 0-d tensor.
+    `P_e = (1/N) sum_t p_{t,e}` and, by `variant` (counted before capacity
+    drops):
+    - all_slots: `f_e = #{(t, j): expert_tj = e} / (N k)` (MoA, spec 1.5);
+    - top1: `f_e = #{t: expert_t0 = e} / N` (GShard / MH-MoE, spec 3.4);
+    - any_topk: `f_e = #{t: e in expert_t} / N` (Sparse Mixer, spec 4.3).
+    `loss = E * sum_e f_e P_e`; f is piecewise constant, so the gradient
+    flows through P only.
+  }];
+  let arguments = (ins Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
+                       Moe_BalanceLossAttr:$variant);
+  let results = (outs Moe_FloatTensor:$loss);
+  let assemblyFormat = "$probs `,` $expert attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_SwitchLossGradOp : Moe_Op<"switch_loss_grad"> {
+  let summary = "gradient of moe.switch_loss with respect to probs";
+  let description = [{ `dprobs[t, e] = dloss * E * f_e / N`. }];
+  let arguments = (ins Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$dloss, Moe_BalanceLossAttr:$variant);
+  let results = (outs Moe_FloatTensor:$dprobs);
+  let assemblyFormat = "$probs `,` $expert `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ZLossOp : Moe_DiffOp<"z_loss"> {
+  let summary = "router z-loss mean_t (logsumexp logits_t)^2";
+  let description = [{
+    logits `[..., E]`; `loss = (1/N) sum_t (log sum_e exp(logits_{t,e}))^2`,
+    with a max-shifted logsumexp (spec 1.5 and 4.3).
+  }];
+  let arguments = (ins Moe_FloatTensor:$logits);
+  let results = (outs Moe_FloatTensor:$loss);
+  let assemblyFormat = "$logits attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ZLossGradOp : Moe_Op<"z_loss_grad"> {
+  let summary = "gradient of moe.z_loss";
+  let description = [{ `dlogits[t, e] = dloss * 2 lse_t softmax(logits_t)_e / N`. }];
+  let arguments = (ins Moe_FloatTensor:$logits, Moe_FloatTensor:$dloss);
+  let results = (outs Moe_FloatTensor:$dlogits);
+  let assemblyFormat = "$logits `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_CrossEntropyOp : Moe_DiffOp<"cross_entropy"> {
+  let summary = "mean token cross-entropy with label smoothing";
+  let description = [{
+    logits `[..., V]`, targets `[...]` i32; targets < 0 are ignored. With
+    `lp = log_softmax(logits_t)` and smoothing `a`:
+    `l_t = -(1 - a) lp[target_t] - (a / V) sum_v lp[v]`;
+    `loss = sum over counted t of l_t / max(1, #counted)`. A target >= V is a
+    run-time error.
+  }];
+  let arguments = (ins Moe_FloatTensor:$logits, Moe_IndexTensor:$targets,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs Moe_FloatTensor:$loss);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_CrossEntropyGradOp : Moe_Op<"cross_entropy_grad"> {
+  let summary = "gradient of moe.cross_entropy";
+  let description = [{
+    `dlogits_t = dloss * (softmax(logits_t) - (1 - a) onehot(target_t) - a / V)
+    / max(1, #counted)` for counted tokens, 0 for ignored ones.
+  }];
+  let arguments = (ins Moe_FloatTensor:$logits, Moe_IndexTensor:$targets,
+                       Moe_FloatTensor:$dloss,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs Moe_FloatTensor:$dlogits);
+  let assemblyFormat = "$logits `,` $targets `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimisation.
+//===----------------------------------------------------------------------===//
+
+def Moe_LrScheduleOp : Moe_Op<"lr_schedule"> {
+  let summary = "learning rate at a step";
+  let description = [{
+    step is the 1-based update number (0-d i64); result a 0-d f32. With
+    `w = warmup`, `T = total_steps`, `s = step`: warm-up (all but constant)
+    `lr = base * s / w` while s < w; then constant `base`; inverse_sqrt
+    `base * sqrt(w / s)` (`base / sqrt(s)` when w = 0); linear
+    `final + (base - final) * max(0, T - s) / max(1, T - w)`; cosine
+    `final + (base - final) * 0.5 (1 + cos(pi min(1, (s - w) / max(1, T - w))))`.
+  }];
+  let arguments = (ins 0DTensorOf<[I64]>:$step, Moe_LrScheduleAttr:$kind,
+                       F64Attr:$base_lr,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup,
+                       DefaultValuedAttr<I64Attr, "0">:$total_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$final_lr);
+  let results = (outs 0DTensorOf<[F32]>:$lr);
+  let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_GlobalNormOp : Moe_Op<"global_norm"> {
+  let summary = "L2 norm of a list of tensors";
+  let description = [{ `norm = sqrt(sum_i sum_elems g_i^2)`, summed in operand order. }];
+  let arguments = (ins Variadic<Moe_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[F32, F64]>:$norm);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_AdamUpdateOp : Moe_Op<"adam_update"> {
+  let summary = "one Adam / AdamW step for one parameter";
+  let description = [{
+    With `g = grad * grad_scale` (+ `weight_decay * p` unless `decoupled`),
+    step s (1-based):
+      m' = beta1 m + (1 - beta1) g
+      v' = beta2 v + (1 - beta2) g^2
+      p' = p - lr * (m' / (1 - beta1^s)) / (sqrt(v' / (1 - beta2^s)) + eps)
+           - (decoupled ? lr * weight_decay * p : 0)
+    Results p', m', v'; the plan updates them in place.
+  }];
+  let arguments = (ins Moe_FloatTensor:$param, Moe_FloatTensor:$grad,
+                       Moe_FloatTensor:$m, Moe_FloatTensor:$v,
+                       0DTensorOf<[I64]>:$step, 0DTensorOf<[F32]>:$lr,
+                       0DTensorOf<[F32, F64]>:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       UnitAttr:$decoupled);
+  let results = (outs Moe_FloatTensor:$new_param, Moe_FloatTensor:$new_m,
+                      Moe_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $grad_scale attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_SgdUpdateOp : Moe_Op<"sgd_update"> {
+  let summary = "one SGD step (with optional momentum) for one parameter";
+  let description = [{
+    With `g = grad * grad_scale + weight_decay * p`: with momentum μ > 0,
+    `m' = μ m + g`, `p' = p - lr m'`; without, `p' = p - lr g` and m is
+    passed through.
+  }];
+  let arguments = (ins Moe_FloatTensor:$param, Moe_FloatTensor:$grad,
+                       Moe_FloatTensor:$m, 0DTensorOf<[F32]>:$lr,
+                       0DTensorOf<[F32, F64]>:$grad_scale,
+                       DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+  let results = (outs Moe_FloatTensor:$new_param, Moe_FloatTensor:$new_m);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $lr `,` $grad_scale attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // MOE_OPS

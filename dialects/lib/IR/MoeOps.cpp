@@ -1,0 +1,794 @@
+//===- MoeOps.cpp - moe op verifiers and shape functions -----------------===//
+//
+// Each op's shape function is its verifier: verify() runs it on the operand
+// types (dynamic dimensions unknown) and checks the declared result types
+// against what it computes. moe-infer-shapes runs it on symbolic shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/IR/MoeOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+#include "moe/IR/MoeInterfaces.cpp.inc"
+
+namespace {
+
+/// Checks operand shapes for one op and reports the first mismatch.
+class ShapeCheck {
+public:
+  ShapeCheck(Operation *op, ArrayRef<SymShape> shapes)
+      : op(op), shapes(shapes) {}
+
+  const SymShape &operator[](unsigned i) const { return shapes[i]; }
+  bool has(unsigned i) const { return i < shapes.size(); }
+
+  /// Operand `i` (called `name`) has exactly `rank` dimensions.
+  LogicalResult rank(unsigned i, StringRef name, unsigned rank) {
+    if (shapes[i].size() == rank)
+      return success();
+    return op->emitOpError() << name << " must have rank " << rank
+                             << ", got " << shapeStr(shapes[i]);
+  }
+  /// Operand `i` has at least `rank` dimensions.
+  LogicalResult minRank(unsigned i, StringRef name, unsigned rank) {
+    if (shapes[i].size() >= rank)
+      return success();
+    return op->emitOpError() << name << " must have rank >= " << rank
+                             << ", got " << shapeStr(shapes[i]);
+  }
+  /// `actual` (described by `what`) equals `expected`, unless one is unknown.
+  LogicalResult dim(const SymDim &actual, const SymDim &expected,
+                    const Twine &what) {
+    if (actual.isUnknown() || expected.isUnknown() || actual == expected)
+      return success();
+    return op->emitOpError() << what << " must be " << expected.str()
+                             << ", got " << actual.str();
+  }
+  /// Operand `i` has exactly `expected` as its shape.
+  LogicalResult shape(unsigned i, StringRef name, ArrayRef<SymDim> expected) {
+    if (shapes[i].size() != expected.size())
+      return op->emitOpError() << name << " must have shape "
+                               << shapeStr(expected) << ", got "
+                               << shapeStr(shapes[i]);
+    for (auto [a, e] : llvm::zip(shapes[i], expected))
+      if (!a.isUnknown() && !e.isUnknown() && a != e)
+        return op->emitOpError() << name << " must have shape "
+                                 << shapeStr(expected) << ", got "
+                                 << shapeStr(shapes[i]);
+    return success();
+  }
+  /// Operand `i` has leading dimensions `lead` followed by `tail`.
+  LogicalResult leadingThen(unsigned i, StringRef name, ArrayRef<SymDim> lead,
+                            ArrayRef<SymDim> tail) {
+    SymShape expected(lead.begin(), lead.end());
+    expected.append(tail.begin(), tail.end());
+    return shape(i, name, expected);
+  }
+
+  Operation *op;
+  ArrayRef<SymShape> shapes;
+};
+
+SymShape lead(const SymShape &s, unsigned trailing = 1) {
+  return SymShape(s.begin(), s.end() - trailing);
+}
+SymShape concat(ArrayRef<SymDim> a, ArrayRef<SymDim> b) {
+  SymShape s(a.begin(), a.end());
+  s.append(b.begin(), b.end());
+  return s;
+}
+SymShape scalarShape() { return {}; }
+
+/// Runs the op's shape function on its operand types and compares the
+/// declared result types with the inferred ones.
+LogicalResult verifyWithShapes(Operation *op) {
+  SmallVector<SymShape> operands;
+  for (Value v : op->getOperands()) {
+    auto ranked = dyn_cast<RankedTensorType>(v.getType());
+    if (!ranked)
+      return success(); // Shapes are checked once moe-infer-shapes ran.
+    operands.push_back(symShapeOf(ranked));
+  }
+  SmallVector<SymShape> results;
+  if (failed(cast<SymbolicShapeOpInterface>(op).inferSymbolicShapes(operands,
+                                                                   results)))
+    return failure();
+  if (results.size() != op->getNumResults())
+    return op->emitOpError() << "internal error: shape function returned "
+                             << results.size() << " shapes for "
+                             << op->getNumResults() << " results";
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(op->getResults(), results))) {
+    auto [value, shape] = pair;
+    auto ranked = dyn_cast<RankedTensorType>(value.getType());
+    if (!ranked)
+      continue;
+    bool ok = ranked.getRank() == static_cast<int64_t>(shape.size());
+    for (unsigned d = 0; ok && d < shape.size(); ++d)
+      ok = ranked.isDynamicDim(d) || shape[d].isUnknown() ||
+           !shape[d].isStatic() || ranked.getDimSize(d) == shape[d].getStatic();
+    if (!ok)
+      return op->emitOpError()
+             << "result #" << i << " has type " << ranked
+             << " but its operands imply shape " << shapeStr(shape);
+  }
+  return success();
+}
+
+bool isUnranked(Value v) { return !isa<RankedTensorType>(v.getType()); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Declarations.
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  auto type = dyn_cast<RankedTensorType>(getType());
+  if (!type || !type.hasStaticShape())
+    return emitOpError("parameter type must be a statically shaped tensor, got ")
+           << getType();
+  if (!isa<FloatType>(type.getElementType()))
+    return emitOpError("parameter element type must be a float type, got ")
+           << type.getElementType();
+  if (getInit() == Init::XavierUniform && type.getRank() < 2)
+    return emitOpError("xavier_uniform needs a parameter of rank >= 2, got ")
+           << type;
+  if (getScale().convertToDouble() < 0)
+    return emitOpError("init scale must be >= 0, got ")
+           << getScale().convertToDouble();
+  return success();
+}
+
+LogicalResult StateOp::verify() {
+  auto type = dyn_cast<RankedTensorType>(getType());
+  if (!type)
+    return emitOpError("state type must be a ranked tensor, got ") << getType();
+  if (static_cast<int64_t>(getDims().size()) != type.getRank())
+    return emitOpError("dims has ") << getDims().size()
+                                    << " entries for a tensor of rank "
+                                    << type.getRank();
+  for (auto [i, attr] : llvm::enumerate(getDims())) {
+    std::optional<SymDim> dim = SymDim::fromAttr(attr);
+    if (!dim || dim->isUnknown())
+      return emitOpError("dims entry #")
+             << i << " must be a size or a symbol expression, got " << attr;
+    if (dim->isStatic() != !type.isDynamicDim(i) ||
+        (dim->isStatic() && dim->getStatic() != type.getDimSize(i)))
+      return emitOpError("dims entry #")
+             << i << " (" << dim->str() << ") does not match the type "
+             << type;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings.
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(1, "table", 2)))
+    return failure();
+  r.push_back(concat(s[0], {s[1][1]}));
+  return success();
+}
+LogicalResult EmbeddingOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+EmbeddingGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(1, "dy", 1)) ||
+      failed(c.leadingThen(1, "dy", s[0], {s[1].back()})))
+    return failure();
+  r.push_back({SymDim(getVocab()), s[1].back()});
+  return success();
+}
+LogicalResult EmbeddingGradOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+AddPositionsOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "x", 3)) || failed(c.rank(1, "table", 2)) ||
+      failed(c.rank(2, "start", 0)) ||
+      failed(c.dim(s[1][1], s[0][2], "table width")))
+    return failure();
+  if (s[0][1].isStatic() && s[1][0].isStatic() &&
+      s[0][1].getStatic() > s[1][0].getStatic())
+    return emitOpError() << "sequence length " << s[0][1].str()
+                         << " exceeds the position table length "
+                         << s[1][0].str();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult AddPositionsOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+AddPositionsGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                        SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "dy", 3)) || failed(c.rank(1, "start", 0)))
+    return failure();
+  r.push_back({SymDim(getMaxLen()), s[0][2]});
+  return success();
+}
+LogicalResult AddPositionsGradOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
+// Dense layers.
+//===----------------------------------------------------------------------===//
+
+/// [K, N] of a linear weight, whichever way it is stored.
+static std::pair<SymDim, SymDim> linearKN(const SymShape &w, bool transposed) {
+  return transposed ? std::make_pair(w[1], w[0]) : std::make_pair(w[0], w[1]);
+}
+
+LogicalResult LinearOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                            SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) || failed(c.rank(1, "weight", 2)))
+    return failure();
+  auto [k, n] = linearKN(s[1], getTransposeWeight());
+  if (failed(c.dim(k, s[0].back(), "weight input dimension")))
+    return failure();
+  if (getBias() && failed(c.shape(2, "bias", {n})))
+    return failure();
+  r.push_back(concat(lead(s[0]), {n}));
+  return success();
+}
+LogicalResult LinearOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult LinearGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) || failed(c.rank(1, "weight", 2)))
+    return failure();
+  auto [k, n] = linearKN(s[1], getTransposeWeight());
+  if (failed(c.dim(k, s[0].back(), "weight input dimension")) ||
+      failed(c.leadingThen(2, "dy", lead(s[0]), {n})))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  if (getHasBias())
+    r.push_back({n});
+  return success();
+}
+LogicalResult LinearGradOp::verify() {
+  if (getHasBias() != static_cast<bool>(getDbias()))
+    return emitOpError(getHasBias() ? "has_bias is set but there is no dbias "
+                                      "result"
+                                    : "has a dbias result without has_bias");
+  return verifyWithShapes(*this);
+}
+
+static LogicalResult checkEps(Operation *op, double eps) {
+  if (eps > 0)
+    return success();
+  return op->emitOpError() << "eps must be > 0, got " << eps;
+}
+
+LogicalResult LayerNormOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) ||
+      failed(c.shape(1, "gamma", {s[0].back()})) ||
+      failed(c.shape(2, "beta", {s[0].back()})))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult LayerNormOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+LayerNormGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) ||
+      failed(c.shape(1, "gamma", {s[0].back()})) ||
+      failed(c.shape(2, "dy", s[0])))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  r.push_back(s[1]);
+  return success();
+}
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult RmsNormOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                             SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) ||
+      failed(c.shape(1, "gamma", {s[0].back()})))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult RmsNormOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult RmsNormGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                 SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "x", 1)) ||
+      failed(c.shape(1, "gamma", {s[0].back()})) ||
+      failed(c.shape(2, "dy", s[0])))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  return success();
+}
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult ActivationOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                SmallVectorImpl<SymShape> &r) {
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult ActivationOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+ActivationGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                      SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.shape(1, "dy", s[0])))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult ActivationGradOp::verify() { return verifyWithShapes(*this); }
+
+static LogicalResult checkDropoutRate(Operation *op, double rate) {
+  if (rate >= 0 && rate < 1)
+    return success();
+  return op->emitOpError() << "rate must be in [0, 1), got " << rate;
+}
+
+LogicalResult DropoutOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                             SmallVectorImpl<SymShape> &r) {
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult DropoutOp::verify() {
+  if (failed(checkDropoutRate(*this, getRate().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult DropoutGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                 SmallVectorImpl<SymShape> &r) {
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult DropoutGradOp::verify() {
+  if (failed(checkDropoutRate(*this, getRate().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention.
+//===----------------------------------------------------------------------===//
+
+/// Checks q [B, Sq, H*dh], k and v [B, Sk, Hkv*dh]; returns the lse shape.
+static FailureOr<SymShape> checkAttention(ShapeCheck &c, int64_t heads,
+                                          int64_t kvHeads) {
+  Operation *op = c.op;
+  if (heads % kvHeads != 0)
+    return op->emitOpError() << "num_heads (" << heads
+                             << ") must be a multiple of num_kv_heads ("
+                             << kvHeads << ")";
+  if (failed(c.rank(0, "q", 3)) || failed(c.rank(1, "k", 3)) ||
+      failed(c.shape(2, "v", c[1])) ||
+      failed(c.dim(c[1][0], c[0][0], "k batch dimension")))
+    return failure();
+  const SymDim &qWidth = c[0][2];
+  if (qWidth.isStatic() && qWidth.getStatic() % heads != 0)
+    return op->emitOpError() << "q width " << qWidth.str()
+                             << " is not divisible by num_heads (" << heads
+                             << ")";
+  if (qWidth.isStatic()) {
+    int64_t headDim = qWidth.getStatic() / heads;
+    if (failed(c.dim(c[1][2], SymDim(headDim * kvHeads),
+                     "k width (num_kv_heads * head_dim)")))
+      return failure();
+  }
+  return SymShape{c[0][0], SymDim(heads), c[0][1]};
+}
+
+LogicalResult AttentionOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> lse = checkAttention(c, getNumHeads(), getNumKvHeads());
+  if (failed(lse))
+    return failure();
+  if (getPast() && failed(c.rank(3, "past", 0)))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(*lse);
+  return success();
+}
+LogicalResult AttentionOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+AttentionGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> lse = checkAttention(c, getNumHeads(), getNumKvHeads());
+  if (failed(lse) || failed(c.shape(3, "out", s[0])) ||
+      failed(c.shape(4, "lse", *lse)) || failed(c.shape(5, "dout", s[0])))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  r.push_back(s[2]);
+  return success();
+}
+LogicalResult AttentionGradOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+KvCacheWriteOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "cache", 3)) || failed(c.rank(1, "update", 3)) ||
+      failed(c.rank(2, "past", 0)) ||
+      failed(c.dim(s[1][0], s[0][0], "update batch dimension")) ||
+      failed(c.dim(s[1][2], s[0][2], "update width")))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult KvCacheWriteOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
+// Routing.
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+TopKRouterOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "logits", 1)))
+    return failure();
+  const SymDim &experts = s[0].back();
+  if (experts.isStatic() && getK() > experts.getStatic())
+    return emitOpError() << "k (" << getK()
+                         << ") exceeds the number of experts ("
+                         << experts.str() << ")";
+  SymShape routed = concat(lead(s[0]), {SymDim(getK())});
+  r.push_back(s[0]);
+  r.append({routed, routed, routed});
+  return success();
+}
+LogicalResult TopKRouterOp::verify() {
+  if (getCapacity() != Capacity::None &&
+      getCapacityFactor().convertToDouble() <= 0)
+    return emitOpError("capacity_factor must be > 0, got ")
+           << getCapacityFactor().convertToDouble();
+  if (getMinCapacity() < 0)
+    return emitOpError("min_capacity must be >= 0, got ") << getMinCapacity();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+TopKRouterGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                      SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "probs", 1)) || failed(c.minRank(1, "expert", 1)))
+    return failure();
+  SymShape routed = concat(lead(s[0]), {s[1].back()});
+  unsigned next = 4;
+  if (failed(c.shape(1, "expert", routed)) ||
+      failed(c.shape(2, "gates", routed)) ||
+      failed(c.shape(3, "slot", routed)) ||
+      (getDgates() && failed(c.shape(next++, "dgates", routed))) ||
+      (getDprobs() && failed(c.shape(next++, "dprobs", s[0]))))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult TopKRouterGradOp::verify() {
+  if (!getDgates() && !getDprobs())
+    return emitOpError("needs at least one of dgates and dprobs");
+  return verifyWithShapes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Experts.
+//===----------------------------------------------------------------------===//
+
+/// Checks the operands shared by expert_ffn and its gradient. Operand
+/// positions follow the ODS order with the optional ones present or not.
+template <typename OpT>
+static LogicalResult checkExpertFfn(OpT op, ShapeCheck &c) {
+  unsigned i = 0;
+  unsigned x = i++, expert = i++, gates = i++, slot = i++, w1 = i++;
+  int b1 = op.getB1() ? static_cast<int>(i++) : -1;
+  unsigned w2 = i++;
+  int b2 = op.getB2() ? static_cast<int>(i++) : -1;
+  int w3 = op.getW3() ? static_cast<int>(i++) : -1;
+  if (failed(c.minRank(x, "x", 1)) || failed(c.minRank(expert, "expert", 1)) ||
+      failed(c.rank(w1, "w1", 3)))
+    return failure();
+  SymShape tokens = lead(c[x]);
+  SymShape routed = concat(tokens, {c[expert].back()});
+  SymDim e = c[w1][0], d = c[x].back(), f = c[w1][2];
+  if (failed(c.shape(expert, "expert", routed)) ||
+      failed(c.shape(gates, "gates", routed)) ||
+      failed(c.shape(slot, "slot", routed)) ||
+      failed(c.shape(w1, "w1", {e, d, f})) ||
+      (b1 >= 0 && failed(c.shape(b1, "b1", {e, f}))) ||
+      failed(c.shape(w2, "w2", {e, f, d})) ||
+      (b2 >= 0 && failed(c.shape(b2, "b2", {e, d}))) ||
+      (w3 >= 0 && failed(c.shape(w3, "w3", {e, d, f}))))
+    return failure();
+  return success();
+}
+
+LogicalResult ExpertFfnOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkExpertFfn(*this, c)))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult ExpertFfnOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+ExpertFfnGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkExpertFfn(*this, c)) ||
+      failed(c.shape(s.size() - 1, "dy", s[0])))
+    return failure();
+  // dx, dgates, then one gradient per weight operand in order.
+  for (unsigned i = 0; i + 1 < s.size(); ++i)
+    if (i != 1 && i != 3)
+      r.push_back(s[i]);
+  return success();
+}
+LogicalResult ExpertFfnGradOp::verify() {
+  if (static_cast<bool>(getB1()) != static_cast<bool>(getDb1()) ||
+      static_cast<bool>(getB2()) != static_cast<bool>(getDb2()) ||
+      static_cast<bool>(getW3()) != static_cast<bool>(getDw3()))
+    return emitOpError("optional gradient results must match the optional "
+                       "weight operands (b1/db1, b2/db2, w3/dw3)");
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+ExpertLoadOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "expert", 1)) || failed(c.shape(1, "slot", s[0])))
+    return failure();
+  r.push_back({SymDim(getNumExperts())});
+  return success();
+}
+LogicalResult ExpertLoadOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
+// Losses.
+//===----------------------------------------------------------------------===//
+
+static LogicalResult checkProbsAndExpert(ShapeCheck &c) {
+  if (failed(c.minRank(0, "probs", 1)) || failed(c.minRank(1, "expert", 1)))
+    return failure();
+  return c.shape(1, "expert", concat(lead(c[0]), {c[1].back()}));
+}
+
+LogicalResult
+SwitchLossOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkProbsAndExpert(c)))
+    return failure();
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult SwitchLossOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+SwitchLossGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                      SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkProbsAndExpert(c)) || failed(c.rank(2, "dloss", 0)))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult SwitchLossGradOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult ZLossOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                           SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "logits", 1)))
+    return failure();
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult ZLossOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult ZLossGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "logits", 1)) || failed(c.rank(1, "dloss", 0)))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult ZLossGradOp::verify() { return verifyWithShapes(*this); }
+
+static LogicalResult checkSmoothing(Operation *op, double a) {
+  if (a >= 0 && a < 1)
+    return success();
+  return op->emitOpError() << "label_smoothing must be in [0, 1), got " << a;
+}
+
+LogicalResult
+CrossEntropyOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "logits", 1)) ||
+      failed(c.shape(1, "targets", lead(s[0]))))
+    return failure();
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(checkSmoothing(*this, getLabelSmoothing().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+CrossEntropyGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                        SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "logits", 1)) ||
+      failed(c.shape(1, "targets", lead(s[0]))) ||
+      failed(c.rank(2, "dloss", 0)))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(checkSmoothing(*this, getLabelSmoothing().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimisation.
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+LrScheduleOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult LrScheduleOp::verify() {
+  if (getBaseLr().convertToDouble() <= 0)
+    return emitOpError("base_lr must be > 0, got ")
+           << getBaseLr().convertToDouble();
+  if (getWarmup() < 0 || getTotalSteps() < 0)
+    return emitOpError("warmup and total_steps must be >= 0");
+  if ((getKind() == LrSchedule::Linear || getKind() == LrSchedule::Cosine) &&
+      getTotalSteps() <= getWarmup())
+    return emitOpError("total_steps (")
+           << getTotalSteps() << ") must exceed warmup (" << getWarmup()
+           << ") for a decaying schedule";
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+GlobalNormOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+AdamUpdateOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                  SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.shape(1, "grad", s[0])) || failed(c.shape(2, "m", s[0])) ||
+      failed(c.shape(3, "v", s[0])))
+    return failure();
+  r.append({s[0], s[0], s[0]});
+  return success();
+}
+LogicalResult AdamUpdateOp::verify() {
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError("beta1 and beta2 must be in [0, 1), got ")
+           << b1 << " and " << b2;
+  if (getEps().convertToDouble() <= 0)
+    return emitOpError("eps must be > 0");
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+SgdUpdateOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                 SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.shape(1, "grad", s[0])) || failed(c.shape(2, "m", s[0])))
+    return failure();
+  r.append({s[0], s[0]});
+  return success();
+}
+LogicalResult SgdUpdateOp::verify() {
+  if (getMomentum().convertToDouble() < 0)
+    return emitOpError("momentum must be >= 0");
+  return verifyWithShapes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Upstream ops used in moe programs.
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+mlir::moe::inferUpstreamShapes(Operation *op, ArrayRef<SymShape> operands,
+                               SmallVectorImpl<SymShape> &results) {
+  if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
+    auto type = dyn_cast<RankedTensorType>(cst.getType());
+    if (!type || !type.hasStaticShape())
+      return op->emitOpError("moe programs need statically shaped tensor "
+                             "constants");
+    results.push_back(symShapeOf(type));
+    return success();
+  }
+  if (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
+      op->getNumResults() == 1 && op->getNumOperands() >= 1) {
+    // Elementwise arith ops on tensors: all operands share one shape, except
+    // that 0-d operands broadcast.
+    SymShape shape;
+    for (const SymShape &s : operands)
+      if (s.size() > shape.size())
+        shape = s;
+    for (auto [i, s] : llvm::enumerate(operands)) {
+      if (s.empty())
+        continue;
+      ShapeCheck c(op, operands);
+      if (failed(c.shape(i, "operand", shape)))
+        return failure();
+    }
+    results.push_back(shape);
+    return success();
+  }
+  if (isa<func::ReturnOp>(op))
+    return success();
+  return op->emitOpError("is not supported in moe programs");
+}
+
+#define GET_OP_CLASSES
+#include "moe/IR/MoeOps.cpp.inc"

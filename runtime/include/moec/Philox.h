@@ -1,0 +1,40 @@
+//===- Philox.h - counter-based random numbers -----------------*- C++ -*-===//
+//
+// Philox-4x32-10 (Salmon et al., SC'11). Every random number moec draws is a
+// pure function of (seed, stream, index), so parameter initialisation and
+// dropout masks are identical on every device and in every thread order.
+// The same functions are compiled into the CUDA device library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_PHILOX_H
+#define MOEC_PHILOX_H
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace moec {
+
+using PhiloxBlock = std::array<uint32_t, 4>;
+using PhiloxKey = std::array<uint32_t, 2>;
+
+/// Ten rounds of Philox-4x32 on `counter` with `key`.
+PhiloxBlock philox4x32(PhiloxBlock counter, PhiloxKey key);
+
+/// The i-th uniform in [0, 1) of the stream keyed by (seed, stream): the
+/// counter is (i / 4 low, i / 4 high, stream low, stream high), the key the
+/// two halves of seed, and the result word i % 4 scaled by 2^-32 (24-bit
+/// mantissa so that it converts exactly to float).
+double philoxUniform(uint64_t seed, uint64_t stream, uint64_t index);
+
+/// The i-th standard normal of the stream, by Box-Muller on uniforms 2i and
+/// 2i + 1 of the stream.
+double philoxNormal(uint64_t seed, uint64_t stream, uint64_t index);
+
+/// A stable 64-bit stream id for a name (FNV-1a), e.g. a parameter's name.
+uint64_t streamId(std::string_view name);
+
+} // namespace moec
+
+#endif // MOEC_PHILOX_H

@@ -1,0 +1,56 @@
+//===- Philox.cpp - counter-based random numbers --------------------------===//
+
+#include "moec/Philox.h"
+
+#include <cmath>
+
+namespace moec {
+
+PhiloxBlock philox4x32(PhiloxBlock c, PhiloxKey k) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(kMul0) * c[0];
+    uint64_t p1 = static_cast<uint64_t>(kMul1) * c[2];
+    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+    k = {k[0] + kWeyl0, k[1] + kWeyl1};
+  }
+  return c;
+}
+
+static uint32_t philoxWord(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t block = index / 4;
+  PhiloxBlock counter = {static_cast<uint32_t>(block),
+                         static_cast<uint32_t>(block >> 32),
+                         static_cast<uint32_t>(stream),
+                         static_cast<uint32_t>(stream >> 32)};
+  PhiloxKey key = {static_cast<uint32_t>(seed),
+                   static_cast<uint32_t>(seed >> 32)};
+  return philox4x32(counter, key)[index % 4];
+}
+
+double philoxUniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<double>(philoxWord(seed, stream, index) >> 8) *
+         (1.0 / 16777216.0);
+}
+
+double philoxNormal(uint64_t seed, uint64_t stream, uint64_t index) {
+  // u1 in (0, 1] keeps the logarithm finite.
+  double u1 = static_cast<double>((philoxWord(seed, stream, 2 * index) >> 8) + 1) *
+              (1.0 / 16777216.0);
+  double u2 = philoxUniform(seed, stream, 2 * index + 1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+uint64_t streamId(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+} // namespace moec

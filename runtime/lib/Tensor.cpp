@@ -1,0 +1,134 @@
+//===- Tensor.cpp - host tensors ------------------------------------------===//
+
+#include "moec/Tensor.h"
+#include "moec/Error.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace moec {
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::I32:
+    return "i32";
+  case DType::I64:
+    return "i64";
+  }
+  return "?";
+}
+
+DType parseDType(const std::string &name) {
+  for (DType d : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32,
+                  DType::I64})
+    if (name == dtypeName(d))
+      return d;
+  throw Error(fmt::format("unknown dtype '{}' (expected f32, f64, bf16, f16, "
+                          "i32 or i64)",
+                          name));
+}
+
+int64_t numElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shapeString(const Shape &shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+void Tensor::Free::operator()(void *p) const { std::free(p); }
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_)
+    if (d < 0)
+      throw Error(fmt::format("negative dimension in tensor shape {}",
+                              shapeString(shape_)));
+  size_t bytes = std::max<size_t>(nbytes(), 1);
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *p = std::aligned_alloc(64, rounded);
+  if (!p)
+    throw Error(fmt::format("out of host memory allocating {} bytes for a {} "
+                            "tensor of shape {}",
+                            rounded, dtypeName(dtype_), shapeString(shape_)));
+  std::memset(p, 0, rounded);
+  storage_ = std::shared_ptr<void>(p, Free());
+}
+
+namespace {
+template <typename T> DType dtypeOf();
+template <> DType dtypeOf<float>() { return DType::F32; }
+template <> DType dtypeOf<double>() { return DType::F64; }
+template <> DType dtypeOf<int32_t>() { return DType::I32; }
+template <> DType dtypeOf<int64_t>() { return DType::I64; }
+} // namespace
+
+template <typename T>
+Tensor Tensor::of(Shape shape, const std::vector<T> &values) {
+  Tensor t(dtypeOf<T>(), std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numel())
+    throw Error(fmt::format("{} values for a tensor of shape {}",
+                            values.size(), shapeString(t.shape())));
+  std::memcpy(t.raw(), values.data(), t.nbytes());
+  return t;
+}
+
+template Tensor Tensor::of<float>(Shape, const std::vector<float> &);
+template Tensor Tensor::of<double>(Shape, const std::vector<double> &);
+template Tensor Tensor::of<int32_t>(Shape, const std::vector<int32_t> &);
+template Tensor Tensor::of<int64_t>(Shape, const std::vector<int64_t> &);
+
+static float bf16ToFloat(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+double Tensor::at(int64_t i) const {
+  switch (dtype_) {
+  case DType::F32:
+    return data<float>()[i];
+  case DType::F64:
+    return data<double>()[i];
+  case DType::I32:
+    return data<int32_t>()[i];
+  case DType::I64:
+    return static_cast<double>(data<int64_t>()[i]);
+  case DType::BF16:
+    return bf16ToFloat(data<uint16_t>()[i]);
+  case DType::F16:
+    break;
+  }
+  throw Error(fmt::format("reading {} elements on the host is not supported",
+                          dtypeName(dtype_)));
+}
+
+} // namespace moec

@@ -1,0 +1,27 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "MOEC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".moe", ".test"]
+config.excludes = ["inputs", "unit", "CMakeLists.txt", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moec_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+# Tests never touch the user's kernel cache.
+config.environment["MOEC_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
+
+llvm_config.use_default_substitutions()
+config.substitutions.append(("%moec_src", config.moec_src_root))
+config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "examples")))
+
+if config.moec_have_cuda_toolkit:
+    config.available_features.add("nvrtc")
+
+llvm_config.add_tool_substitutions(["moec-opt", "moec"],
+                                   [config.moec_tools_dir, config.llvm_tools_dir])
