@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build git python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev
-  libopenblas-dev libboost-context-dev
+  libopenblas-openmp-dev libboost-context-dev
 )
 
 missing=()

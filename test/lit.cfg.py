@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "MOEC"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".moe", ".test"]
-config.excludes = ["inputs", "unit", "CMakeLists.txt", "lit.cfg.py",
+config.excludes = ["inputs", "unit", "package", "CMakeLists.txt", "lit.cfg.py",
                    "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moec_obj_root, "test")
@@ -17,6 +17,9 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixe
 config.environment["MOEC_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
 
 llvm_config.use_default_substitutions()
+# `not` and `count` at the start of a command are found through PATH.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.moec_tools_dir, append_path=True)
 config.substitutions.append(("%moec_src", config.moec_src_root))
 config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "examples")))
 

@@ -143,26 +143,20 @@ LogicalResult ExpertFfnOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   resetGrads(*this, grads);
   if (!dys[0])
     return success();
-  auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
+  // Forward operands: x, expert, gates, slot, w1, b1?, w2, b2?, w3?; each
+  // weight present gets a gradient of its own type, in that order.
+  SmallVector<Type> weightTypes;
+  for (Value w : {getW1(), getB1(), getW2(), getB2(), getW3()})
+    if (w)
+      weightTypes.push_back(w.getType());
   auto grad = b.create<ExpertFfnGradOp>(
-      getLoc(), getX().getType(), getGates().getType(), getW1().getType(),
-      typeOf(getB1()), getW2().getType(), typeOf(getB2()), typeOf(getW3()),
-      getX(), getExpert(), getGates(), getSlot(), getW1(), getB1(), getW2(),
-      getB2(), getW3(), dys[0], getActivationAttr());
-  // Forward operands: x, expert, gates, slot, w1, b1?, w2, b2?, w3?.
-  unsigned i = 0;
-  grads[i++] = grad.getDx();
-  grads[i++] = Value();
-  grads[i++] = grad.getDgates();
-  grads[i++] = Value();
-  grads[i++] = grad.getDw1();
-  if (getB1())
-    grads[i++] = grad.getDb1();
-  grads[i++] = grad.getDw2();
-  if (getB2())
-    grads[i++] = grad.getDb2();
-  if (getW3())
-    grads[i++] = grad.getDw3();
+      getLoc(), getX().getType(), getGates().getType(), weightTypes, getX(),
+      getExpert(), getGates(), getSlot(), getW1(), getB1(), getW2(), getB2(),
+      getW3(), dys[0], getActivationAttr());
+  grads[0] = grad.getDx();
+  grads[2] = grad.getDgates();
+  for (auto [i, g] : llvm::enumerate(grad.getDweights()))
+    grads[4 + i] = g;
   return success();
 }
 

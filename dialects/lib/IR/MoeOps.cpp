@@ -487,8 +487,9 @@ LogicalResult TopKRouterOp::verify() {
       getCapacityFactor().convertToDouble() <= 0)
     return emitOpError("capacity_factor must be > 0, got ")
            << getCapacityFactor().convertToDouble();
-  if (getMinCapacity() < 0)
-    return emitOpError("min_capacity must be >= 0, got ") << getMinCapacity();
+  if (static_cast<int64_t>(getMinCapacity()) < 0)
+    return emitOpError("min_capacity must be >= 0, got ")
+           << static_cast<int64_t>(getMinCapacity());
   return verifyWithShapes(*this);
 }
 
@@ -571,11 +572,11 @@ ExpertFfnGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   return success();
 }
 LogicalResult ExpertFfnGradOp::verify() {
-  if (static_cast<bool>(getB1()) != static_cast<bool>(getDb1()) ||
-      static_cast<bool>(getB2()) != static_cast<bool>(getDb2()) ||
-      static_cast<bool>(getW3()) != static_cast<bool>(getDw3()))
-    return emitOpError("optional gradient results must match the optional "
-                       "weight operands (b1/db1, b2/db2, w3/dw3)");
+  size_t weights = 2 + (getB1() ? 1 : 0) + (getB2() ? 1 : 0) + (getW3() ? 1 : 0);
+  if (getDweights().size() != weights)
+    return emitOpError("has ")
+           << getDweights().size() << " weight gradients for " << weights
+           << " weight operands";
   return verifyWithShapes(*this);
 }
 
@@ -695,12 +696,14 @@ LogicalResult LrScheduleOp::verify() {
   if (getBaseLr().convertToDouble() <= 0)
     return emitOpError("base_lr must be > 0, got ")
            << getBaseLr().convertToDouble();
-  if (getWarmup() < 0 || getTotalSteps() < 0)
+  int64_t warmup = static_cast<int64_t>(getWarmup());
+  int64_t total = static_cast<int64_t>(getTotalSteps());
+  if (warmup < 0 || total < 0)
     return emitOpError("warmup and total_steps must be >= 0");
   if ((getKind() == LrSchedule::Linear || getKind() == LrSchedule::Cosine) &&
-      getTotalSteps() <= getWarmup())
+      total <= warmup)
     return emitOpError("total_steps (")
-           << getTotalSteps() << ") must exceed warmup (" << getWarmup()
+           << total << ") must exceed warmup (" << warmup
            << ") for a decaying schedule";
   return verifyWithShapes(*this);
 }
@@ -767,8 +770,8 @@ mlir::moe::inferUpstreamShapes(Operation *op, ArrayRef<SymShape> operands,
     results.push_back(symShapeOf(type));
     return success();
   }
-  if (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
-      op->getNumResults() == 1 && op->getNumOperands() >= 1) {
+  if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+          arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp>(op)) {
     // Elementwise arith ops on tensors: all operands share one shape, except
     // that 0-d operands broadcast.
     SymShape shape;

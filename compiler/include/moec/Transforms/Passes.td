@@ -65,7 +65,7 @@ def MoeLowerToPlan : Pass<"moe-lower-to-plan", "::mlir::ModuleOp"> {
   let description = [{
     For every entry function (`moe.entry`), computes the symbolic shape of
     every value, gives each temporary a buffer, reusing the buffer of a value
-    whose last use has passed when dtype and size agree, and lets updates of
+    whose last use has passed when dtype and shape agree, and lets updates of
     parameters and state (`moe.update`) write in place when the updating op
     is their last reader. Annotates each op with its step number and its
     input and output buffers (`moe.step`, `moe.in`, `moe.out`) and the

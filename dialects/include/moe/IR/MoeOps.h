@@ -41,8 +41,9 @@ inline constexpr llvm::StringLiteral kData = "moe.data";
 } // namespace attrs
 
 /// Computes the symbolic shape of every value of an op that has no moe
-/// interface (func.return, arith ops on tensors, constants). Fails with a
-/// diagnostic for an unsupported op.
+/// interface: func.return, tensor constants and the elementwise float arith
+/// ops the runtime implements (addf, subf, mulf, divf, negf, maximumf,
+/// minimumf). Fails with a diagnostic for any other op.
 LogicalResult inferUpstreamShapes(Operation *op,
                                   llvm::ArrayRef<SymShape> operands,
                                   llvm::SmallVectorImpl<SymShape> &results);

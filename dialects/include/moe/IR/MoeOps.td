@@ -133,7 +133,7 @@ def Moe_AddPositionsGradOp : Moe_Op<"add_positions_grad"> {
 // Dense layers.
 //===----------------------------------------------------------------------===//
 
-def Moe_LinearOp : Moe_DiffOp<"linear", [AttrSizedOperandSegments]> {
+def Moe_LinearOp : Moe_DiffOp<"linear"> {
   let summary = "affine map over the last dimension";
   let description = [{
     `y[..., n] = sum_k x[..., k] * W[k, n] + b[n]` with x `[..., K]`, W `[K, N]`
@@ -264,7 +264,7 @@ def Moe_DropoutGradOp : Moe_Op<"dropout_grad"> {
 // Attention.
 //===----------------------------------------------------------------------===//
 
-def Moe_AttentionOp : Moe_DiffOp<"attention", [AttrSizedOperandSegments]> {
+def Moe_AttentionOp : Moe_DiffOp<"attention"> {
   let summary = "scaled dot-product attention with grouped K/V heads";
   let description = [{
     q `[B, Sq, H * dh]`, k and v `[B, Sk, Hkv * dh]`, H = `num_heads`, Hkv =
@@ -416,7 +416,7 @@ def Moe_ExpertFfnOp : Moe_DiffOp<"expert_ffn", [AttrSizedOperandSegments]> {
 }
 
 def Moe_ExpertFfnGradOp : Moe_Op<"expert_ffn_grad",
-    [AttrSizedOperandSegments, AttrSizedResultSegments]> {
+    [AttrSizedOperandSegments]> {
   let summary = "gradients of moe.expert_ffn";
   let description = [{
     For each kept assignment (t, j) to expert e with `a = x W1_e + b1_e`,
@@ -425,8 +425,8 @@ def Moe_ExpertFfnGradOp : Moe_Op<"expert_ffn_grad",
     `db2_e += g dy`; `da = dh [* u] * act'(a)`, `du = dh * act(a)`;
     `dW1_e += x^T da`, `db1_e += da`, `dW3_e += x^T du`;
     `dx_t += da W1_e^T [+ du W3_e^T]`. Dropped assignments contribute 0.
-    Results follow the forward operand order: dx, dgates, dw1, db1?, dw2,
-    db2?, dw3?.
+    Results: dx, dgates, then `dweights`, the gradient of each weight
+    operand present, in operand order (dw1, db1?, dw2, db2?, dw3?).
   }];
   let arguments = (ins Moe_FloatTensor:$x, Moe_IndexTensor:$expert,
                        Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
@@ -435,9 +435,7 @@ def Moe_ExpertFfnGradOp : Moe_Op<"expert_ffn_grad",
                        Optional<Moe_FloatTensor>:$w3, Moe_FloatTensor:$dy,
                        Moe_ActivationAttr:$activation);
   let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dgates,
-                      Moe_FloatTensor:$dw1, Optional<Moe_FloatTensor>:$db1,
-                      Moe_FloatTensor:$dw2, Optional<Moe_FloatTensor>:$db2,
-                      Optional<Moe_FloatTensor>:$dw3);
+                      Variadic<Moe_FloatTensor>:$dweights);
   let assemblyFormat = [{
     $x `,` $expert `,` $gates `,` $slot `,` $w1 (`b1` $b1^)? `,` $w2 (`b2` $b2^)? (`w3` $w3^)? `,` $dy attr-dict `:` functional-type(operands, results)
   }];

@@ -1,0 +1,35 @@
+//===- Compiler.h - .moe text to a bundle, in one call ----------*- C++ -*-===//
+//
+// The embedding API of the compiler: a program that links it (and the
+// runtime) goes from model text to a running Session in one process. No
+// MLIR type appears here; failures are moec::Error with every diagnostic.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_COMPILER_H
+#define MOEC_COMPILER_H
+
+#include "moec/Bundle.h"
+
+#include <string>
+
+namespace moec {
+
+struct CompileOptions {
+  /// Overrides the model's dtype ("f32" or "f64"); empty keeps the spec's.
+  std::string dtype;
+};
+
+/// Compiles the .moe file at `path`. Throws moec::Error whose message holds
+/// every diagnostic (`file:line:col: error: ...` with the source line).
+Bundle compileFile(const std::string &path, const CompileOptions &options = {});
+
+/// Compiles .moe text; `name` stands for the file in diagnostics and
+/// relative data paths resolve against `directory`.
+Bundle compileSource(const std::string &source, const std::string &name,
+                     const std::string &directory = ".",
+                     const CompileOptions &options = {});
+
+} // namespace moec
+
+#endif // MOEC_COMPILER_H

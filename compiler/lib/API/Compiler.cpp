@@ -1,0 +1,58 @@
+//===- Compiler.cpp - .moe text to a bundle, in one call ------------------===//
+//
+// Compiled with exceptions (unlike the MLIR libraries it calls): the MLIR
+// side reports through diagnostics, which this file gathers into one
+// moec::Error at the API boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Compiler.h"
+#include "moec/Driver/Pipeline.h"
+#include "moec/Error.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace moec {
+
+Bundle compileSource(const std::string &source, const std::string &name,
+                     const std::string &directory,
+                     const CompileOptions &options) {
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());
+  mlir::MLIRContext context;
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  driver::FrontendOptions frontendOptions;
+  frontendOptions.dtype = options.dtype;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      driver::buildModule(sourceMgr, &context, directory, frontendOptions);
+  if (!module)
+    throw Error(diagnostics.empty() ? name + ": compilation failed"
+                                    : diagnostics);
+  mlir::FailureOr<llvm::json::Object> bundle = driver::compileToBundle(*module);
+  if (mlir::failed(bundle))
+    throw Error(diagnostics.empty() ? name + ": compilation failed"
+                                    : diagnostics);
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(*bundle));
+  return Bundle::parse(text, name);
+}
+
+Bundle compileFile(const std::string &path, const CompileOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (std::error_code ec = buffer.getError())
+    throw Error(path + ": cannot read: " + ec.message());
+  llvm::SmallString<256> directory(path);
+  llvm::sys::path::remove_filename(directory);
+  if (directory.empty())
+    directory = ".";
+  return compileSource((*buffer)->getBuffer().str(), path,
+                       std::string(directory), options);
+}
+
+} // namespace moec

@@ -1,0 +1,62 @@
+//===- Pipeline.cpp - the compiler's stages -------------------------------===//
+
+#include "moec/Driver/Pipeline.h"
+#include "moec/Frontend/MLIRGen.h"
+#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/Sema.h"
+#include "moec/Target/BundleEmitter.h"
+#include "moec/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace moec::driver {
+
+void loadDialects(MLIRContext *context) {
+  context->loadDialect<moe::MoeDialect, func::FuncDialect,
+                       arith::ArithDialect>();
+}
+
+OwningOpRef<ModuleOp> buildModule(llvm::SourceMgr &sourceMgr,
+                                  MLIRContext *context,
+                                  llvm::StringRef directory,
+                                  const FrontendOptions &options) {
+  loadDialects(context);
+  std::optional<frontend::SpecFile> file =
+      frontend::parseSpec(sourceMgr, context);
+  if (!file)
+    return nullptr;
+  std::optional<frontend::Spec> spec =
+      frontend::analyzeSpec(*file, sourceMgr, context, directory);
+  if (!spec)
+    return nullptr;
+  if (!options.dtype.empty())
+    spec->model.dtype = options.dtype;
+  OwningOpRef<ModuleOp> module =
+      frontend::generateModule(*spec, context, sourceMgr);
+  if (!module || failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+void buildPlanPipeline(OpPassManager &pm) {
+  pm.addPass(moe::createMoeInferShapes());
+  pm.addPass(moe::createMoeBuildBackward());
+  pm.addPass(moe::createMoeBuildTrainStep());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(moe::createMoeLowerToPlan());
+}
+
+FailureOr<llvm::json::Object> compileToBundle(ModuleOp module) {
+  PassManager pm(module.getContext());
+  buildPlanPipeline(pm);
+  if (failed(pm.run(module)))
+    return failure();
+  return moe::buildBundle(module);
+}
+
+} // namespace moec::driver

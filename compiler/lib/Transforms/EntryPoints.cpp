@@ -1,0 +1,39 @@
+//===- EntryPoints.cpp - finding and describing entry functions -----------===//
+
+#include "moec/Transforms/EntryPoints.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+func::FuncOp mlir::moe::findEntry(ModuleOp module, StringRef entry) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto kind = func->getAttrOfType<StringAttr>(attrs::kEntry);
+        kind && kind.getValue() == entry)
+      return func;
+  return {};
+}
+
+ParamOp mlir::moe::boundParam(func::FuncOp func, unsigned index) {
+  auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(index, attrs::kParam);
+  if (!ref)
+    return {};
+  return SymbolTable::lookupNearestSymbolFrom<ParamOp>(func, ref);
+}
+
+bool mlir::moe::isTrainableParam(func::FuncOp func, unsigned index) {
+  ParamOp param = boundParam(func, index);
+  return param && !param.getFrozen();
+}
+
+func::FuncOp mlir::moe::cloneEntry(func::FuncOp source, StringRef name,
+                                   StringRef entry) {
+  func::FuncOp clone = source.clone();
+  clone.setSymName(name);
+  clone->setAttr(attrs::kEntry, StringAttr::get(source.getContext(), entry));
+  OpBuilder builder(source);
+  builder.setInsertionPointAfter(source);
+  builder.insert(clone);
+  return clone;
+}

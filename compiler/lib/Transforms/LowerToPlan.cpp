@@ -1,0 +1,299 @@
+//===- LowerToPlan.cpp - moe-lower-to-plan --------------------------------===//
+//
+// Turns each entry function into an execution plan: a table of buffers with
+// symbolic sizes and, per op, the buffers it reads and writes. Temporaries
+// share storage when their lifetimes do not overlap; parameter and state
+// updates write in place when the updating op is the last reader.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Transforms/EntryPoints.h"
+#include "moec/Transforms/Passes.h"
+#include "moec/Transforms/PlanAttrs.h"
+#include "moec/Transforms/ShapeAnalysis.h"
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOELOWERTOPLAN
+#include "moec/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+struct Buffer {
+  Type elementType;
+  SymShape shape;
+  StringRef kind; // param, state, input, const, temp
+  Attribute binding;
+  Attribute value; // for const
+};
+
+/// For ops that may update an operand in place: the operand result `index`
+/// may overwrite.
+std::optional<unsigned> inPlaceOperand(Operation *op, unsigned index) {
+  if (isa<AdamUpdateOp>(op))
+    return std::array<unsigned, 3>{0, 2, 3}[index];
+  if (isa<SgdUpdateOp>(op))
+    return std::array<unsigned, 2>{0, 2}[index];
+  if (isa<KvCacheWriteOp>(op))
+    return 0u;
+  return std::nullopt;
+}
+
+/// Ops whose single optional operand (or result) group is their last one
+/// carry no segment sizes; their full operand and result counts.
+std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
+  if (isa<LinearOp>(op))
+    return {3, 1};
+  if (isa<AttentionOp>(op))
+    return {4, 2};
+  if (isa<LinearGradOp>(op))
+    return {3, 3};
+  return {op->getNumOperands(), op->getNumResults()};
+}
+
+/// Operands of `op` in ODS order with absent optional operands as null
+/// values, so that every operand keeps a fixed position per op kind.
+SmallVector<Value> odsOperands(Operation *op) {
+  auto props = dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute());
+  auto segments =
+      props ? dyn_cast_or_null<DenseI32ArrayAttr>(props.get("operandSegmentSizes"))
+            : DenseI32ArrayAttr();
+  if (!segments) {
+    SmallVector<Value> operands(op->getOperands());
+    operands.resize(std::max<size_t>(operands.size(),
+                                     trailingOptionalCounts(op).first));
+    return operands;
+  }
+  SmallVector<Value> operands;
+  unsigned next = 0;
+  for (int32_t size : segments.asArrayRef()) {
+    if (size == 0)
+      operands.push_back(Value());
+    for (int32_t i = 0; i < size; ++i)
+      operands.push_back(op->getOperand(next++));
+  }
+  return operands;
+}
+
+/// Results in ODS order, absent optional results as null values.
+SmallVector<Value> odsResults(Operation *op) {
+  if (auto grad = dyn_cast<ExpertFfnGradOp>(op)) {
+    // dx, dgates, dw1, db1?, dw2, db2?, dw3? at fixed positions.
+    SmallVector<Value> results{grad.getDx(), grad.getDgates()};
+    auto dweights = grad.getDweights();
+    unsigned next = 0;
+    for (Value w : {grad.getW1(), grad.getB1(), grad.getW2(), grad.getB2(),
+                    grad.getW3()})
+      results.push_back(w ? dweights[next++] : Value());
+    return results;
+  }
+  SmallVector<Value> results(op->getResults());
+  results.resize(std::max<size_t>(results.size(),
+                                  trailingOptionalCounts(op).second));
+  return results;
+}
+
+class Planner {
+public:
+  explicit Planner(func::FuncOp func) : func(func), ctx(func.getContext()) {}
+
+  LogicalResult run() {
+    if (failed(computeSymbolicShapes(func, shapes)))
+      return failure();
+    Block &body = func.getBody().front();
+    Operation *terminator = body.getTerminator();
+    for (auto [i, op] : llvm::enumerate(body))
+      position[&op] = i;
+
+    if (failed(bindArguments()))
+      return failure();
+    llvm::DenseMap<Value, Attribute> updates = returnedUpdates(terminator);
+
+    int64_t stepIndex = 0;
+    for (Operation &op : body.without_terminator()) {
+      if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
+        ids[cst.getResult()] =
+            add({cast<TensorType>(cst.getType()).getElementType(),
+                 shapes[cst.getResult()], "const", Attribute(),
+                 cst.getValue()});
+        continue;
+      }
+      SmallVector<int64_t> outs;
+      for (auto [index, result] : llvm::enumerate(odsResults(&op))) {
+        if (!result) {
+          outs.push_back(-1);
+          continue;
+        }
+        int64_t id = -1;
+        if (!result.use_empty())
+          id = placeResult(&op, result, index, updates);
+        ids[result] = id;
+        outs.push_back(id);
+      }
+      SmallVector<int64_t> ins;
+      for (Value operand : odsOperands(&op))
+        ins.push_back(operand ? ids.lookup(operand) : -1);
+      op.setAttr(plan::kStep, IntegerAttr::get(IntegerType::get(ctx, 64),
+                                               stepIndex++));
+      op.setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, ins));
+      op.setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, outs));
+      releaseDeadOperands(&op, terminator);
+    }
+    SmallVector<int64_t> returned;
+    for (Value v : terminator->getOperands())
+      returned.push_back(ids.lookup(v));
+    terminator->setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, returned));
+    func->setAttr(plan::kBuffers, bufferTable());
+    return success();
+  }
+
+private:
+  int64_t add(Buffer buffer) {
+    buffers.push_back(std::move(buffer));
+    return static_cast<int64_t>(buffers.size()) - 1;
+  }
+
+  LogicalResult bindArguments() {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      BlockArgument arg = func.getArgument(i);
+      Type elementType = cast<TensorType>(arg.getType()).getElementType();
+      StringRef kind;
+      Attribute binding;
+      if ((binding = func.getArgAttr(i, attrs::kParam)))
+        kind = "param";
+      else if ((binding = func.getArgAttr(i, attrs::kState)))
+        kind = "state";
+      else if ((binding = func.getArgAttr(i, attrs::kInput)))
+        kind = "input";
+      else
+        return func.emitOpError("argument #")
+               << i << " is bound to nothing: it needs moe.param, moe.state "
+               << "or moe.input";
+      ids[arg] = add({elementType, shapes[arg], kind, binding, Attribute()});
+    }
+    return success();
+  }
+
+  /// Values returned as updates of parameters or state, with the symbol.
+  llvm::DenseMap<Value, Attribute> returnedUpdates(Operation *terminator) {
+    llvm::DenseMap<Value, Attribute> updates;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (Attribute target = func.getResultAttr(i, attrs::kUpdate))
+        updates[terminator->getOperand(i)] = target;
+    return updates;
+  }
+
+  /// The argument bound to `target` (a symbol ref), if any.
+  Value argumentFor(Attribute target) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      if (func.getArgAttr(i, attrs::kParam) == target ||
+          func.getArgAttr(i, attrs::kState) == target)
+        return func.getArgument(i);
+    return {};
+  }
+
+  bool isLastUser(Value v, Operation *op) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return position[user] <= position[op] || isa<func::ReturnOp>(user);
+    }) && llvm::count_if(v.getUsers(), [](Operation *u) {
+      return isa<func::ReturnOp>(u);
+    }) == 0;
+  }
+
+  int64_t placeResult(Operation *op, Value result, unsigned index,
+                      const llvm::DenseMap<Value, Attribute> &updates) {
+    // An update written over its own argument.
+    if (auto target = updates.lookup(result)) {
+      std::optional<unsigned> operand = inPlaceOperand(op, index);
+      Value arg = argumentFor(target);
+      if (operand && arg && op->getOperand(*operand) == arg &&
+          isLastUser(arg, op))
+        return ids.lookup(arg);
+    }
+    Type elementType = cast<TensorType>(result.getType()).getElementType();
+    const SymShape &shape = shapes[result];
+    std::string key = sizeKey(elementType, shape);
+    auto &pool = freeBuffers[key];
+    if (!pool.empty()) {
+      int64_t id = pool.back();
+      pool.pop_back();
+      return id;
+    }
+    return add({elementType, shape, "temp", Attribute(), Attribute()});
+  }
+
+  /// Buffers are shared between values of the same dtype and shape: the
+  /// plan gives each buffer one shape, which every step sees.
+  std::string sizeKey(Type elementType, const SymShape &shape) {
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    os << elementType << ":" << shapeStr(shape);
+    return key;
+  }
+
+  /// Returns the temporaries whose last reader is `op` to the free pool.
+  void releaseDeadOperands(Operation *op, Operation *terminator) {
+    llvm::SmallPtrSet<Value, 8> seen;
+    for (Value v : op->getOperands()) {
+      if (!seen.insert(v).second)
+        continue;
+      int64_t id = ids.lookup(v);
+      if (id < 0 || buffers[id].kind != "temp")
+        continue;
+      bool later = llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return user == terminator || position[user] > position[op];
+      });
+      if (!later)
+        freeBuffers[sizeKey(buffers[id].elementType, buffers[id].shape)]
+            .push_back(id);
+    }
+  }
+
+  ArrayAttr bufferTable() {
+    SmallVector<Attribute> table;
+    for (auto [id, buffer] : llvm::enumerate(buffers)) {
+      SmallVector<NamedAttribute> fields;
+      auto set = [&](StringRef name, Attribute value) {
+        fields.emplace_back(StringAttr::get(ctx, name), value);
+      };
+      set("id", IntegerAttr::get(IntegerType::get(ctx, 64), id));
+      set("kind", StringAttr::get(ctx, buffer.kind));
+      set("type", TypeAttr::get(buffer.elementType));
+      set("dims", toDimsAttr(ctx, buffer.shape));
+      if (buffer.binding)
+        set("bind", buffer.binding);
+      if (buffer.value)
+        set("value", buffer.value);
+      table.push_back(DictionaryAttr::get(ctx, fields));
+    }
+    return ArrayAttr::get(ctx, table);
+  }
+
+  func::FuncOp func;
+  MLIRContext *ctx;
+  llvm::DenseMap<Value, SymShape> shapes;
+  llvm::DenseMap<Operation *, size_t> position;
+  llvm::DenseMap<Value, int64_t> ids;
+  std::vector<Buffer> buffers;
+  std::map<std::string, SmallVector<int64_t>> freeBuffers;
+};
+
+struct MoeLowerToPlanPass
+    : public mlir::moe::impl::MoeLowerToPlanBase<MoeLowerToPlanPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(attrs::kEntry) || func->hasAttr(plan::kBuffers))
+        continue;
+      if (failed(Planner(func).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

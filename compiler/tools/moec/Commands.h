@@ -1,0 +1,30 @@
+//===- Commands.h - the moec subcommands ------------------------*- C++ -*-===//
+
+#ifndef MOEC_TOOLS_MOEC_COMMANDS_H
+#define MOEC_TOOLS_MOEC_COMMANDS_H
+
+#include "moec/Bundle.h"
+
+#include <string>
+
+namespace moec::driver {
+
+/// Each subcommand: whether the command line selected it, and its body,
+/// which returns the process exit code. Bodies may throw moec::Error.
+bool isCheckCommand();
+int runCheck();
+bool isCompileCommand();
+int runCompile();
+bool isTrainCommand();
+int runTrain();
+bool isRunCommand();
+int runRun();
+
+/// A model given on the command line: a spec if its name ends in .moe
+/// (compiled now), otherwise a bundle (loaded and validated). `dtype`
+/// overrides a spec's dtype.
+Bundle loadModel(const std::string &path, const std::string &dtype = "");
+
+} // namespace moec::driver
+
+#endif // MOEC_TOOLS_MOEC_COMMANDS_H

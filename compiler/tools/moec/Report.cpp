@@ -1,0 +1,65 @@
+//===- Report.cpp - what the driver prints --------------------------------===//
+
+#include "Report.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace moec::driver {
+
+void printModelSummary(llvm::raw_ostream &os, const Session &session,
+                       const std::string &dataDescription) {
+  const Bundle &bundle = session.bundle();
+  int64_t count = 0;
+  for (const ParamInfo &p : bundle.params())
+    count += numElements(p.shape);
+  const ModelInfo &m = bundle.model();
+  os << fmt::format("model '{}': {}, {:.2f}M parameters, d_model {}, vocab {}, "
+                    "{} MoE layer(s), {}; device {}, seed {}\n",
+                    m.name, m.kind, count / 1e6, m.dModel, m.vocab,
+                    m.moeLayers.size(), m.dtype, session.deviceName(),
+                    session.seed());
+  os << "data: " << dataDescription << "\n";
+}
+
+std::string formatProgress(const StepResult &result, int64_t totalSteps,
+                           double meanLoss, double secondsPerStep,
+                           int64_t tokensPerStep) {
+  std::string line =
+      fmt::format("step {:>5}/{}  loss {:.4f}", result.step, totalSteps,
+                  meanLoss);
+  for (const char *name : {"ce", "balance_loss", "z_loss"})
+    if (auto it = result.scalars.find(name); it != result.scalars.end())
+      line += fmt::format("  {} {:.4f}", name == std::string("balance_loss")
+                                             ? "bal"
+                                         : name == std::string("z_loss")
+                                             ? "z"
+                                             : name,
+                          it->second);
+  if (auto it = result.scalars.find("lr"); it != result.scalars.end())
+    line += fmt::format("  lr {:.2e}", it->second);
+  if (auto it = result.scalars.find("grad_norm"); it != result.scalars.end())
+    line += fmt::format("  |g| {:.3f}", it->second);
+  line += fmt::format("  {:.0f} ms/step  {:.0f} tok/s", secondsPerStep * 1e3,
+                      tokensPerStep / std::max(secondsPerStep, 1e-9));
+  return line;
+}
+
+void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
+                     const std::string &title) {
+  if (load.empty())
+    return;
+  os << title << " (share of routed tokens per expert):\n";
+  for (const ExpertLoad &layer : load) {
+    std::vector<double> f = layer.fractions();
+    std::string shares;
+    for (double share : f)
+      shares += fmt::format(" {:5.1f}%", share * 100);
+    double mean = f.empty() ? 0 : 1.0 / f.size();
+    double max = f.empty() ? 0 : *std::max_element(f.begin(), f.end());
+    os << fmt::format("  {:<16}{}   max/mean {:.2f}\n", layer.layer, shares,
+                      mean > 0 ? max / mean : 0.0);
+  }
+}
+
+} // namespace moec::driver

@@ -1,0 +1,30 @@
+//===- Report.h - what the driver prints ------------------------*- C++ -*-===//
+
+#ifndef MOEC_TOOLS_MOEC_REPORT_H
+#define MOEC_TOOLS_MOEC_REPORT_H
+
+#include "moec/Session.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace moec::driver {
+
+/// "model 'lm': decoder, 1.2M parameters, 4 blocks (2 MoE) on cpu; data: ..."
+void printModelSummary(llvm::raw_ostream &os, const Session &session,
+                       const std::string &dataDescription);
+
+/// One progress line: step, mean loss over the window, the step's other
+/// scalars, time per step and throughput.
+std::string formatProgress(const StepResult &result, int64_t totalSteps,
+                           double meanLoss, double secondsPerStep,
+                           int64_t tokensPerStep);
+
+/// A table of each MoE layer's expert shares.
+void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
+                     const std::string &title);
+
+} // namespace moec::driver
+
+#endif // MOEC_TOOLS_MOEC_REPORT_H

@@ -1,0 +1,101 @@
+//===- Bundle.h - a compiled model ------------------------------*- C++ -*-===//
+//
+// A bundle is what `moec compile` produces and the runtime executes: one JSON
+// document with the model's parameter and state tables, its training and
+// data settings, and one execution plan per entry point (train_step, loss,
+// backward, forward, decode, ...). It is versioned and validated completely
+// when loaded; nothing in it is trusted. Bundles are immutable and cheap to
+// copy (shared).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_BUNDLE_H
+#define MOEC_BUNDLE_H
+
+#include "moec/Data.h"
+#include "moec/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moec {
+
+namespace detail {
+struct BundleData;
+} // namespace detail
+
+/// The bundle format version this runtime reads.
+inline constexpr int64_t kBundleFormatVersion = 1;
+
+struct ParamInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  /// zeros, ones, normal, uniform, xavier_uniform.
+  std::string init;
+  double scale;
+  bool frozen;
+};
+
+struct TrainingConfig {
+  std::string optimizer;
+  std::string schedule;
+  double lr = 0;
+  int64_t batch = 0;
+  int64_t seqLen = 0;
+  int64_t steps = 0;
+  uint64_t seed = 0;
+  int64_t logEvery = 10;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string kind;
+  int64_t vocab = 0;
+  int64_t dModel = 0;
+  int64_t maxSeq = 0;
+  std::string dtype;
+  /// Parameter-path prefixes of the MoE layers, in model order.
+  std::vector<std::string> moeLayers;
+};
+
+class Bundle {
+public:
+  /// Reads and validates a bundle file. Throws moec::Error naming the file
+  /// and the field at fault.
+  static Bundle load(const std::string &path);
+  /// Parses and validates bundle JSON text; `origin` names it in errors.
+  static Bundle parse(const std::string &text,
+                      const std::string &origin = "<bundle>");
+
+  /// Writes the bundle atomically (temporary file + rename).
+  void save(const std::string &path) const;
+  /// The bundle as JSON text (pretty-printed).
+  std::string json() const;
+
+  const ModelInfo &model() const;
+  const TrainingConfig &training() const;
+  const DataSpec &data() const;
+  const std::vector<ParamInfo> &params() const;
+  /// Entry points, sorted.
+  std::vector<std::string> programs() const;
+  bool hasProgram(const std::string &name) const;
+  /// The input names of a program, e.g. {"tokens", "targets"}; throws
+  /// moec::Error for an unknown program.
+  std::vector<std::string> programInputs(const std::string &name) const;
+  /// The output names of a program.
+  std::vector<std::string> programOutputs(const std::string &name) const;
+
+  /// The validated contents, for the runtime's own use.
+  const detail::BundleData &internals() const { return *impl; }
+
+private:
+  explicit Bundle(std::shared_ptr<const detail::BundleData> impl)
+      : impl(std::move(impl)) {}
+  std::shared_ptr<const detail::BundleData> impl;
+};
+
+} // namespace moec
+
+#endif // MOEC_BUNDLE_H

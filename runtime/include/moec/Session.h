@@ -1,0 +1,114 @@
+//===- Session.h - a model's parameters and state on a device ---*- C++ -*-===//
+//
+// A Session holds one model's parameters, optimizer state and statistics on
+// one device and runs the bundle's programs over them: training steps,
+// evaluation, logits, generation with a KV cache. A session is
+// thread-compatible: use it from one thread at a time. Bundles are shared;
+// several sessions may use one bundle.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_SESSION_H
+#define MOEC_SESSION_H
+
+#include "moec/Bundle.h"
+#include "moec/Data.h"
+#include "moec/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moec {
+
+struct SessionOptions {
+  /// "cpu" (the default), "cuda" or "emu".
+  std::string device = "cpu";
+  /// Overrides the bundle's training seed (initialisation, dropout, data).
+  std::optional<uint64_t> seed;
+  /// Worker threads of the cpu device; 0 keeps the library default.
+  int threads = 0;
+};
+
+/// What one training step reports.
+struct StepResult {
+  /// The step just taken (1-based).
+  int64_t step = 0;
+  /// Scalar outputs by name: loss, ce, balance_loss, z_loss, lr, grad_norm.
+  std::map<std::string, double> scalars;
+};
+
+/// Tokens routed to each expert of one MoE layer, accumulated over the
+/// calls since the last resetStats().
+struct ExpertLoad {
+  std::string layer;
+  std::vector<double> tokens;
+  /// The share of each expert: tokens[e] / sum(tokens).
+  std::vector<double> fractions() const;
+};
+
+struct GenerateOptions {
+  int64_t maxNewTokens = 64;
+  /// 0 picks the most likely token (greedy); otherwise samples from
+  /// softmax(logits / temperature).
+  double temperature = 0;
+  /// With temperature > 0: sample among the k most likely tokens (0 = all).
+  int64_t topK = 0;
+  /// Seeds the sampling stream (Philox), so generation is reproducible.
+  uint64_t seed = 0;
+};
+
+class Session {
+public:
+  explicit Session(Bundle bundle, SessionOptions options = {});
+  ~Session();
+  Session(Session &&) noexcept;
+  Session &operator=(Session &&) noexcept;
+
+  const Bundle &bundle() const;
+  std::string deviceName() const;
+  /// The seed in effect (the option, or the bundle's training seed).
+  uint64_t seed() const;
+  /// Optimizer steps taken so far (restored from checkpoints).
+  int64_t step() const;
+
+  /// One optimizer step on `batch` (tokens and targets, i32 [B, S]).
+  StepResult trainStep(const Batch &batch);
+  /// The objective's outputs on `batch` without updating anything.
+  std::map<std::string, double> evaluate(const Batch &batch);
+  /// Runs any program of the bundle. `inputs` are bound by name; outputs
+  /// are returned by name. Parameters and state are read and updated in
+  /// place as the program says.
+  std::map<std::string, Tensor> run(const std::string &program,
+                                    const std::map<std::string, Tensor> &inputs);
+
+  /// Continues `prompt` (token ids) with up to maxNewTokens tokens, using
+  /// the `decode` program and its KV cache. Stops early at the model's
+  /// max_seq. Returns only the new tokens.
+  std::vector<int32_t> generate(const std::vector<int32_t> &prompt,
+                                const GenerateOptions &options);
+
+  /// Parameters, optimizer moments and the step, as safetensors, atomically.
+  void saveCheckpoint(const std::string &path) const;
+  /// Restores parameters (all of them, checked by name, dtype and shape),
+  /// and the optimizer state and step when the checkpoint has them.
+  void loadCheckpoint(const std::string &path);
+
+  /// A copy of a parameter's current value.
+  Tensor param(const std::string &name) const;
+  void setParam(const std::string &name, const Tensor &value);
+
+  std::vector<ExpertLoad> expertLoad() const;
+  void resetStats();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace moec
+
+#endif // MOEC_SESSION_H

@@ -1,0 +1,453 @@
+//===- Bundle.cpp - loading and validating bundles ------------------------===//
+
+#include "AtomicFile.h"
+#include "BundleData.h"
+#include "JsonReader.h"
+#include "cpu/Kernel.h"
+#include "moec/Bundle.h"
+#include "moec/Error.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+
+namespace moec {
+namespace detail {
+
+namespace {
+
+constexpr size_t kMaxBundleBytes = size_t(1) << 30;
+/// No buffer in a bundle may hold more elements than this.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+bool isFloat(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::BF16 ||
+         d == DType::F16;
+}
+
+DType readDType(const JsonReader &r) {
+  std::string name = r.string();
+  for (DType d : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32,
+                  DType::I64})
+    if (name == dtypeName(d))
+      return d;
+  r.fail(fmt::format("unknown dtype \"{}\" (f32, f64, bf16, f16, i32, i64)",
+                     name));
+}
+
+std::vector<DimExpr> readDims(const JsonReader &r) {
+  std::vector<DimExpr> dims;
+  r.array();
+  for (size_t i = 0; i < r.size(); ++i) {
+    JsonReader d = r.at(i);
+    if (d.json().is_number_integer()) {
+      dims.emplace_back(d.integer(0, kMaxElements));
+      continue;
+    }
+    std::optional<DimExpr> e = DimExpr::parse(d.string());
+    if (!e)
+      d.fail(fmt::format("\"{}\" is not a dimension (an integer or a "
+                         "product of symbols such as \"2*B*S\")",
+                         d.string()));
+    dims.push_back(*e);
+  }
+  if (dims.size() > 8)
+    r.fail(fmt::format("{} dimensions; at most 8 are supported", dims.size()));
+  return dims;
+}
+
+Shape readShape(const JsonReader &r) {
+  Shape shape;
+  r.array();
+  int64_t total = 1;
+  for (size_t i = 0; i < r.size(); ++i) {
+    shape.push_back(r.at(i).integer(0, kMaxElements));
+    if (__builtin_mul_overflow(total, shape.back(), &total) ||
+        total > kMaxElements)
+      r.fail("the shape holds more than 2^40 elements");
+  }
+  return shape;
+}
+
+ParamInfo readParam(const JsonReader &r) {
+  ParamInfo p;
+  p.name = r.stringField("name");
+  if (p.name.empty())
+    r.fail("a parameter has an empty name");
+  p.dtype = readDType(r.field("dtype"));
+  if (!isFloat(p.dtype))
+    r.field("dtype").fail("a parameter must have a float dtype");
+  p.shape = readShape(r.field("shape"));
+  p.init = r.stringField("init");
+  static const std::set<std::string> inits = {"zeros", "ones", "normal",
+                                              "uniform", "xavier_uniform"};
+  if (!inits.count(p.init))
+    r.field("init").fail(fmt::format(
+        "unknown initialiser \"{}\" (zeros, ones, normal, uniform, "
+        "xavier_uniform)",
+        p.init));
+  if (p.init == "xavier_uniform" && p.shape.size() < 2)
+    r.field("init").fail("xavier_uniform needs a parameter of rank >= 2");
+  p.scale = r.field("scale").number();
+  if (!(p.scale >= 0))
+    r.field("scale").fail("the init scale must be >= 0");
+  p.frozen = r.field("frozen").boolean();
+  return p;
+}
+
+StateDesc readState(const JsonReader &r) {
+  StateDesc s;
+  s.name = r.stringField("name");
+  s.dtype = readDType(r.field("dtype"));
+  s.dims = readDims(r.field("dims"));
+  if (r.has("like"))
+    s.like = r.stringField("like");
+  return s;
+}
+
+BufferKind readKind(const JsonReader &r) {
+  std::string k = r.string();
+  if (k == "param")
+    return BufferKind::Param;
+  if (k == "state")
+    return BufferKind::State;
+  if (k == "input")
+    return BufferKind::Input;
+  if (k == "const")
+    return BufferKind::Const;
+  if (k == "temp")
+    return BufferKind::Temp;
+  r.fail(fmt::format("unknown buffer kind \"{}\" (param, state, input, "
+                     "const, temp)",
+                     k));
+}
+
+bool sameDims(const std::vector<DimExpr> &a, const std::vector<DimExpr> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].str() != b[i].str())
+      return false;
+  return true;
+}
+
+std::string dimsString(const std::vector<DimExpr> &dims) {
+  std::vector<std::string> parts;
+  for (const DimExpr &d : dims)
+    parts.push_back(d.str());
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+BufferDesc readBuffer(const JsonReader &r, size_t index,
+                      const BundleData &bundle) {
+  if (r.field("id").integer() != static_cast<int64_t>(index))
+    r.field("id").fail(fmt::format("buffer ids must be 0, 1, 2, ... in order; "
+                                   "expected {}",
+                                   index));
+  BufferDesc b;
+  b.kind = readKind(r.field("kind"));
+  b.dtype = readDType(r.field("dtype"));
+  b.dims = readDims(r.field("dims"));
+  switch (b.kind) {
+  case BufferKind::Param: {
+    b.bind = r.stringField("bind");
+    const ParamInfo *p = bundle.findParam(b.bind);
+    if (!p)
+      r.field("bind").fail(fmt::format("no parameter named '{}'", b.bind));
+    std::vector<DimExpr> expected(p->shape.begin(), p->shape.end());
+    if (b.dtype != p->dtype || !sameDims(b.dims, expected))
+      r.fail(fmt::format("buffer {} {} does not match parameter '{}' ({} {})",
+                         dtypeName(b.dtype), dimsString(b.dims), b.bind,
+                         dtypeName(p->dtype), dimsString(expected)));
+    break;
+  }
+  case BufferKind::State: {
+    b.bind = r.stringField("bind");
+    const StateDesc *s = bundle.findState(b.bind);
+    if (!s)
+      r.field("bind").fail(fmt::format("no state named '{}'", b.bind));
+    if (b.dtype != s->dtype || !sameDims(b.dims, s->dims))
+      r.fail(fmt::format("buffer {} {} does not match state '{}' ({} {})",
+                         dtypeName(b.dtype), dimsString(b.dims), b.bind,
+                         dtypeName(s->dtype), dimsString(s->dims)));
+    break;
+  }
+  case BufferKind::Input:
+    b.bind = r.stringField("bind");
+    break;
+  case BufferKind::Const: {
+    JsonReader values = r.field("value").array();
+    int64_t count = 1;
+    for (const DimExpr &d : b.dims) {
+      if (!d.isStatic())
+        r.field("dims").fail("a constant must have static dimensions");
+      count *= *d.evaluate({});
+    }
+    if (static_cast<int64_t>(values.size()) != count)
+      values.fail(fmt::format("{} values for a constant of {} elements",
+                              values.size(), count));
+    for (size_t i = 0; i < values.size(); ++i)
+      b.value.push_back(values.at(i).number());
+    break;
+  }
+  case BufferKind::Temp:
+    break;
+  }
+  return b;
+}
+
+ProgramDesc readProgram(const std::string &name, const JsonReader &r,
+                        const BundleData &bundle) {
+  ProgramDesc program;
+  program.name = name;
+  JsonReader buffers = r.field("buffers").array();
+  for (size_t i = 0; i < buffers.size(); ++i)
+    program.buffers.push_back(readBuffer(buffers.at(i), i, bundle));
+  const int64_t count = static_cast<int64_t>(program.buffers.size());
+  std::set<std::string> inputNames;
+  for (size_t i = 0; i < program.buffers.size(); ++i)
+    if (program.buffers[i].kind == BufferKind::Input) {
+      if (!inputNames.insert(program.buffers[i].bind).second)
+        buffers.at(i).fail(fmt::format("input '{}' is bound twice",
+                                       program.buffers[i].bind));
+      program.inputs.push_back({program.buffers[i].bind, i});
+    }
+
+  JsonReader steps = r.field("steps").array();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    JsonReader s = steps.at(i);
+    StepDesc step;
+    step.op = s.stringField("op");
+    if (!cpu::lookupKernel(step.op))
+      s.field("op").fail(fmt::format(
+          "op '{}' is not implemented by this runtime (moec {}); was the "
+          "bundle made by a newer compiler?",
+          step.op, bundle.moecVersion));
+    for (auto [key, list] : {std::make_pair("in", &step.in),
+                             std::make_pair("out", &step.out)}) {
+      JsonReader ids = s.field(key).array();
+      for (size_t j = 0; j < ids.size(); ++j) {
+        int64_t id = ids.at(j).integer(-1, count - 1);
+        if (key == std::string("out") && id >= 0) {
+          BufferKind k = program.buffers[id].kind;
+          if (k == BufferKind::Input || k == BufferKind::Const)
+            ids.at(j).fail(fmt::format("step writes buffer {}, which is an "
+                                       "input or a constant",
+                                       id));
+        }
+        list->push_back(id);
+      }
+    }
+    step.attrs = s.field("attrs").object().json();
+    if (s.has("loc"))
+      step.loc = s.stringField("loc");
+    program.steps.push_back(std::move(step));
+  }
+
+  JsonReader outputs = r.field("outputs").array();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    JsonReader o = outputs.at(i);
+    program.outputs.push_back(
+        {o.stringField("name"), o.field("buffer").integer(0, count - 1)});
+  }
+  JsonReader updates = r.field("updates").array();
+  for (size_t i = 0; i < updates.size(); ++i) {
+    JsonReader u = updates.at(i);
+    std::string target = u.stringField("target");
+    int64_t buffer = u.field("buffer").integer(0, count - 1);
+    DType dtype;
+    if (const ParamInfo *p = bundle.findParam(target))
+      dtype = p->dtype;
+    else if (const StateDesc *s = bundle.findState(target))
+      dtype = s->dtype;
+    else
+      u.field("target").fail(fmt::format("no parameter or state named '{}'",
+                                         target));
+    if (program.buffers[buffer].dtype != dtype)
+      u.fail(fmt::format("buffer {} is {} but '{}' is {}", buffer,
+                         dtypeName(program.buffers[buffer].dtype), target,
+                         dtypeName(dtype)));
+    program.updates.push_back({target, buffer});
+  }
+  return program;
+}
+
+ModelInfo readModel(const JsonReader &r) {
+  ModelInfo m;
+  m.name = r.stringField("name");
+  m.kind = r.stringField("kind");
+  m.vocab = r.field("vocab").integer(1, int64_t(1) << 31);
+  m.dModel = r.field("d_model").integer(1, int64_t(1) << 31);
+  m.maxSeq = r.field("max_seq").integer(1, int64_t(1) << 31);
+  m.dtype = r.stringField("dtype");
+  JsonReader layers = r.field("moe_layers").array();
+  for (size_t i = 0; i < layers.size(); ++i)
+    m.moeLayers.push_back(layers.at(i).string());
+  return m;
+}
+
+TrainingConfig readTraining(const JsonReader &r) {
+  TrainingConfig t;
+  t.optimizer = r.stringField("optimizer");
+  t.schedule = r.stringField("schedule");
+  t.lr = r.field("lr").number();
+  t.batch = r.field("batch").integer(1, int64_t(1) << 24);
+  t.seqLen = r.field("seq_len").integer(1, int64_t(1) << 24);
+  t.steps = r.field("steps").integer(0, int64_t(1) << 40);
+  t.seed = static_cast<uint64_t>(r.field("seed").integer(0, INT64_MAX));
+  t.logEvery = r.field("log_every").integer(1, INT64_MAX);
+  return t;
+}
+
+DataSpec readData(const JsonReader &r) {
+  DataSpec d;
+  d.kind = r.stringField("kind");
+  if (d.kind != "synthetic" && d.kind != "text")
+    r.field("kind").fail(fmt::format("unknown data kind \"{}\" (synthetic or "
+                                     "text)",
+                                     d.kind));
+  d.task = r.stringField("task");
+  d.path = r.stringField("path");
+  d.taskSeed = r.field("task_seed").integer(0, INT64_MAX);
+  d.branching = r.field("branching").integer(1, int64_t(1) << 31);
+  d.validFraction = r.field("valid_fraction").number();
+  return d;
+}
+
+} // namespace
+
+const ParamInfo *BundleData::findParam(const std::string &name) const {
+  for (const ParamInfo &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+const StateDesc *BundleData::findState(const std::string &name) const {
+  for (const StateDesc &s : states)
+    if (s.name == name)
+      return &s;
+  return nullptr;
+}
+
+const ProgramDesc &BundleData::program(const std::string &name) const {
+  auto it = programs.find(name);
+  if (it == programs.end()) {
+    std::vector<std::string> names;
+    for (const auto &[n, p] : programs)
+      names.push_back(n);
+    throw Error(fmt::format("{}: the bundle has no program '{}' (it has: {})",
+                            origin, name, fmt::join(names, ", ")));
+  }
+  return it->second;
+}
+
+std::shared_ptr<BundleData> readBundle(nlohmann::json document,
+                                       const std::string &origin) {
+  auto bundle = std::make_shared<BundleData>();
+  bundle->origin = origin;
+  bundle->document = std::move(document);
+  JsonReader root(bundle->document, origin);
+  root.object();
+  if (!root.has("format") || !root.field("format").json().is_string() ||
+      root.stringField("format") != "moec-bundle")
+    root.fail("not a moec bundle (its \"format\" field is not "
+              "\"moec-bundle\")");
+  int64_t version = root.field("version").integer();
+  if (version < 1 || version > kBundleFormatVersion)
+    root.field("version").fail(fmt::format(
+        "bundle format version {} is not supported; this runtime reads "
+        "version {} (recompile the model with this moec)",
+        version, kBundleFormatVersion));
+  bundle->moecVersion = root.stringField("moec_version");
+  bundle->model = readModel(root.field("model"));
+  bundle->training = readTraining(root.field("training"));
+  bundle->data = readData(root.field("data"));
+
+  JsonReader params = root.field("params").array();
+  std::set<std::string> names;
+  for (size_t i = 0; i < params.size(); ++i) {
+    bundle->params.push_back(readParam(params.at(i)));
+    if (!names.insert(bundle->params.back().name).second)
+      params.at(i).fail(fmt::format("parameter '{}' is declared twice",
+                                    bundle->params.back().name));
+  }
+  JsonReader states = root.field("states").array();
+  for (size_t i = 0; i < states.size(); ++i) {
+    bundle->states.push_back(readState(states.at(i)));
+    const StateDesc &s = bundle->states.back();
+    if (!names.insert(s.name).second)
+      states.at(i).fail(fmt::format("'{}' is declared twice", s.name));
+    if (!s.like.empty() && !bundle->findParam(s.like))
+      states.at(i).field("like").fail(
+          fmt::format("no parameter named '{}'", s.like));
+  }
+  JsonReader programs = root.field("programs").object();
+  for (auto it = programs.json().begin(); it != programs.json().end(); ++it)
+    bundle->programs[it.key()] =
+        readProgram(it.key(), programs.field(it.key()), *bundle);
+  return bundle;
+}
+
+} // namespace detail
+
+Bundle Bundle::parse(const std::string &text, const std::string &origin) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception &e) {
+    // Drop the library's "[json.exception.parse_error.101] " tag.
+    std::string what = e.what();
+    if (size_t tag = what.find("] "); what.rfind("[json.", 0) == 0 &&
+                                      tag != std::string::npos)
+      what = what.substr(tag + 2);
+    throw Error(fmt::format("{}: not a moec bundle: the file is not valid "
+                            "JSON ({})",
+                            origin, what));
+  }
+  return Bundle(detail::readBundle(std::move(document), origin));
+}
+
+Bundle Bundle::load(const std::string &path) {
+  return parse(detail::readWholeFile(path, detail::kMaxBundleBytes), path);
+}
+
+void Bundle::save(const std::string &path) const {
+  std::string text = json();
+  detail::writeFileAtomically(path, {{text.data(), text.size()}});
+}
+
+std::string Bundle::json() const { return impl->document.dump(1) + "\n"; }
+
+const ModelInfo &Bundle::model() const { return impl->model; }
+const TrainingConfig &Bundle::training() const { return impl->training; }
+const DataSpec &Bundle::data() const { return impl->data; }
+const std::vector<ParamInfo> &Bundle::params() const { return impl->params; }
+
+std::vector<std::string> Bundle::programs() const {
+  std::vector<std::string> names;
+  for (const auto &[name, program] : impl->programs)
+    names.push_back(name);
+  return names;
+}
+
+bool Bundle::hasProgram(const std::string &name) const {
+  return impl->programs.count(name) != 0;
+}
+
+std::vector<std::string> Bundle::programInputs(const std::string &name) const {
+  std::vector<std::string> names;
+  for (const auto &[input, buffer] : impl->program(name).inputs)
+    names.push_back(input);
+  return names;
+}
+
+std::vector<std::string>
+Bundle::programOutputs(const std::string &name) const {
+  std::vector<std::string> names;
+  for (const auto &[output, buffer] : impl->program(name).outputs)
+    names.push_back(output);
+  return names;
+}
+
+} // namespace moec

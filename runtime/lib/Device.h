@@ -1,0 +1,56 @@
+//===- Device.h - where programs run ----------------------------*- C++ -*-===//
+//
+// A device owns buffer storage and runs whole programs over it. The cpu
+// device runs a plan step by step with the reference kernels; the cuda and
+// emu devices run the generated kernels that cover the same steps. Sessions
+// only talk to this interface.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_DEVICE_H
+#define MOEC_RUNTIME_DEVICE_H
+
+#include "BundleData.h"
+#include "moec/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moec::detail {
+
+/// Storage for one buffer on a device, zero-initialised.
+class DeviceBuffer {
+public:
+  DeviceBuffer(DType dtype, Shape shape)
+      : dtype(dtype), shape(std::move(shape)) {}
+  virtual ~DeviceBuffer();
+  const DType dtype;
+  const Shape shape;
+};
+
+class Device {
+public:
+  virtual ~Device();
+  /// "cpu", "cuda", "emu".
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<DeviceBuffer> allocate(DType dtype,
+                                                 const Shape &shape) = 0;
+  virtual void upload(DeviceBuffer &dst, const Tensor &src) = 0;
+  virtual Tensor download(const DeviceBuffer &src) = 0;
+  virtual void copy(DeviceBuffer &dst, const DeviceBuffer &src) = 0;
+  /// Checks, once per program, that this device can run every step.
+  virtual void prepare(const ProgramDesc &program) = 0;
+  /// Runs `program`; `buffers[i]` holds buffer i, or is null when no step
+  /// writes or reads it. Errors name the program, the step and its op.
+  virtual void run(const ProgramDesc &program,
+                   const std::vector<DeviceBuffer *> &buffers) = 0;
+};
+
+/// The device called `name`; throws moec::Error for an unknown or
+/// unavailable one, saying why.
+std::unique_ptr<Device> createDevice(const std::string &name);
+
+} // namespace moec::detail
+
+#endif // MOEC_RUNTIME_DEVICE_H

@@ -1,0 +1,94 @@
+//===- JsonReader.cpp - validated reads from untrusted JSON ---------------===//
+
+#include "JsonReader.h"
+
+#include <fmt/format.h>
+
+namespace moec::detail {
+
+void JsonReader::fail(const std::string &message) const {
+  throw Error(fmt::format("{}: {}{}", origin, path.empty() ? "" : path + ": ",
+                          message));
+}
+
+std::string JsonReader::describe() const {
+  std::string text = value.dump();
+  if (text.size() > 40)
+    text = text.substr(0, 37) + "...";
+  return text;
+}
+
+bool JsonReader::has(const std::string &key) const {
+  return value.is_object() && value.contains(key);
+}
+
+JsonReader JsonReader::field(const std::string &key) const {
+  object();
+  auto it = value.find(key);
+  if (it == value.end())
+    fail(fmt::format("missing field '{}'", key));
+  return JsonReader(*it, origin, path.empty() ? key : path + "." + key);
+}
+
+JsonReader JsonReader::at(size_t index) const {
+  array();
+  if (index >= value.size())
+    fail(fmt::format("index {} is out of range ({} entries)", index,
+                     value.size()));
+  return JsonReader(value[index], origin,
+                    fmt::format("{}[{}]", path, index));
+}
+
+JsonReader JsonReader::object() const {
+  if (!value.is_object())
+    fail("expected an object, got " + describe());
+  return *this;
+}
+
+JsonReader JsonReader::array() const {
+  if (!value.is_array())
+    fail("expected an array, got " + describe());
+  return *this;
+}
+
+size_t JsonReader::size() const {
+  if (!value.is_array() && !value.is_object())
+    fail("expected an array or object, got " + describe());
+  return value.size();
+}
+
+std::string JsonReader::string() const {
+  if (!value.is_string())
+    fail("expected a string, got " + describe());
+  return value.get<std::string>();
+}
+
+int64_t JsonReader::integer() const {
+  if (!value.is_number_integer())
+    fail("expected an integer, got " + describe());
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail("integer " + describe() + " is too large");
+  return value.get<int64_t>();
+}
+
+int64_t JsonReader::integer(int64_t min, int64_t max) const {
+  int64_t v = integer();
+  if (v < min || v > max)
+    fail(fmt::format("{} is outside [{}, {}]", v, min, max));
+  return v;
+}
+
+double JsonReader::number() const {
+  if (!value.is_number())
+    fail("expected a number, got " + describe());
+  return value.get<double>();
+}
+
+bool JsonReader::boolean() const {
+  if (!value.is_boolean())
+    fail("expected true or false, got " + describe());
+  return value.get<bool>();
+}
+
+} // namespace moec::detail

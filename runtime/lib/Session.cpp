@@ -1,0 +1,279 @@
+//===- Session.cpp - a model's parameters and state on a device -----------===//
+
+#include "moec/Session.h"
+#include "BundleData.h"
+#include "Device.h"
+#include "Initializers.h"
+#include "ProgramRunner.h"
+#include "Sampling.h"
+#include "moec/Checkpoint.h"
+#include "moec/Error.h"
+#include "moec/Philox.h"
+#include "moec/Version.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+namespace moec {
+
+using detail::BufferMap;
+using detail::ProgramRunner;
+
+struct Session::Impl {
+  Bundle bundle;
+  const detail::BundleData &data;
+  SessionOptions options;
+  std::unique_ptr<detail::Device> device;
+  uint64_t seed;
+  int64_t step = 0;
+  BufferMap params, states;
+  std::map<std::string, std::unique_ptr<ProgramRunner>> runners;
+  std::map<std::string, std::vector<double>> load;
+
+  Impl(Bundle b, SessionOptions o)
+      : bundle(std::move(b)), data(bundle.internals()), options(std::move(o)),
+        device(detail::createDevice(options.device)),
+        seed(options.seed.value_or(data.training.seed)) {
+    if (options.threads > 0)
+      omp_set_num_threads(options.threads);
+    for (const ParamInfo &p : data.params) {
+      params[p.name] = device->allocate(p.dtype, p.shape);
+      device->upload(*params[p.name], detail::initialValue(p, seed));
+    }
+    resetOptimizerState();
+  }
+
+  /// Zeroes every optimizer moment (states that shadow a parameter).
+  void resetOptimizerState() {
+    for (const detail::StateDesc &s : data.states)
+      if (!s.like.empty())
+        states[s.name] = device->allocate(
+            s.dtype, data.findParam(s.like)->shape);
+  }
+
+  ProgramRunner &runner(const std::string &name) {
+    auto &slot = runners[name];
+    if (!slot)
+      slot = std::make_unique<ProgramRunner>(*device, data.program(name));
+    return *slot;
+  }
+
+  std::map<std::string, Tensor> run(const std::string &name,
+                                    std::map<std::string, Tensor> inputs) {
+    ProgramRunner &r = runner(name);
+    std::map<std::string, Tensor> outputs = r.run(inputs, params, states);
+    for (auto &[output, tensor] : outputs)
+      if (output.rfind("load:", 0) == 0) {
+        std::vector<double> &sum = load[output.substr(5)];
+        sum.resize(tensor.numel(), 0.0);
+        for (int64_t e = 0; e < tensor.numel(); ++e)
+          sum[e] += tensor.at(e);
+      }
+    return outputs;
+  }
+
+  static Tensor scalarI64(int64_t v) { return Tensor::of<int64_t>({}, {v}); }
+
+  /// The dropout stream of a step: a pure function of (seed, step).
+  int64_t rngFor(int64_t stepIndex) const {
+    PhiloxBlock block = philox4x32(
+        {static_cast<uint32_t>(stepIndex),
+         static_cast<uint32_t>(static_cast<uint64_t>(stepIndex) >> 32), 0,
+         0x5eedu},
+        {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+    return static_cast<int64_t>(
+        ((static_cast<uint64_t>(block[0]) << 32) | block[1]) >> 1);
+  }
+
+  std::map<std::string, Tensor> batchInputs(const Batch &batch,
+                                            const ProgramRunner &r,
+                                            int64_t stepIndex) {
+    std::map<std::string, Tensor> inputs{{"tokens", batch.tokens},
+                                         {"targets", batch.targets}};
+    if (r.hasInput("step"))
+      inputs["step"] = scalarI64(stepIndex + 1);
+    if (r.hasInput("rng"))
+      inputs["rng"] = scalarI64(rngFor(stepIndex));
+    return inputs;
+  }
+};
+
+std::vector<double> ExpertLoad::fractions() const {
+  double total = 0;
+  for (double t : tokens)
+    total += t;
+  std::vector<double> f(tokens.size(), 0.0);
+  if (total > 0)
+    for (size_t e = 0; e < tokens.size(); ++e)
+      f[e] = tokens[e] / total;
+  return f;
+}
+
+Session::Session(Bundle bundle, SessionOptions options)
+    : impl(std::make_unique<Impl>(std::move(bundle), std::move(options))) {}
+Session::~Session() = default;
+Session::Session(Session &&) noexcept = default;
+Session &Session::operator=(Session &&) noexcept = default;
+
+const Bundle &Session::bundle() const { return impl->bundle; }
+std::string Session::deviceName() const { return impl->device->name(); }
+uint64_t Session::seed() const { return impl->seed; }
+int64_t Session::step() const { return impl->step; }
+
+StepResult Session::trainStep(const Batch &batch) {
+  ProgramRunner &r = impl->runner("train_step");
+  std::map<std::string, Tensor> outputs =
+      impl->run("train_step", impl->batchInputs(batch, r, impl->step));
+  StepResult result;
+  result.step = ++impl->step;
+  for (const auto &[name, tensor] : outputs)
+    if (tensor.numel() == 1 && tensor.shape().empty())
+      result.scalars[name] = tensor.at(0);
+  return result;
+}
+
+std::map<std::string, double> Session::evaluate(const Batch &batch) {
+  std::string program =
+      impl->bundle.hasProgram("eval_loss") ? "eval_loss" : "loss";
+  ProgramRunner &r = impl->runner(program);
+  std::map<std::string, Tensor> outputs =
+      impl->run(program, impl->batchInputs(batch, r, impl->step));
+  std::map<std::string, double> scalars;
+  for (const auto &[name, tensor] : outputs)
+    if (tensor.shape().empty())
+      scalars[name] = tensor.at(0);
+  return scalars;
+}
+
+std::map<std::string, Tensor>
+Session::run(const std::string &program,
+             const std::map<std::string, Tensor> &inputs) {
+  return impl->run(program, inputs);
+}
+
+std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
+                                       const GenerateOptions &options) {
+  if (!impl->bundle.hasProgram("decode"))
+    throw Error("this model has no 'decode' program, so it cannot generate");
+  const int64_t maxSeq = impl->data.model.maxSeq;
+  if (prompt.empty())
+    throw Error("generation needs a prompt of at least one token");
+  if (static_cast<int64_t>(prompt.size()) >= maxSeq)
+    throw Error(fmt::format("the prompt has {} tokens but the model's context "
+                            "holds {} (max_seq); shorten the prompt",
+                            prompt.size(), maxSeq));
+  for (int32_t t : prompt)
+    if (t < 0 || t >= impl->data.model.vocab)
+      throw Error(fmt::format("prompt token {} is outside the vocabulary "
+                              "[0, {})",
+                              t, impl->data.model.vocab));
+  std::vector<int32_t> generated;
+  std::vector<int32_t> chunk = prompt;
+  int64_t past = 0;
+  while (static_cast<int64_t>(generated.size()) < options.maxNewTokens &&
+         past + static_cast<int64_t>(chunk.size()) <= maxSeq) {
+    std::map<std::string, Tensor> inputs{
+        {"tokens", Tensor::of<int32_t>(
+                       {1, static_cast<int64_t>(chunk.size())}, chunk)},
+        {"past", Impl::scalarI64(past)}};
+    Tensor logits = impl->run("decode", inputs).at("logits");
+    int64_t vocab = logits.shape().back();
+    int64_t last = (logits.numel() / vocab) - 1;
+    std::vector<double> row(vocab);
+    for (int64_t v = 0; v < vocab; ++v)
+      row[v] = logits.at(last * vocab + v);
+    int32_t next = detail::sampleToken(row, options.temperature, options.topK,
+                                       options.seed, generated.size());
+    past += static_cast<int64_t>(chunk.size());
+    generated.push_back(next);
+    chunk = {next};
+  }
+  return generated;
+}
+
+void Session::saveCheckpoint(const std::string &path) const {
+  std::map<std::string, Tensor> tensors;
+  for (const auto &[name, buffer] : impl->params)
+    tensors[name] = impl->device->download(*buffer);
+  for (const detail::StateDesc &s : impl->data.states)
+    if (!s.like.empty())
+      tensors[s.name] = impl->device->download(*impl->states.at(s.name));
+  std::map<std::string, std::string> metadata{
+      {"format", "moec-checkpoint"},
+      {"moec_version", kVersion},
+      {"model", impl->data.model.name},
+      {"step", std::to_string(impl->step)},
+      {"optimizer", impl->data.training.optimizer}};
+  moec::saveCheckpoint(path, tensors, metadata);
+}
+
+void Session::loadCheckpoint(const std::string &path) {
+  CheckpointContents contents = moec::loadCheckpoint(path);
+  std::vector<TensorSpec> expected;
+  for (const ParamInfo &p : impl->data.params)
+    expected.push_back({p.name, p.dtype, p.shape});
+  bool hasOptimizerState = false;
+  for (const detail::StateDesc &s : impl->data.states)
+    if (!s.like.empty() && contents.tensors.count(s.name))
+      hasOptimizerState = true;
+  if (hasOptimizerState)
+    for (const detail::StateDesc &s : impl->data.states)
+      if (!s.like.empty())
+        expected.push_back(
+            {s.name, s.dtype, impl->data.findParam(s.like)->shape});
+  checkCheckpoint(path, contents, expected);
+
+  for (const ParamInfo &p : impl->data.params)
+    impl->device->upload(*impl->params.at(p.name), contents.tensors.at(p.name));
+  impl->resetOptimizerState();
+  if (hasOptimizerState)
+    for (const detail::StateDesc &s : impl->data.states)
+      if (!s.like.empty())
+        impl->device->upload(*impl->states.at(s.name),
+                             contents.tensors.at(s.name));
+  impl->step = 0;
+  if (auto it = contents.metadata.find("step"); it != contents.metadata.end()) {
+    try {
+      impl->step = std::stoll(it->second);
+    } catch (const std::exception &) {
+      throw Error(fmt::format("{}: metadata 'step' is \"{}\", not an integer",
+                              path, it->second));
+    }
+  }
+}
+
+Tensor Session::param(const std::string &name) const {
+  auto it = impl->params.find(name);
+  if (it == impl->params.end())
+    throw Error(fmt::format("the model has no parameter '{}'", name));
+  return impl->device->download(*it->second);
+}
+
+void Session::setParam(const std::string &name, const Tensor &value) {
+  auto it = impl->params.find(name);
+  if (it == impl->params.end())
+    throw Error(fmt::format("the model has no parameter '{}'", name));
+  if (value.dtype() != it->second->dtype || value.shape() != it->second->shape)
+    throw Error(fmt::format("parameter '{}' is {} {}, got {} {}", name,
+                            dtypeName(it->second->dtype),
+                            shapeString(it->second->shape),
+                            dtypeName(value.dtype()),
+                            shapeString(value.shape())));
+  impl->device->upload(*it->second, value);
+}
+
+std::vector<ExpertLoad> Session::expertLoad() const {
+  std::vector<ExpertLoad> result;
+  for (const std::string &layer : impl->data.model.moeLayers) {
+    ExpertLoad l;
+    l.layer = layer;
+    if (auto it = impl->load.find(layer); it != impl->load.end())
+      l.tokens = it->second;
+    result.push_back(std::move(l));
+  }
+  return result;
+}
+
+void Session::resetStats() { impl->load.clear(); }
+
+} // namespace moec

@@ -1,0 +1,120 @@
+//===- CpuDevice.cpp - the reference device -------------------------------===//
+//
+// Host memory and one reference kernel per plan step, in plan order. This is
+// the oracle every other device is compared against.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuDevice.h"
+#include "Kernel.h"
+#include "moec/Error.h"
+
+#include <cstring>
+#include <fmt/format.h>
+
+namespace moec::detail {
+
+namespace {
+
+class CpuBuffer : public DeviceBuffer {
+public:
+  CpuBuffer(DType dtype, const Shape &shape)
+      : DeviceBuffer(dtype, shape), tensor(dtype, shape) {}
+  Tensor tensor;
+};
+
+CpuBuffer &cpuBuffer(DeviceBuffer &b) { return static_cast<CpuBuffer &>(b); }
+const CpuBuffer &cpuBuffer(const DeviceBuffer &b) {
+  return static_cast<const CpuBuffer &>(b);
+}
+
+void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
+                     const char *what) {
+  if (dst.dtype != dtype || dst.shape != shape)
+    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
+                            "buffer",
+                            what, dtypeName(dtype), shapeString(shape),
+                            dtypeName(dst.dtype), shapeString(dst.shape)));
+}
+
+class CpuDevice : public Device {
+public:
+  std::string name() const override { return "cpu"; }
+
+  std::unique_ptr<DeviceBuffer> allocate(DType dtype,
+                                         const Shape &shape) override {
+    return std::make_unique<CpuBuffer>(dtype, shape);
+  }
+
+  void upload(DeviceBuffer &dst, const Tensor &src) override {
+    checkSameLayout(dst, src.dtype(), src.shape(), "upload");
+    std::memcpy(cpuBuffer(dst).tensor.raw(), src.raw(), src.nbytes());
+  }
+
+  Tensor download(const DeviceBuffer &src) override {
+    const Tensor &t = cpuBuffer(src).tensor;
+    Tensor copy(t.dtype(), t.shape());
+    std::memcpy(copy.raw(), t.raw(), t.nbytes());
+    return copy;
+  }
+
+  void copy(DeviceBuffer &dst, const DeviceBuffer &src) override {
+    checkSameLayout(dst, src.dtype, src.shape, "copy");
+    std::memcpy(cpuBuffer(dst).tensor.raw(), cpuBuffer(src).tensor.raw(),
+                cpuBuffer(src).tensor.nbytes());
+  }
+
+  void prepare(const ProgramDesc &program) override {
+    for (const StepDesc &step : program.steps)
+      if (!cpu::lookupKernel(step.op))
+        throw Error(fmt::format("program '{}': the cpu device has no kernel "
+                                "for '{}'",
+                                program.name, step.op));
+  }
+
+  void run(const ProgramDesc &program,
+           const std::vector<DeviceBuffer *> &buffers) override {
+    auto view = [&](int64_t id) {
+      if (id < 0 || !buffers[id])
+        return TensorView();
+      return cpuBuffer(*buffers[id]).tensor.view();
+    };
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      const StepDesc &step = program.steps[i];
+      cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op)};
+      for (int64_t id : step.in)
+        ctx.inputs.push_back(view(id));
+      for (int64_t id : step.out)
+        ctx.outputs.push_back(view(id));
+      try {
+        cpu::lookupKernel(step.op)(ctx);
+      } catch (const Error &e) {
+        throw Error(fmt::format("{} (program '{}', step {}{})", e.what(),
+                                program.name, i,
+                                step.loc.empty() ? "" : ", from " + step.loc));
+      }
+    }
+  }
+};
+
+} // namespace
+
+DeviceBuffer::~DeviceBuffer() = default;
+Device::~Device() = default;
+
+std::unique_ptr<Device> createCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}
+
+std::unique_ptr<Device> createDevice(const std::string &name) {
+  if (name == "cpu")
+    return createCpuDevice();
+  if (name == "cuda" || name == "emu")
+    throw Error(fmt::format("the {} device is not available in this build of "
+                            "moec (it runs generated CUDA kernels, which this "
+                            "version does not emit yet); use --device cpu",
+                            name));
+  throw Error(fmt::format("unknown device '{}' (cpu, cuda or emu)", name));
+}
+
+} // namespace moec::detail

@@ -1,0 +1,126 @@
+//===- Activations.cpp - pointwise activations and dropout ----------------===//
+
+#include "ActivationFns.h"
+#include "Kernels.h"
+#include "moec/Philox.h"
+
+#include <fmt/format.h>
+
+namespace moec::cpu {
+
+Activation parseActivation(const KernelContext &ctx, std::string_view attr) {
+  std::string name = ctx.attrs.getString(attr);
+  static const std::pair<const char *, Activation> kinds[] = {
+      {"identity", Activation::Identity},  {"relu", Activation::Relu},
+      {"gelu_tanh", Activation::GeluTanh}, {"gelu_erf", Activation::GeluErf},
+      {"silu", Activation::Silu},          {"tanh", Activation::Tanh}};
+  for (const auto &[spelling, kind] : kinds)
+    if (name == spelling)
+      return kind;
+  ctx.fail(fmt::format("unknown activation '{}' in attribute '{}' (expected "
+                       "identity, relu, gelu_tanh, gelu_erf, silu or tanh)",
+                       name, attr));
+}
+
+namespace {
+
+template <typename T> void activation(KernelContext &ctx) {
+  const TensorView &x = requireInput(ctx, 0, "x");
+  const TensorView &y = ctx.out(0);
+  expectNumel(ctx, y, x.numel(), dtypeOf<T>(), "the result");
+  Activation kind = parseActivation(ctx, "kind");
+  if (!y.present())
+    return;
+  const T *in = x.as<T>();
+  T *out = y.as<T>();
+  act::withKind(kind, [&](auto k) {
+    parallelFor(x.numel(), 20, [&](int64_t i) {
+      out[i] = act::value<decltype(k)::value>(in[i]);
+    });
+  });
+}
+
+template <typename T> void activationGrad(KernelContext &ctx) {
+  const TensorView &x = requireInput(ctx, 0, "x");
+  const TensorView &dy = requireInput(ctx, 1, "dy");
+  const TensorView &dx = ctx.out(0);
+  expectNumel(ctx, dy, x.numel(), dtypeOf<T>(), "dy");
+  expectNumel(ctx, dx, x.numel(), dtypeOf<T>(), "dx");
+  Activation kind = parseActivation(ctx, "kind");
+  if (!dx.present())
+    return;
+  const T *in = x.as<T>(), *g = dy.as<T>();
+  T *out = dx.as<T>();
+  act::withKind(kind, [&](auto k) {
+    parallelFor(x.numel(), 20, [&](int64_t i) {
+      out[i] = act::derivative<decltype(k)::value>(in[i]) * g[i];
+    });
+  });
+}
+
+/// out[i] = keep(i) ? in[i] / (1 - rate) : 0. Draws one Philox block per
+/// four elements; element i uses word i % 4 of block i / 4, exactly as
+/// philoxUniform(seed, stream, i) does.
+template <typename T>
+void applyDropout(const KernelContext &ctx, const TensorView &in,
+                  const TensorView &out) {
+  expectNumel(ctx, out, in.numel(), dtypeOf<T>(), "the result");
+  uint64_t seed = static_cast<uint64_t>(scalarInt(ctx, ctx.in(1), "seed"));
+  uint64_t stream = static_cast<uint64_t>(ctx.attrs.getInt("stream"));
+  double rate = ctx.attrs.getFloat("rate");
+  if (!(rate >= 0.0 && rate <= 1.0))
+    ctx.fail(fmt::format("rate must be in [0, 1], got {}", rate));
+  if (!out.present())
+    return;
+  double keepProb = 1.0 - rate;
+  T divisor = static_cast<T>(keepProb);
+  const T *src = in.as<T>();
+  T *dst = out.as<T>();
+  int64_t n = in.numel();
+  PhiloxKey key = {static_cast<uint32_t>(seed),
+                   static_cast<uint32_t>(seed >> 32)};
+  parallelFor((n + 3) / 4, 64, [&](int64_t block) {
+    uint64_t b = static_cast<uint64_t>(block);
+    PhiloxBlock words = philox4x32(
+        {static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32),
+         static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+        key);
+    for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w) {
+      int64_t i = block * 4 + w;
+      double u = static_cast<double>(words[w] >> 8) * (1.0 / 16777216.0);
+      dst[i] = u < keepProb ? src[i] / divisor : T(0);
+    }
+  });
+}
+
+} // namespace
+
+void activationKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "x"), "x",
+                [&](auto tag) { activation<decltype(tag)>(ctx); });
+}
+
+void activationGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "x"), "x",
+                [&](auto tag) { activationGrad<decltype(tag)>(ctx); });
+}
+
+void dropoutKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  const TensorView &x = requireInput(ctx, 0, "x");
+  dispatchFloat(ctx, x, "x", [&](auto tag) {
+    applyDropout<decltype(tag)>(ctx, x, ctx.out(0));
+  });
+}
+
+void dropoutGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  const TensorView &dy = requireInput(ctx, 0, "dy");
+  dispatchFloat(ctx, dy, "dy", [&](auto tag) {
+    applyDropout<decltype(tag)>(ctx, dy, ctx.out(0));
+  });
+}
+
+} // namespace moec::cpu

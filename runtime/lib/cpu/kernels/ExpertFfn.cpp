@@ -1,0 +1,422 @@
+//===- ExpertFfn.cpp - gathered expert FFN and its gradient ---------------===//
+//
+// Kept assignments (t, j) are grouped by expert in token order and their rows
+// gathered into one matrix, row r for the r-th grouped assignment; each
+// expert's rows then go through its gemms. Results are combined per token in
+// ascending j, so y and dx do not depend on the grouping.
+//
+// The work runs in phases (all gathers, then every expert's gemms, then all
+// pointwise work, ...) rather than expert by expert, so OpenMP loops and
+// OpenBLAS threads hand the cores over a few times per call, not per expert.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ActivationFns.h"
+#include "Common.h"
+#include "Kernels.h"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <tuple>
+
+namespace moec::cpu {
+
+namespace {
+
+struct FfnOperands {
+  const TensorView &x, &expert, &gates, &slot, &w1, &b1, &w2, &b2, &w3;
+  int64_t n, d, k, numExperts, hidden;
+};
+
+template <typename T> FfnOperands ffnOperands(const KernelContext &ctx) {
+  FfnOperands o{requireInput(ctx, 0, "x"),
+                requireInput(ctx, 1, "expert"),
+                requireInput(ctx, 2, "gates"),
+                requireInput(ctx, 3, "slot"),
+                requireInput(ctx, 4, "w1"),
+                ctx.in(5),
+                requireInput(ctx, 6, "w2"),
+                ctx.in(7),
+                ctx.in(8),
+                0,
+                0,
+                0,
+                0,
+                0};
+  if (o.x.rank() == 0 || o.expert.rank() == 0)
+    ctx.fail("x must be [..., d] and expert [..., k]");
+  DType dt = dtypeOf<T>();
+  RowShape xs = rowShape(o.x);
+  o.n = xs.rows;
+  o.d = xs.width;
+  o.k = rowShape(o.expert).width;
+  expectRows(ctx, o.expert, o.n, o.k, DType::I32, "expert");
+  expectRows(ctx, o.gates, o.n, o.k, dt, "gates");
+  expectRows(ctx, o.slot, o.n, o.k, DType::I32, "slot");
+  expectDType(ctx, o.w1, dt, "w1");
+  expectRank(ctx, o.w1, 3, "w1");
+  o.numExperts = o.w1.dim(0);
+  o.hidden = o.w1.dim(2);
+  int64_t e = o.numExperts, d = o.d, f = o.hidden;
+  expectShape(ctx, o.w1, {e, d, f}, "w1");
+  expectDType(ctx, o.w2, dt, "w2");
+  expectShape(ctx, o.w2, {e, f, d}, "w2");
+  if (o.b1.present()) {
+    expectDType(ctx, o.b1, dt, "b1");
+    expectShape(ctx, o.b1, {e, f}, "b1");
+  }
+  if (o.b2.present()) {
+    expectDType(ctx, o.b2, dt, "b2");
+    expectShape(ctx, o.b2, {e, d}, "b2");
+  }
+  if (o.w3.present()) {
+    expectDType(ctx, o.w3, dt, "w3");
+    expectShape(ctx, o.w3, {e, d, f}, "w3");
+  }
+  checkExpertIndices(ctx, o.expert, &o.slot, e);
+  return o;
+}
+
+/// Kept assignments a = t * k + j grouped by expert, token order within one:
+/// grouped row r is assignment assignments[r], expert e owns rows
+/// [offset[e], offset[e + 1]), and rowOf[a] is a's row (-1 when dropped).
+struct ExpertGroups {
+  std::vector<int64_t> offset, assignments, rowOf;
+  int64_t rows() const { return offset.back(); }
+  int64_t count(int64_t e) const { return offset[e + 1] - offset[e]; }
+};
+
+ExpertGroups groupByExpert(const FfnOperands &o) {
+  ExpertGroups groups;
+  groups.offset.assign(o.numExperts + 1, 0);
+  const int32_t *ex = o.expert.as<int32_t>(), *sl = o.slot.as<int32_t>();
+  int64_t total = o.n * o.k;
+  for (int64_t a = 0; a < total; ++a)
+    if (sl[a] >= 0)
+      ++groups.offset[ex[a] + 1];
+  for (int64_t e = 0; e < o.numExperts; ++e)
+    groups.offset[e + 1] += groups.offset[e];
+  groups.assignments.resize(groups.rows());
+  groups.rowOf.assign(total, -1);
+  std::vector<int64_t> fill(groups.offset.begin(), groups.offset.end() - 1);
+  for (int64_t a = 0; a < total; ++a) {
+    if (sl[a] < 0)
+      continue;
+    int64_t r = fill[ex[a]]++;
+    groups.assignments[r] = a;
+    groups.rowOf[a] = r;
+  }
+  return groups;
+}
+
+/// Copies `width` elements per grouped row r from row assignments[r] / k of
+/// `src` (a token's row) into `dst`.
+template <typename T>
+void gatherTokenRows(const T *src, const ExpertGroups &groups, int64_t k,
+                     int64_t width, T *dst) {
+  parallelFor(groups.rows(), width, [&](int64_t r) {
+    std::memcpy(dst + r * width, src + (groups.assignments[r] / k) * width,
+                width * sizeof(T));
+  });
+}
+
+/// Sets grouped row r of `dst` to row e of `perExpert` (`[E, width]`) for
+/// the expert e owning r, or to 0 without `perExpert`.
+template <typename T>
+void fillExpertRows(const T *perExpert, const FfnOperands &o,
+                    const ExpertGroups &groups, int64_t width, T *dst) {
+  const int32_t *ex = o.expert.as<int32_t>();
+  parallelFor(groups.rows(), width, [&](int64_t r) {
+    T *row = dst + r * width;
+    if (!perExpert) {
+      std::fill(row, row + width, T(0));
+      return;
+    }
+    const T *src = perExpert + ex[groups.assignments[r]] * width;
+    std::copy(src, src + width, row);
+  });
+}
+
+/// out_t = sum over kept j, ascending, of weight(a) * rows[rowOf[a]] with
+/// a = t k + j, accumulated in double.
+template <typename T, typename Weight>
+void combineRows(const FfnOperands &o, const ExpertGroups &groups,
+                 const T *rows, Weight &&weight, T *out) {
+  int64_t d = o.d, k = o.k;
+  parallelFor(o.n, d * k, [&](int64_t t) {
+    std::vector<double> acc(d, 0.0);
+    for (int64_t a = t * k; a < (t + 1) * k; ++a) {
+      int64_t r = groups.rowOf[a];
+      if (r < 0)
+        continue;
+      double w = weight(a);
+      for (int64_t c = 0; c < d; ++c)
+        acc[c] += w * rows[r * d + c];
+    }
+    for (int64_t c = 0; c < d; ++c)
+      out[t * d + c] = static_cast<T>(acc[c]);
+  });
+}
+
+/// out[e, c] = sum over expert e's grouped rows, ascending, of in[r, c], in
+/// double (one iteration per expert and column, so the order is fixed).
+template <typename T>
+void expertColumnSums(const T *in, const ExpertGroups &groups, int64_t width,
+                      T *out) {
+  int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
+  parallelFor(experts * width, groups.rows() / std::max<int64_t>(1, experts),
+              [&](int64_t ec) {
+                int64_t e = ec / width, c = ec % width;
+                double acc = 0;
+                for (int64_t r = groups.offset[e]; r < groups.offset[e + 1];
+                     ++r)
+                  acc += in[r * width + c];
+                out[ec] = static_cast<T>(acc);
+              });
+}
+
+/// The hidden layer for every grouped row: a = x W1_e + b1_e, u = x W3_e
+/// (GLU only), actA = act(a) and h = actA [* u] (h is actA without GLU);
+/// for the backward also dAct = act'(a).
+template <typename T> struct Hidden {
+  T *xg, *a, *u = nullptr, *actA, *h = nullptr, *dAct = nullptr;
+  const T *hidden() const { return h ? h : actA; }
+};
+
+template <typename T>
+Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
+                        const ExpertGroups &groups, bool withDerivative,
+                        Scratch &scratch) {
+  int64_t rows = groups.rows(), d = o.d, f = o.hidden;
+  bool glu = o.w3.present();
+  Hidden<T> hid;
+  hid.xg = scratch.get<T>(rows * d);
+  hid.a = scratch.get<T>(rows * f);
+  hid.actA = scratch.get<T>(rows * f);
+  if (glu) {
+    hid.u = scratch.get<T>(rows * f);
+    hid.h = scratch.get<T>(rows * f);
+  }
+  if (withDerivative)
+    hid.dAct = scratch.get<T>(rows * f);
+  gatherTokenRows(o.x.as<T>(), groups, o.k, d, hid.xg);
+  fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o, groups, f, hid.a);
+  for (int64_t e = 0; e < o.numExperts; ++e) {
+    int64_t m = groups.count(e), r0 = groups.offset[e];
+    gemm<T>(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
+            o.w1.as<T>() + e * d * f, f, T(1), hid.a + r0 * f, f);
+    if (glu)
+      gemm<T>(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
+              o.w3.as<T>() + e * d * f, f, T(0), hid.u + r0 * f, f);
+  }
+  const T *a = hid.a, *u = hid.u;
+  T *actA = hid.actA, *h = hid.h, *dAct = hid.dAct;
+  act::withKind(kind, [&](auto kc) {
+    constexpr Activation K = decltype(kc)::value;
+    parallelFor(rows, 25 * f, [&](int64_t r) {
+      for (int64_t i = r * f; i < (r + 1) * f; ++i) {
+        actA[i] = withDerivative ? act::valueAndDerivative<K>(a[i], dAct[i])
+                                 : act::value<K>(a[i]);
+        if (glu)
+          h[i] = actA[i] * u[i];
+      }
+    });
+  });
+  return hid;
+}
+
+template <typename T> void expertFfn(KernelContext &ctx) {
+  FfnOperands o = ffnOperands<T>(ctx);
+  Activation kind = parseActivation(ctx, "activation");
+  const TensorView &y = ctx.out(0);
+  expectRows(ctx, y, o.n, o.d, dtypeOf<T>(), "the result");
+  if (!y.present())
+    return;
+  ExpertGroups groups = groupByExpert(o);
+  int64_t d = o.d, f = o.hidden;
+  Scratch scratch;
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch);
+  // o = h W2_e + b2_e per grouped row, then the gate-weighted combine.
+  T *out = scratch.get<T>(groups.rows() * d);
+  fillExpertRows(o.b2.present() ? o.b2.as<T>() : nullptr, o, groups, d, out);
+  for (int64_t e = 0; e < o.numExperts; ++e) {
+    int64_t r0 = groups.offset[e];
+    gemm<T>(false, false, groups.count(e), d, f, T(1), hid.hidden() + r0 * f, f,
+            o.w2.as<T>() + e * f * d, d, T(1), out + r0 * d, d);
+  }
+  const T *g = o.gates.as<T>();
+  combineRows(
+      o, groups, out, [&](int64_t a) { return g[a]; }, y.as<T>());
+}
+
+/// The results of expert_ffn_grad: either all seven positions (absent ones
+/// without data) or only those whose forward operand exists.
+struct FfnGradResults {
+  const TensorView *dx, *dgates, *dw1, *db1, *dw2, *db2, *dw3;
+};
+
+FfnGradResults ffnGradResults(const KernelContext &ctx, const FfnOperands &o) {
+  const TensorView *none = &KernelContext::absent();
+  size_t count = ctx.outputs.size();
+  if (count == 7)
+    return {&ctx.out(0), &ctx.out(1), &ctx.out(2), &ctx.out(3),
+            &ctx.out(4), &ctx.out(5), &ctx.out(6)};
+  size_t expected = 4 + o.b1.present() + o.b2.present() + o.w3.present();
+  if (count != expected)
+    ctx.fail(fmt::format("expected {} results (dx, dgates, dw1, {}dw2{}{}), "
+                         "the plan step has {}",
+                         expected, o.b1.present() ? "db1, " : "",
+                         o.b2.present() ? ", db2" : "",
+                         o.w3.present() ? ", dw3" : "", count));
+  size_t next = 3;
+  FfnGradResults r{&ctx.out(0), &ctx.out(1), &ctx.out(2), none,
+                   none,        none,        none};
+  if (o.b1.present())
+    r.db1 = &ctx.out(next++);
+  r.dw2 = &ctx.out(next++);
+  if (o.b2.present())
+    r.db2 = &ctx.out(next++);
+  if (o.w3.present())
+    r.dw3 = &ctx.out(next++);
+  return r;
+}
+
+template <typename T> void expertFfnGrad(KernelContext &ctx) {
+  FfnOperands o = ffnOperands<T>(ctx);
+  const TensorView &dy = requireInput(ctx, 9, "dy");
+  Activation kind = parseActivation(ctx, "activation");
+  DType dt = dtypeOf<T>();
+  int64_t n = o.n, d = o.d, k = o.k, f = o.hidden;
+  expectRows(ctx, dy, n, d, dt, "dy");
+  FfnGradResults res = ffnGradResults(ctx, o);
+  expectRows(ctx, *res.dx, n, d, dt, "dx");
+  expectRows(ctx, *res.dgates, n, k, dt, "dgates");
+  using Param = std::tuple<const TensorView *, const TensorView *, const char *,
+                           const char *>;
+  for (auto [grad, param, gradName, paramName] :
+       {Param{res.dw1, &o.w1, "dw1", "w1"}, Param{res.db1, &o.b1, "db1", "b1"},
+        Param{res.dw2, &o.w2, "dw2", "w2"}, Param{res.db2, &o.b2, "db2", "b2"},
+        Param{res.dw3, &o.w3, "dw3", "w3"}}) {
+    if (!grad->present())
+      continue;
+    if (!param->present())
+      ctx.fail(fmt::format("the plan asks for {} but the operand {} is absent",
+                           gradName, paramName));
+    expectDType(ctx, *grad, dt, gradName);
+    expectShape(ctx, *grad, param->shape, gradName);
+  }
+
+  bool glu = o.w3.present();
+  T *dx = res.dx->as<T>(), *dgates = res.dgates->as<T>();
+  T *dw1 = res.dw1->as<T>(), *db1 = res.db1->as<T>();
+  T *dw2 = res.dw2->as<T>(), *db2 = res.db2->as<T>();
+  T *dw3 = res.dw3->as<T>();
+  const T *g = o.gates.as<T>();
+
+  ExpertGroups groups = groupByExpert(o);
+  int64_t rows = groups.rows();
+  bool needDh = dx || dw1 || db1 || dw3;
+  Scratch scratch;
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, needDh, scratch);
+  const T *h = hid.hidden();
+  // dyg: dy per grouped row; dys = g dy, the gradient of the expert output.
+  T *dyg = scratch.get<T>(rows * d);
+  T *dys = dw2 || db2 ? scratch.get<T>(rows * d) : nullptr;
+  gatherTokenRows(dy.as<T>(), groups, k, d, dyg);
+  if (dys)
+    parallelFor(rows, d, [&](int64_t r) {
+      T gate = g[groups.assignments[r]];
+      for (int64_t c = 0; c < d; ++c)
+        dys[r * d + c] = gate * dyg[r * d + c];
+    });
+
+  // dhRaw = dy W2^T, the gradient of h before gating. It also gives
+  // dgates = <dy, h W2 + b2> = <dhRaw, h> + <dy, b2> without recomputing
+  // the expert output.
+  T *dhRaw = dgates || needDh ? scratch.get<T>(rows * f) : nullptr;
+  for (int64_t e = 0; e < o.numExperts; ++e) {
+    int64_t m = groups.count(e), r0 = groups.offset[e];
+    if (dw2)
+      gemm<T>(true, false, f, d, m, T(1), h + r0 * f, f, dys + r0 * d, d, T(0),
+              dw2 + e * f * d, d);
+    if (dhRaw)
+      gemm<T>(false, true, m, f, d, T(1), dyg + r0 * d, d,
+              o.w2.as<T>() + e * f * d, d, T(0), dhRaw + r0 * f, f);
+  }
+  if (db2)
+    expertColumnSums(dys, groups, d, db2);
+  if (dgates) {
+    std::fill(dgates, dgates + n * k, T(0)); // dropped assignments
+    const int32_t *ex = o.expert.as<int32_t>();
+    const T *b2 = o.b2.present() ? o.b2.as<T>() : nullptr;
+    parallelFor(rows, f + d, [&](int64_t r) {
+      double s = 0;
+      for (int64_t i = 0; i < f; ++i)
+        s += static_cast<double>(dhRaw[r * f + i]) * h[r * f + i];
+      if (b2) {
+        const T *b2e = b2 + ex[groups.assignments[r]] * d;
+        for (int64_t c = 0; c < d; ++c)
+          s += static_cast<double>(dyg[r * d + c]) * b2e[c];
+      }
+      dgates[groups.assignments[r]] = static_cast<T>(s);
+    });
+  }
+  if (!needDh)
+    return;
+
+  // dh = g dhRaw; da = dh [* u] * act'(a); du = dh * act(a).
+  T *da = scratch.get<T>(rows * f);
+  T *du = glu ? scratch.get<T>(rows * f) : nullptr;
+  const T *u = hid.u, *actA = hid.actA, *dAct = hid.dAct;
+  parallelFor(rows, 4 * f, [&](int64_t r) {
+    T gate = g[groups.assignments[r]];
+    for (int64_t i = r * f; i < (r + 1) * f; ++i) {
+      T dh = gate * dhRaw[i];
+      da[i] = (glu ? dh * u[i] : dh) * dAct[i];
+      if (glu)
+        du[i] = dh * actA[i];
+    }
+  });
+  if (db1)
+    expertColumnSums(da, groups, f, db1);
+
+  T *dxg = dx ? scratch.get<T>(rows * d) : nullptr;
+  const T *xg = hid.xg;
+  for (int64_t e = 0; e < o.numExperts; ++e) {
+    int64_t m = groups.count(e), r0 = groups.offset[e];
+    // An expert without rows gets zero weight gradients (gemm with K = 0).
+    using WeightGrad = std::pair<T *, const T *>;
+    for (auto [dw, grad] : {WeightGrad{dw1, da}, WeightGrad{dw3, du}}) {
+      if (!dw)
+        continue;
+      gemm<T>(true, false, d, f, m, T(1), xg + r0 * d, d, grad + r0 * f, f,
+              T(0), dw + e * d * f, f);
+    }
+    if (dx) {
+      gemm<T>(false, true, m, d, f, T(1), da + r0 * f, f,
+              o.w1.as<T>() + e * d * f, f, T(0), dxg + r0 * d, d);
+      if (glu)
+        gemm<T>(false, true, m, d, f, T(1), du + r0 * f, f,
+                o.w3.as<T>() + e * d * f, f, T(1), dxg + r0 * d, d);
+    }
+  }
+  if (dx)
+    combineRows(
+        o, groups, dxg, [](int64_t) { return 1.0; }, dx);
+}
+
+} // namespace
+
+void expertFfnKernel(KernelContext &ctx) {
+  checkArity(ctx, 9, 9, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "x"), "x",
+                [&](auto tag) { expertFfn<decltype(tag)>(ctx); });
+}
+
+void expertFfnGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 10, 10, 4, 7);
+  dispatchFloat(ctx, requireInput(ctx, 0, "x"), "x",
+                [&](auto tag) { expertFfnGrad<decltype(tag)>(ctx); });
+}
+
+} // namespace moec::cpu

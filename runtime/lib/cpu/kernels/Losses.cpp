@@ -1,0 +1,300 @@
+//===- Losses.cpp - balance, z and cross-entropy losses -------------------===//
+//
+// Per-token terms are computed in parallel into a buffer and summed over
+// tokens serially in token order (in double), so the scalar losses do not
+// depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+namespace moec::cpu {
+
+namespace {
+
+/// Max-shifted log-sum-exp of one row, in double.
+template <typename T> double logSumExp(const T *row, int64_t width) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < width; ++c)
+    m = std::max<double>(m, row[c]);
+  if (!std::isfinite(m))
+    return m; // all -inf (or a +inf / NaN that propagates)
+  double sum = 0;
+  for (int64_t c = 0; c < width; ++c)
+    sum += std::exp(row[c] - m);
+  return m + std::log(sum);
+}
+
+double sumInOrder(const std::vector<double> &terms) {
+  double s = 0;
+  for (double t : terms)
+    s += t;
+  return s;
+}
+
+template <typename T>
+void writeScalar(const KernelContext &ctx, const TensorView &out,
+                 std::string_view name, double value) {
+  if (!out.present())
+    return;
+  expectNumel(ctx, out, 1, dtypeOf<T>(), name);
+  *out.as<T>() = static_cast<T>(value);
+}
+
+/// f_e of the balance loss (counted before capacity drops) for `variant`.
+std::vector<double> balanceFractions(const KernelContext &ctx,
+                                     const TensorView &expert, int64_t n,
+                                     int64_t k, int64_t numExperts) {
+  std::string variant = ctx.attrs.getString("variant");
+  checkExpertIndices(ctx, expert, nullptr, numExperts);
+  const int32_t *ex = expert.as<int32_t>();
+  std::vector<double> count(numExperts, 0.0);
+  double denom;
+  if (variant == "all_slots") {
+    for (int64_t a = 0; a < n * k; ++a)
+      count[ex[a]] += 1;
+    denom = static_cast<double>(n) * k;
+  } else if (variant == "top1") {
+    for (int64_t t = 0; t < n; ++t)
+      count[ex[t * k]] += 1;
+    denom = static_cast<double>(n);
+  } else if (variant == "any_topk") {
+    std::vector<int64_t> lastSeen(numExperts, -1);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        int32_t e = ex[t * k + j];
+        if (lastSeen[e] != t) {
+          lastSeen[e] = t;
+          count[e] += 1;
+        }
+      }
+    denom = static_cast<double>(n);
+  } else {
+    ctx.fail(fmt::format("unknown balance loss variant '{}' (expected "
+                         "all_slots, top1 or any_topk)",
+                         variant));
+  }
+  for (double &c : count)
+    c = denom > 0 ? c / denom : 0.0;
+  return count;
+}
+
+struct SwitchOperands {
+  int64_t n, numExperts, k;
+};
+
+template <typename T>
+SwitchOperands switchOperands(const KernelContext &ctx, const TensorView &probs,
+                              const TensorView &expert) {
+  if (probs.rank() == 0 || expert.rank() == 0)
+    ctx.fail("probs must be [..., E] and expert [..., k]");
+  RowShape rs = rowShape(probs);
+  int64_t k = rowShape(expert).width;
+  expectRows(ctx, expert, rs.rows, k, DType::I32, "expert");
+  return {rs.rows, rs.width, k};
+}
+
+template <typename T> void switchLoss(KernelContext &ctx) {
+  const TensorView &probs = requireInput(ctx, 0, "probs");
+  const TensorView &expert = requireInput(ctx, 1, "expert");
+  SwitchOperands s = switchOperands<T>(ctx, probs, expert);
+  std::vector<double> f = balanceFractions(ctx, expert, s.n, s.k, s.numExperts);
+  std::vector<double> colSum(s.numExperts);
+  const T *p = probs.as<T>();
+  int64_t numExperts = s.numExperts;
+  columnReduce(s.n, numExperts, colSum.data(), [&](int64_t t, int64_t e) {
+    return static_cast<double>(p[t * numExperts + e]);
+  });
+  double loss = 0;
+  for (int64_t e = 0; e < numExperts; ++e)
+    loss += f[e] * (s.n > 0 ? colSum[e] / s.n : 0.0);
+  writeScalar<T>(ctx, ctx.out(0), "loss", numExperts * loss);
+}
+
+template <typename T> void switchLossGrad(KernelContext &ctx) {
+  const TensorView &probs = requireInput(ctx, 0, "probs");
+  const TensorView &expert = requireInput(ctx, 1, "expert");
+  SwitchOperands s = switchOperands<T>(ctx, probs, expert);
+  expectNumel(ctx, requireInput(ctx, 2, "dloss"), 1, dtypeOf<T>(), "dloss");
+  double dloss = scalarFloat(ctx, ctx.in(2), "dloss");
+  std::vector<double> f = balanceFractions(ctx, expert, s.n, s.k, s.numExperts);
+  const TensorView &dprobs = ctx.out(0);
+  expectRows(ctx, dprobs, s.n, s.numExperts, dtypeOf<T>(), "dprobs");
+  if (!dprobs.present())
+    return;
+  std::vector<T> row(s.numExperts);
+  for (int64_t e = 0; e < s.numExperts; ++e)
+    row[e] =
+        static_cast<T>(dloss * s.numExperts * f[e] / std::max<int64_t>(1, s.n));
+  T *out = dprobs.as<T>();
+  parallelFor(s.n, s.numExperts, [&](int64_t t) {
+    std::copy(row.begin(), row.end(), out + t * s.numExperts);
+  });
+}
+
+template <typename T> void zLoss(KernelContext &ctx) {
+  const TensorView &logits = requireInput(ctx, 0, "logits");
+  if (logits.rank() == 0)
+    ctx.fail("logits must be [..., E], got a scalar");
+  RowShape rs = rowShape(logits);
+  const T *l = logits.as<T>();
+  std::vector<double> terms(rs.rows);
+  parallelFor(rs.rows, 20 * rs.width, [&](int64_t t) {
+    double lse = logSumExp(l + t * rs.width, rs.width);
+    terms[t] = lse * lse;
+  });
+  double loss = rs.rows > 0 ? sumInOrder(terms) / rs.rows : 0.0;
+  writeScalar<T>(ctx, ctx.out(0), "loss", loss);
+}
+
+template <typename T> void zLossGrad(KernelContext &ctx) {
+  const TensorView &logits = requireInput(ctx, 0, "logits");
+  if (logits.rank() == 0)
+    ctx.fail("logits must be [..., E], got a scalar");
+  RowShape rs = rowShape(logits);
+  expectNumel(ctx, requireInput(ctx, 1, "dloss"), 1, dtypeOf<T>(), "dloss");
+  double dloss = scalarFloat(ctx, ctx.in(1), "dloss");
+  const TensorView &dlogits = ctx.out(0);
+  expectRows(ctx, dlogits, rs.rows, rs.width, dtypeOf<T>(), "dlogits");
+  if (!dlogits.present())
+    return;
+  const T *l = logits.as<T>();
+  T *out = dlogits.as<T>();
+  int64_t width = rs.width;
+  double scale = 2.0 * dloss / std::max<int64_t>(1, rs.rows);
+  parallelFor(rs.rows, 40 * width, [&](int64_t t) {
+    const T *row = l + t * width;
+    double lse = logSumExp(row, width);
+    for (int64_t e = 0; e < width; ++e)
+      out[t * width + e] = static_cast<T>(scale * lse * std::exp(row[e] - lse));
+  });
+}
+
+struct CrossEntropyOperands {
+  int64_t n, vocab, counted;
+  double smoothing;
+};
+
+template <typename T>
+CrossEntropyOperands crossEntropyOperands(const KernelContext &ctx,
+                                          const TensorView &logits,
+                                          const TensorView &targets) {
+  if (logits.rank() == 0)
+    ctx.fail("logits must be [..., V], got a scalar");
+  RowShape rs = rowShape(logits);
+  expectNumel(ctx, targets, rs.rows, DType::I32, "targets");
+  const int32_t *tg = targets.as<int32_t>();
+  int64_t counted = 0;
+  for (int64_t t = 0; t < rs.rows; ++t) {
+    if (tg[t] >= rs.width)
+      ctx.fail(fmt::format("targets{} = {} is outside the vocabulary [0, {}) "
+                           "(negative targets are ignored)",
+                           indexString(targets.shape, t), tg[t], rs.width));
+    counted += tg[t] >= 0;
+  }
+  double a = ctx.attrs.getFloat("label_smoothing", 0.0);
+  return {rs.rows, rs.width, counted, a};
+}
+
+template <typename T> void crossEntropy(KernelContext &ctx) {
+  const TensorView &logits = requireInput(ctx, 0, "logits");
+  const TensorView &targets = requireInput(ctx, 1, "targets");
+  CrossEntropyOperands ce = crossEntropyOperands<T>(ctx, logits, targets);
+  const T *l = logits.as<T>();
+  const int32_t *tg = targets.as<int32_t>();
+  int64_t vocab = ce.vocab;
+  std::vector<double> terms(ce.n, 0.0);
+  parallelFor(ce.n, 40 * vocab, [&](int64_t t) {
+    if (tg[t] < 0)
+      return;
+    const T *row = l + t * vocab;
+    double lse = logSumExp(row, vocab);
+    // sum_v lp[v] = sum_v logits[v] - V lse.
+    double sumLogits = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sumLogits += row[v];
+    double lpTarget = row[tg[t]] - lse;
+    double lpSum = sumLogits - vocab * lse;
+    terms[t] = -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
+  });
+  double loss = sumInOrder(terms) / std::max<int64_t>(1, ce.counted);
+  writeScalar<T>(ctx, ctx.out(0), "loss", loss);
+}
+
+template <typename T> void crossEntropyGrad(KernelContext &ctx) {
+  const TensorView &logits = requireInput(ctx, 0, "logits");
+  const TensorView &targets = requireInput(ctx, 1, "targets");
+  CrossEntropyOperands ce = crossEntropyOperands<T>(ctx, logits, targets);
+  expectNumel(ctx, requireInput(ctx, 2, "dloss"), 1, dtypeOf<T>(), "dloss");
+  double dloss = scalarFloat(ctx, ctx.in(2), "dloss");
+  const TensorView &dlogits = ctx.out(0);
+  expectRows(ctx, dlogits, ce.n, ce.vocab, dtypeOf<T>(), "dlogits");
+  if (!dlogits.present())
+    return;
+  const T *l = logits.as<T>();
+  const int32_t *tg = targets.as<int32_t>();
+  T *out = dlogits.as<T>();
+  int64_t vocab = ce.vocab;
+  double scale = dloss / std::max<int64_t>(1, ce.counted);
+  double uniform = ce.smoothing / vocab;
+  parallelFor(ce.n, 40 * vocab, [&](int64_t t) {
+    T *o = out + t * vocab;
+    if (tg[t] < 0) {
+      std::fill(o, o + vocab, T(0));
+      return;
+    }
+    const T *row = l + t * vocab;
+    double lse = logSumExp(row, vocab);
+    for (int64_t v = 0; v < vocab; ++v) {
+      double target = v == tg[t] ? 1.0 - ce.smoothing : 0.0;
+      o[v] =
+          static_cast<T>(scale * (std::exp(row[v] - lse) - target - uniform));
+    }
+  });
+}
+
+} // namespace
+
+void switchLossKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "probs"), "probs",
+                [&](auto tag) { switchLoss<decltype(tag)>(ctx); });
+}
+
+void switchLossGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 3, 3, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "probs"), "probs",
+                [&](auto tag) { switchLossGrad<decltype(tag)>(ctx); });
+}
+
+void zLossKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
+                [&](auto tag) { zLoss<decltype(tag)>(ctx); });
+}
+
+void zLossGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
+                [&](auto tag) { zLossGrad<decltype(tag)>(ctx); });
+}
+
+void crossEntropyKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
+                [&](auto tag) { crossEntropy<decltype(tag)>(ctx); });
+}
+
+void crossEntropyGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 3, 3, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
+                [&](auto tag) { crossEntropyGrad<decltype(tag)>(ctx); });
+}
+
+} // namespace moec::cpu

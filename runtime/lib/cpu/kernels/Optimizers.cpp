@@ -1,0 +1,209 @@
+//===- Optimizers.cpp - schedules, gradient norms and updates -------------===//
+//
+// The updates compute each element in double from the element's inputs,
+// read before any output is written, so new_param / new_m / new_v may alias
+// param / m / v (the plan updates them in place).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+#include "Kernels.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace moec::cpu {
+
+namespace {
+
+double scheduledLr(const KernelContext &ctx, int64_t step) {
+  std::string kind = ctx.attrs.getString("kind");
+  double base = ctx.attrs.getFloat("base_lr");
+  int64_t warmup = ctx.attrs.getInt("warmup", 0);
+  int64_t total = ctx.attrs.getInt("total_steps", 0);
+  double finalLr = ctx.attrs.getFloat("final_lr", 0.0);
+  if (warmup < 0 || total < 0)
+    ctx.fail(fmt::format("warmup = {} and total_steps = {} must be >= 0",
+                         warmup, total));
+  double s = static_cast<double>(step), w = static_cast<double>(warmup);
+  if (kind == "constant")
+    return base;
+  if (kind != "linear" && kind != "inverse_sqrt" && kind != "cosine")
+    ctx.fail(fmt::format("unknown schedule '{}' (expected constant, linear, "
+                         "inverse_sqrt or cosine)",
+                         kind));
+  if (step < warmup)
+    return base * s / w;
+  if (kind == "inverse_sqrt")
+    return warmup == 0 ? base / std::sqrt(s) : base * std::sqrt(w / s);
+  double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
+  if (kind == "linear")
+    return finalLr +
+           (base - finalLr) *
+               static_cast<double>(std::max<int64_t>(0, total - step)) / span;
+  double progress = std::min(1.0, (s - w) / span);
+  return finalLr + (base - finalLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+template <typename T>
+double sumOfSquares(const TensorView &view, int64_t begin, int64_t end) {
+  const T *p = view.as<T>();
+  double s = 0;
+  for (int64_t i = begin; i < end; ++i)
+    s += static_cast<double>(p[i]) * p[i];
+  return s;
+}
+
+/// Checks param, grad and moment operands share dtype and shape.
+template <typename T>
+void checkLike(const KernelContext &ctx, const TensorView &param,
+               const TensorView &other, std::string_view name) {
+  expectDType(ctx, other, dtypeOf<T>(), name);
+  expectShape(ctx, other, param.shape, name);
+}
+
+template <typename T> void adamUpdate(KernelContext &ctx) {
+  const TensorView &param = requireInput(ctx, 0, "param");
+  const TensorView &grad = requireInput(ctx, 1, "grad");
+  const TensorView &m = requireInput(ctx, 2, "m");
+  const TensorView &v = requireInput(ctx, 3, "v");
+  checkLike<T>(ctx, param, grad, "grad");
+  checkLike<T>(ctx, param, m, "m");
+  checkLike<T>(ctx, param, v, "v");
+  int64_t step = scalarInt(ctx, ctx.in(4), "step");
+  if (step < 1)
+    ctx.fail(fmt::format("step = {} but Adam steps are 1-based", step));
+  expectNumel(ctx, requireInput(ctx, 5, "lr"), 1, DType::F32, "lr");
+  double lr = scalarFloat(ctx, ctx.in(5), "lr");
+  double gradScale = scalarFloat(ctx, ctx.in(6), "grad_scale");
+  double beta1 = ctx.attrs.getFloat("beta1"),
+         beta2 = ctx.attrs.getFloat("beta2");
+  double eps = ctx.attrs.getFloat("eps");
+  double wd = ctx.attrs.getFloat("weight_decay", 0.0);
+  bool decoupled = ctx.attrs.getFlag("decoupled");
+  const TensorView &newP = ctx.out(0), &newM = ctx.out(1), &newV = ctx.out(2);
+  for (const TensorView *out : {&newP, &newM, &newV})
+    if (out->present())
+      checkLike<T>(ctx, param, *out, "the updated state");
+
+  double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  const T *pp = param.as<T>(), *gp = grad.as<T>(), *mp = m.as<T>(),
+          *vp = v.as<T>();
+  T *po = newP.as<T>(), *mo = newM.as<T>(), *vo = newV.as<T>();
+  parallelFor(param.numel(), 30, [&](int64_t i) {
+    double p = pp[i], g = gp[i] * gradScale, m0 = mp[i], v0 = vp[i];
+    if (!decoupled)
+      g += wd * p;
+    double m1 = beta1 * m0 + (1.0 - beta1) * g;
+    double v1 = beta2 * v0 + (1.0 - beta2) * g * g;
+    double p1 = p - lr * (m1 / bc1) / (std::sqrt(v1 / bc2) + eps);
+    if (decoupled)
+      p1 -= lr * wd * p;
+    if (po)
+      po[i] = static_cast<T>(p1);
+    if (mo)
+      mo[i] = static_cast<T>(m1);
+    if (vo)
+      vo[i] = static_cast<T>(v1);
+  });
+}
+
+template <typename T> void sgdUpdate(KernelContext &ctx) {
+  const TensorView &param = requireInput(ctx, 0, "param");
+  const TensorView &grad = requireInput(ctx, 1, "grad");
+  const TensorView &m = requireInput(ctx, 2, "m");
+  checkLike<T>(ctx, param, grad, "grad");
+  checkLike<T>(ctx, param, m, "m");
+  expectNumel(ctx, requireInput(ctx, 3, "lr"), 1, DType::F32, "lr");
+  double lr = scalarFloat(ctx, ctx.in(3), "lr");
+  double gradScale = scalarFloat(ctx, ctx.in(4), "grad_scale");
+  double momentum = ctx.attrs.getFloat("momentum", 0.0);
+  double wd = ctx.attrs.getFloat("weight_decay", 0.0);
+  const TensorView &newP = ctx.out(0), &newM = ctx.out(1);
+  for (const TensorView *out : {&newP, &newM})
+    if (out->present())
+      checkLike<T>(ctx, param, *out, "the updated state");
+
+  const T *pp = param.as<T>(), *gp = grad.as<T>(), *mp = m.as<T>();
+  T *po = newP.as<T>(), *mo = newM.as<T>();
+  bool useMomentum = momentum > 0.0;
+  parallelFor(param.numel(), 30, [&](int64_t i) {
+    double p = pp[i], g = gp[i] * gradScale + wd * p, m0 = mp[i];
+    double m1 = useMomentum ? momentum * m0 + g : m0;
+    double p1 = p - lr * (useMomentum ? m1 : g);
+    if (po)
+      po[i] = static_cast<T>(p1);
+    // Without momentum m passes through unchanged (exactly, as T).
+    if (mo)
+      mo[i] = useMomentum ? static_cast<T>(m1) : mp[i];
+  });
+}
+
+} // namespace
+
+void lrScheduleKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1, 1, 1);
+  int64_t step = scalarInt(ctx, ctx.in(0), "step");
+  if (step < 1)
+    ctx.fail(fmt::format("step = {} but schedule steps are 1-based", step));
+  double lr = scheduledLr(ctx, step);
+  const TensorView &out = ctx.out(0);
+  expectNumel(ctx, out, 1, DType::F32, "lr");
+  if (out.present())
+    *out.as<float>() = static_cast<float>(lr);
+}
+
+void globalNormKernel(KernelContext &ctx) {
+  const TensorView &out = ctx.out(0);
+  checkArity(ctx, 0, SIZE_MAX, 1, 1);
+  // Fixed-size chunks summed in parallel, then the partial sums in operand
+  // and chunk order: the grouping never depends on the thread count.
+  constexpr int64_t kChunk = 1 << 15;
+  struct Chunk {
+    size_t input;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const TensorView &g = requireInput(ctx, i, "a gradient");
+    if (g.dtype != DType::F32 && g.dtype != DType::F64)
+      ctx.fail(fmt::format("operand #{} must be f32 or f64, got {}", i,
+                           dtypeName(g.dtype)));
+    for (int64_t b = 0; b < g.numel(); b += kChunk)
+      chunks.push_back({i, b, std::min(g.numel(), b + kChunk)});
+  }
+  std::vector<double> partial(chunks.size());
+  parallelFor(static_cast<int64_t>(chunks.size()), kChunk, [&](int64_t c) {
+    const Chunk &ch = chunks[c];
+    const TensorView &g = ctx.inputs[ch.input];
+    partial[c] = g.dtype == DType::F32
+                     ? sumOfSquares<float>(g, ch.begin, ch.end)
+                     : sumOfSquares<double>(g, ch.begin, ch.end);
+  });
+  double total = 0;
+  for (double p : partial)
+    total += p;
+  if (!out.present())
+    return;
+  if (out.numel() != 1)
+    ctx.fail(fmt::format("the result must be a scalar, got shape {}",
+                         shapeString(out.shape)));
+  dispatchFloat(ctx, out, "the result", [&](auto tag) {
+    *out.as<decltype(tag)>() = static_cast<decltype(tag)>(std::sqrt(total));
+  });
+}
+
+void adamUpdateKernel(KernelContext &ctx) {
+  checkArity(ctx, 7, 7, 3, 3);
+  dispatchFloat(ctx, requireInput(ctx, 0, "param"), "param",
+                [&](auto tag) { adamUpdate<decltype(tag)>(ctx); });
+}
+
+void sgdUpdateKernel(KernelContext &ctx) {
+  checkArity(ctx, 5, 5, 2, 2);
+  dispatchFloat(ctx, requireInput(ctx, 0, "param"), "param",
+                [&](auto tag) { sgdUpdate<decltype(tag)>(ctx); });
+}
+
+} // namespace moec::cpu

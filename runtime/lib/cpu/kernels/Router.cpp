@@ -1,0 +1,345 @@
+//===- Router.cpp - tokens-choose top-k routing and its gradient ----------===//
+//
+// Probabilities are a max-shifted softmax computed in double and stored in
+// the logits' dtype; top-k selection and BPR ordering compare those stored
+// values, so they see exactly the probabilities the op returns.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <numeric>
+
+namespace moec::cpu {
+
+namespace {
+
+enum class GateWeighting { Raw, RenormDetached, SoftmaxTopK, Unit };
+enum class Capacity { None, Switch, Tutel, SparseMixer };
+
+GateWeighting parseGate(const KernelContext &ctx) {
+  std::string name = ctx.attrs.getString("gate");
+  if (name == "raw")
+    return GateWeighting::Raw;
+  if (name == "renorm_detached")
+    return GateWeighting::RenormDetached;
+  if (name == "softmax_topk")
+    return GateWeighting::SoftmaxTopK;
+  if (name == "unit")
+    return GateWeighting::Unit;
+  ctx.fail(fmt::format("unknown gate weighting '{}' (expected raw, "
+                       "renorm_detached, softmax_topk or unit)",
+                       name));
+}
+
+Capacity parseCapacity(const KernelContext &ctx) {
+  std::string name = ctx.attrs.getString("capacity");
+  if (name == "none")
+    return Capacity::None;
+  if (name == "switch")
+    return Capacity::Switch;
+  if (name == "tutel")
+    return Capacity::Tutel;
+  if (name == "sparse_mixer")
+    return Capacity::SparseMixer;
+  ctx.fail(fmt::format("unknown capacity formula '{}' (expected none, switch, "
+                       "tutel or sparse_mixer)",
+                       name));
+}
+
+bool parseBpr(const KernelContext &ctx) {
+  std::string name = ctx.attrs.getString("priority");
+  if (name != "token_order" && name != "bpr")
+    ctx.fail(fmt::format("unknown priority '{}' (expected token_order or bpr)",
+                         name));
+  return name == "bpr";
+}
+
+/// Python's round(): halves go to the even neighbour, whatever the fenv.
+double roundHalfEven(double x) {
+  double lo = std::floor(x), frac = x - lo;
+  if (frac > 0.5)
+    return lo + 1;
+  if (frac < 0.5)
+    return lo;
+  return std::fmod(lo, 2.0) == 0.0 ? lo : lo + 1;
+}
+
+int64_t toCapacity(double c) {
+  if (!(c < 9.0e18))
+    return std::numeric_limits<int64_t>::max();
+  return c < 0 ? 0 : static_cast<int64_t>(c);
+}
+
+/// The per-expert capacity of `#moe.capacity` for N tokens; the products are
+/// evaluated left to right as written in MoeBase.td.
+int64_t capacityOf(Capacity kind, double cf, int64_t minCapacity, int64_t n,
+                   int64_t k, int64_t e) {
+  double c = 0;
+  switch (kind) {
+  case Capacity::None:
+    return std::numeric_limits<int64_t>::max();
+  case Capacity::Switch:
+    c = std::ceil(cf * k * n / e);
+    break;
+  case Capacity::Tutel:
+    c = k * std::floor(cf * ((n + e - 1) / e));
+    break;
+  case Capacity::SparseMixer:
+    c = roundHalfEven(cf * n / e);
+    break;
+  }
+  return std::max(toCapacity(c), minCapacity);
+}
+
+template <typename T> void topkRouter(KernelContext &ctx) {
+  const TensorView &logits = requireInput(ctx, 0, "logits");
+  if (logits.rank() == 0)
+    ctx.fail("logits must be [..., E], got a scalar");
+  RowShape rs = rowShape(logits);
+  int64_t n = rs.rows, numExperts = rs.width;
+  int64_t k = ctx.attrs.getInt("k");
+  if (k < 1 || k > numExperts)
+    ctx.fail(fmt::format("k = {} must be in [1, E = {}]", k, numExperts));
+  if (n * k > std::numeric_limits<int32_t>::max())
+    ctx.fail(fmt::format("{} tokens x k = {} overflow the i32 slots", n, k));
+  GateWeighting weighting = parseGate(ctx);
+  Capacity capacity = parseCapacity(ctx);
+  double cf = ctx.attrs.getFloat("capacity_factor", 1.0);
+  int64_t minCapacity = ctx.attrs.getInt("min_capacity", 0);
+  bool bpr = parseBpr(ctx);
+  const TensorView &probsOut = ctx.out(0), &expertOut = ctx.out(1);
+  const TensorView &gatesOut = ctx.out(2), &slotOut = ctx.out(3);
+  expectRows(ctx, probsOut, n, numExperts, dtypeOf<T>(), "probs");
+  expectRows(ctx, expertOut, n, k, DType::I32, "expert");
+  expectRows(ctx, gatesOut, n, k, dtypeOf<T>(), "gates");
+  expectRows(ctx, slotOut, n, k, DType::I32, "slot");
+
+  // Results nobody reads still feed the others: compute them into scratch.
+  std::vector<T> probsBuf, gatesBuf;
+  std::vector<int32_t> expertBuf, slotBuf;
+  T *probs = probsOut.present()
+                 ? probsOut.as<T>()
+                 : (probsBuf.resize(n * numExperts), probsBuf.data());
+  int32_t *expert = expertOut.present()
+                        ? expertOut.as<int32_t>()
+                        : (expertBuf.resize(n * k), expertBuf.data());
+  T *gates = gatesOut.present() ? gatesOut.as<T>()
+                                : (gatesBuf.resize(n * k), gatesBuf.data());
+  int32_t *slot = slotOut.present() ? slotOut.as<int32_t>()
+                                    : (slotBuf.resize(n * k), slotBuf.data());
+
+  const T *lg = logits.as<T>();
+  std::vector<char> finite(n, 1);
+#pragma omp parallel if (n * numExperts * 20 >= kMinParallelWork)
+  {
+    std::vector<int32_t> order(numExperts);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      const T *l = lg + t * numExperts;
+      T *p = probs + t * numExperts;
+      double m = -std::numeric_limits<double>::infinity();
+      bool nan = false;
+      for (int64_t e = 0; e < numExperts; ++e) {
+        nan |= std::isnan(l[e]);
+        m = std::max<double>(m, l[e]);
+      }
+      if (nan || !std::isfinite(m)) {
+        finite[t] = 0;
+        continue;
+      }
+      double sum = 0;
+      for (int64_t e = 0; e < numExperts; ++e)
+        sum += std::exp(l[e] - m);
+      for (int64_t e = 0; e < numExperts; ++e)
+        p[e] = static_cast<T>(std::exp(l[e] - m) / sum);
+
+      // Descending probability, ties to the lower expert index.
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int32_t a, int32_t b) {
+                          return p[a] > p[b] || (p[a] == p[b] && a < b);
+                        });
+      int32_t *ex = expert + t * k;
+      std::copy(order.begin(), order.begin() + k, ex);
+
+      T *g = gates + t * k;
+      double selSum = 0, selMax = l[ex[0]], expSum = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        selSum += p[ex[j]];
+        selMax = std::max<double>(selMax, l[ex[j]]);
+      }
+      for (int64_t j = 0; j < k; ++j)
+        expSum += std::exp(l[ex[j]] - selMax);
+      for (int64_t j = 0; j < k; ++j) {
+        switch (weighting) {
+        case GateWeighting::Raw:
+          g[j] = p[ex[j]];
+          break;
+        case GateWeighting::RenormDetached:
+          g[j] = static_cast<T>(p[ex[j]] / selSum);
+          break;
+        case GateWeighting::SoftmaxTopK:
+          g[j] = static_cast<T>(std::exp(l[ex[j]] - selMax) / expSum);
+          break;
+        case GateWeighting::Unit:
+          g[j] = T(1);
+          break;
+        }
+      }
+    }
+  }
+  for (int64_t t = 0; t < n; ++t)
+    if (!finite[t])
+      ctx.fail(fmt::format(
+          "the logits of token {} contain NaN or +inf, "
+          "or are all -inf; the router cannot rank them",
+          indexString(Shape(logits.shape.begin(), logits.shape.end() - 1), t)));
+
+  // Capacity slots: choice-major, tokens in order or by descending top-1
+  // probability (stable, so ties keep the lower token first).
+  std::vector<int64_t> tokens(n);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  if (bpr)
+    std::stable_sort(tokens.begin(), tokens.end(), [&](int64_t a, int64_t b) {
+      return probs[a * numExperts + expert[a * k]] >
+             probs[b * numExperts + expert[b * k]];
+    });
+  int64_t cap = capacityOf(capacity, cf, minCapacity, n, k, numExperts);
+  std::vector<int64_t> count(numExperts, 0);
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t t : tokens) {
+      int64_t a = t * k + j;
+      int64_t c = count[expert[a]]++;
+      if (c >= cap) {
+        slot[a] = -1;
+        gates[a] = T(0);
+      } else {
+        slot[a] = static_cast<int32_t>(c);
+      }
+    }
+  }
+}
+
+template <typename T> void topkRouterGrad(KernelContext &ctx) {
+  const TensorView &probs = requireInput(ctx, 0, "probs");
+  const TensorView &expert = requireInput(ctx, 1, "expert");
+  const TensorView &gates = requireInput(ctx, 2, "gates");
+  const TensorView &slot = requireInput(ctx, 3, "slot");
+  const TensorView &dgates = ctx.in(4), &dprobs = ctx.in(5);
+  if (probs.rank() == 0 || expert.rank() == 0)
+    ctx.fail("probs must be [..., E] and expert [..., k]");
+  RowShape rs = rowShape(probs);
+  int64_t n = rs.rows, numExperts = rs.width, k = rowShape(expert).width;
+  expectRows(ctx, expert, n, k, DType::I32, "expert");
+  expectRows(ctx, gates, n, k, dtypeOf<T>(), "gates");
+  expectRows(ctx, slot, n, k, DType::I32, "slot");
+  expectRows(ctx, dgates, n, k, dtypeOf<T>(), "dgates");
+  expectRows(ctx, dprobs, n, numExperts, dtypeOf<T>(), "dprobs");
+  const TensorView &dlogits = ctx.out(0);
+  expectRows(ctx, dlogits, n, numExperts, dtypeOf<T>(), "dlogits");
+  GateWeighting weighting = parseGate(ctx);
+  checkExpertIndices(ctx, expert, nullptr, numExperts);
+  if (!dlogits.present())
+    return;
+
+  const T *p = probs.as<T>(), *dg = dgates.as<T>(), *dp0 = dprobs.as<T>();
+  const int32_t *ex = expert.as<int32_t>(), *sl = slot.as<int32_t>();
+  T *out = dlogits.as<T>();
+#pragma omp parallel if (n * numExperts * 8 >= kMinParallelWork)
+  {
+    std::vector<double> dp(numExperts), direct(numExperts);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; ++t) {
+      const T *pt = p + t * numExperts;
+      for (int64_t e = 0; e < numExperts; ++e)
+        dp[e] = dp0 ? static_cast<double>(dp0[t * numExperts + e]) : 0.0;
+      std::fill(direct.begin(), direct.end(), 0.0);
+      if (dg) {
+        const int32_t *et = ex + t * k, *st = sl + t * k;
+        const T *dgt = dg + t * k;
+        // The sum of the selected probabilities, dropped ones included.
+        double selSum = 0;
+        for (int64_t j = 0; j < k; ++j)
+          selSum += pt[et[j]];
+        switch (weighting) {
+        case GateWeighting::Raw:
+          for (int64_t j = 0; j < k; ++j)
+            if (st[j] >= 0)
+              dp[et[j]] += dgt[j];
+          break;
+        case GateWeighting::RenormDetached:
+          for (int64_t j = 0; j < k; ++j)
+            if (st[j] >= 0)
+              dp[et[j]] += dgt[j] / selSum;
+          break;
+        case GateWeighting::SoftmaxTopK: {
+          // g_j = p_j / selSum equals the softmax over the selected logits;
+          // its backward goes straight to those logits. Dropped gates are
+          // constant 0, but their g still depends on the other logits.
+          double dotGd = 0;
+          for (int64_t j = 0; j < k; ++j)
+            if (st[j] >= 0)
+              dotGd += pt[et[j]] / selSum * dgt[j];
+          for (int64_t j = 0; j < k; ++j) {
+            double gj = pt[et[j]] / selSum;
+            double dgj = st[j] >= 0 ? static_cast<double>(dgt[j]) : 0.0;
+            direct[et[j]] += gj * (dgj - dotGd);
+          }
+          break;
+        }
+        case GateWeighting::Unit:
+          break;
+        }
+      }
+      double dotDp = 0;
+      for (int64_t e = 0; e < numExperts; ++e)
+        dotDp += dp[e] * pt[e];
+      for (int64_t e = 0; e < numExperts; ++e)
+        out[t * numExperts + e] =
+            static_cast<T>(pt[e] * (dp[e] - dotDp) + direct[e]);
+    }
+  }
+}
+
+} // namespace
+
+void topkRouterKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1, 4, 4);
+  dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
+                [&](auto tag) { topkRouter<decltype(tag)>(ctx); });
+}
+
+void topkRouterGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 4, 6, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "probs"), "probs",
+                [&](auto tag) { topkRouterGrad<decltype(tag)>(ctx); });
+}
+
+void expertLoadKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  const TensorView &expert = requireInput(ctx, 0, "expert");
+  const TensorView &slot = requireInput(ctx, 1, "slot");
+  expectDType(ctx, expert, DType::I32, "expert");
+  expectNumel(ctx, slot, expert.numel(), DType::I32, "slot");
+  int64_t numExperts = ctx.attrs.getInt("num_experts");
+  const TensorView &load = ctx.out(0);
+  expectNumel(ctx, load, numExperts, DType::F32, "load");
+  checkExpertIndices(ctx, expert, &slot, numExperts);
+  if (!load.present())
+    return;
+  std::vector<int64_t> count(numExperts, 0);
+  const int32_t *ex = expert.as<int32_t>(), *sl = slot.as<int32_t>();
+  for (int64_t a = 0; a < expert.numel(); ++a)
+    if (sl[a] >= 0)
+      ++count[ex[a]];
+  for (int64_t e = 0; e < numExperts; ++e)
+    load.as<float>()[e] = static_cast<float>(count[e]);
+}
+
+} // namespace moec::cpu

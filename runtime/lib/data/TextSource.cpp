@@ -1,0 +1,126 @@
+//===- TextSource.cpp - byte-level windows of a text file -----------------===//
+//
+// The file is split once: the first (1 - validFraction) of its bytes train,
+// the rest validate, so no validation window ever overlaps a training one.
+// Each row is a window at a uniformly drawn offset within its split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "data/Sources.h"
+#include "moec/Error.h"
+#include "moec/Philox.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace moec::data {
+
+namespace {
+
+std::string readFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(fmt::format("cannot open text data '{}': {}", path,
+                            std::strerror(errno)));
+  std::string bytes, failure;
+  struct stat st;
+  bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        failure = n < 0 ? std::strerror(errno) : "it shrank while being read";
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  if (!regular)
+    throw Error(fmt::format("text data '{}' is not a regular file", path));
+  if (!failure.empty())
+    throw Error(fmt::format("cannot read text data '{}': {}", path, failure));
+  if (bytes.empty())
+    throw Error(fmt::format("text data '{}' is empty", path));
+  return bytes;
+}
+
+class TextSource : public DataSource {
+public:
+  TextSource(const DataSpec &spec, uint64_t seed, Split split)
+      : path_(spec.path), bytes_(readFile(spec.path)), seed_(seed),
+        split_(split) {
+    auto trainBytes = static_cast<size_t>(std::floor(
+        static_cast<double>(bytes_.size()) * (1.0 - spec.validFraction)));
+    trainBytes = std::min(trainBytes, bytes_.size());
+    begin_ = split == Split::Train ? 0 : trainBytes;
+    end_ = split == Split::Train ? trainBytes : bytes_.size();
+  }
+
+  Batch batch(int64_t index, int64_t batchSize, int64_t seqLen) const override {
+    size_t available = end_ - begin_;
+    if (seqLen >= 1 && available < static_cast<uint64_t>(seqLen) + 1)
+      throw Error(fmt::format(
+          "text data '{}': the {} split holds {} of the file's {} bytes, but a "
+          "sequence of length {} needs {}; use a longer file, a shorter "
+          "sequence or a different valid fraction",
+          path_, splitName(split_), available, bytes_.size(), seqLen,
+          seqLen + 1));
+    uint64_t stream = streamId(split_ == Split::Train ? "data.text.train"
+                                                      : "data.text.valid");
+    return makeBatch(index, batchSize, seqLen, [&](uint64_t row, int32_t *out) {
+      uint64_t starts = available - static_cast<uint64_t>(seqLen);
+      auto offset = std::min<uint64_t>(
+          starts - 1,
+          static_cast<uint64_t>(philoxUniform(seed_, stream, row) * starts));
+      const char *window = bytes_.data() + begin_ + offset;
+      for (int64_t i = 0; i <= seqLen; ++i)
+        out[i] = static_cast<unsigned char>(window[i]);
+    });
+  }
+
+  int64_t vocab() const override { return 256; }
+  std::string decode(const std::vector<int32_t> &tokens) const override {
+    return decodeBytes(tokens);
+  }
+  std::vector<int32_t> encode(const std::string &text) const override {
+    return encodeBytes(text);
+  }
+  std::string describe() const override {
+    return fmt::format("text '{}' (byte-level, vocab 256; {} split: bytes "
+                       "[{}, {}) of {})",
+                       path_, splitName(split_), begin_, end_, bytes_.size());
+  }
+
+private:
+  std::string path_;
+  std::string bytes_;
+  uint64_t seed_;
+  Split split_;
+  size_t begin_ = 0, end_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<DataSource> openTextSource(const DataSpec &spec, uint64_t seed,
+                                           Split split) {
+  if (spec.path.empty())
+    throw Error("data: kind 'text' needs a path to the text file");
+  if (!(spec.validFraction >= 0.0 && spec.validFraction <= 1.0))
+    throw Error(fmt::format("data: valid fraction {} for text '{}' is outside "
+                            "[0, 1]",
+                            spec.validFraction, spec.path));
+  return std::make_unique<TextSource>(spec, seed, split);
+}
+
+} // namespace moec::data

@@ -1,0 +1,106 @@
+// RUN: moec-opt %s | moec-opt | FileCheck %s
+// RUN: moec-opt %s --mlir-print-op-generic | moec-opt | FileCheck %s
+
+// Every op of the dialect parses, verifies and prints back the same.
+
+// CHECK: moe.param @w : tensor<4x8xf32> {init = #moe.init<xavier_uniform>, scale = 5.000000e-01 : f64}
+moe.param @w : tensor<4x8xf32> {init = #moe.init<xavier_uniform>, scale = 0.5 : f64}
+// CHECK: moe.param @gate : tensor<8x4xf32> {frozen, init = #moe.init<normal>}
+moe.param @gate : tensor<8x4xf32> {init = #moe.init<normal>, frozen}
+// CHECK: moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
+moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
+// CHECK: moe.state @opt.m.w : tensor<4x8xf32> {dims = [4, 8], like = @w}
+moe.state @opt.m.w : tensor<4x8xf32> {dims = [4, 8], like = @w}
+
+// CHECK-LABEL: func @embeddings
+func.func @embeddings(%ids: tensor<2x3xi32>, %table: tensor<10x4xf32>, %pos: tensor<8x4xf32>, %start: tensor<i64>) -> (tensor<10x4xf32>, tensor<8x4xf32>) {
+  // CHECK: moe.embedding %{{.*}}, %{{.*}} : (tensor<2x3xi32>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
+  %x = moe.embedding %ids, %table : (tensor<2x3xi32>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: moe.embedding_grad %{{.*}}, %{{.*}} {vocab = 10 : i64}
+  %dt = moe.embedding_grad %ids, %x {vocab = 10 : i64} : (tensor<2x3xi32>, tensor<2x3x4xf32>) -> tensor<10x4xf32>
+  // CHECK: moe.add_positions
+  %y = moe.add_positions %x, %pos, %start : (tensor<2x3x4xf32>, tensor<8x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  // CHECK: moe.add_positions_grad %{{.*}}, %{{.*}} {max_len = 8 : i64}
+  %dp = moe.add_positions_grad %y, %start {max_len = 8 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<8x4xf32>
+  return %dt, %dp : tensor<10x4xf32>, tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func @dense
+func.func @dense(%x: tensor<?x?x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, %g: tensor<4xf32>, %seed: tensor<i64>) -> tensor<?x?x4xf32> {
+  // CHECK: moe.linear %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x?x6xf32>
+  %y = moe.linear %x, %w bias %b : (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x?x6xf32>
+  // CHECK: moe.linear %{{.*}}, %{{.*}} {transpose_weight}
+  %t = moe.linear %y, %w {transpose_weight} : (tensor<?x?x6xf32>, tensor<4x6xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.linear_grad %{{.*}}, %{{.*}}, %{{.*}} {has_bias}
+  %dx, %dw, %db = moe.linear_grad %x, %w, %y {has_bias} : (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<?x?x6xf32>) -> (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<6xf32>)
+  // CHECK: moe.layer_norm %{{.*}} {eps = 9.9999999999999995E-7 : f64}
+  %n = moe.layer_norm %t, %g, %g {eps = 1.0e-6 : f64} : (tensor<?x?x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.layer_norm_grad
+  %n1, %n2, %n3 = moe.layer_norm_grad %t, %g, %n : (tensor<?x?x4xf32>, tensor<4xf32>, tensor<?x?x4xf32>) -> (tensor<?x?x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: moe.rms_norm
+  %r = moe.rms_norm %n1, %g : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.rms_norm_grad
+  %r1, %r2 = moe.rms_norm_grad %n1, %g, %r : (tensor<?x?x4xf32>, tensor<4xf32>, tensor<?x?x4xf32>) -> (tensor<?x?x4xf32>, tensor<4xf32>)
+  // CHECK: moe.activation %{{.*}} {kind = #moe.activation<silu>}
+  %a = moe.activation %r1 {kind = #moe.activation<silu>} : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.activation_grad %{{.*}}, %{{.*}} {kind = #moe.activation<gelu_erf>}
+  %da = moe.activation_grad %r1, %a {kind = #moe.activation<gelu_erf>} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.dropout %{{.*}}, %{{.*}} {rate = 1.000000e-01 : f64, stream = 3 : i64}
+  %d = moe.dropout %da, %seed {rate = 0.1 : f64, stream = 3 : i64} : (tensor<?x?x4xf32>, tensor<i64>) -> tensor<?x?x4xf32>
+  // CHECK: moe.dropout_grad
+  %dd = moe.dropout_grad %d, %seed {rate = 0.1 : f64, stream = 3 : i64} : (tensor<?x?x4xf32>, tensor<i64>) -> tensor<?x?x4xf32>
+  return %dd : tensor<?x?x4xf32>
+}
+
+// CHECK-LABEL: func @attention
+func.func @attention(%q: tensor<2x5x8xf32>, %kv: tensor<2x5x4xf32>, %cache: tensor<2x16x4xf32>, %past: tensor<i64>) -> (tensor<2x5x8xf32>, tensor<2x16x4xf32>) {
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f64}
+  %o, %lse = moe.attention %q, %kv, %kv {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64, causal} : (tensor<2x5x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> (tensor<2x5x8xf32>, tensor<2x4x5xf32>)
+  // CHECK: moe.attention_grad
+  %dq, %dk, %dv = moe.attention_grad %q, %kv, %kv, %o, %lse, %o {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64, causal} : (tensor<2x5x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x8xf32>, tensor<2x4x5xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>)
+  // CHECK: moe.kv_cache_write
+  %c = moe.kv_cache_write %cache, %dk, %past : (tensor<2x16x4xf32>, tensor<2x5x4xf32>, tensor<i64>) -> tensor<2x16x4xf32>
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} past %{{.*}}
+  %o2, %lse2 = moe.attention %q, %c, %c past %past {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64, causal} : (tensor<2x5x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<i64>) -> (tensor<2x5x8xf32>, tensor<2x4x5xf32>)
+  return %o2, %c : tensor<2x5x8xf32>, tensor<2x16x4xf32>
+}
+
+// CHECK-LABEL: func @routing
+func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x4x5xf32>, %b1: tensor<3x5xf32>, %w2: tensor<3x5x4xf32>, %b2: tensor<3x4xf32>, %tgt: tensor<6xi32>) -> tensor<f32> {
+  // CHECK: moe.topk_router %{{.*}} {capacity = #moe.capacity<tutel>, capacity_factor = 1.500000e+00 : f64, gate = #moe.gate<renorm_detached>, k = 2 : i64, min_capacity = 1 : i64, priority = #moe.priority<bpr>}
+  %p, %e, %g, %s = moe.topk_router %logits {k = 2 : i64, gate = #moe.gate<renorm_detached>, capacity = #moe.capacity<tutel>, capacity_factor = 1.5 : f64, min_capacity = 1 : i64, priority = #moe.priority<bpr>} : (tensor<6x3xf32>) -> (tensor<6x3xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x2xi32>)
+  // CHECK: moe.expert_ffn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} b1 %{{.*}}, %{{.*}} b2 %{{.*}} w3 %{{.*}} {activation = #moe.activation<silu>}
+  %y = moe.expert_ffn %x, %e, %g, %s, %w1 b1 %b1, %w2 b2 %b2 w3 %w1 {activation = #moe.activation<silu>} : (tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x2xi32>, tensor<3x4x5xf32>, tensor<3x5xf32>, tensor<3x5x4xf32>, tensor<3x4xf32>, tensor<3x4x5xf32>) -> tensor<6x4xf32>
+  // CHECK: moe.expert_ffn_grad
+  %dx, %dg, %dw1, %db1, %dw2, %db2, %dw3 = moe.expert_ffn_grad %x, %e, %g, %s, %w1 b1 %b1, %w2 b2 %b2 w3 %w1, %y {activation = #moe.activation<silu>} : (tensor<6x4xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x2xi32>, tensor<3x4x5xf32>, tensor<3x5xf32>, tensor<3x5x4xf32>, tensor<3x4xf32>, tensor<3x4x5xf32>, tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<6x2xf32>, tensor<3x4x5xf32>, tensor<3x5xf32>, tensor<3x5x4xf32>, tensor<3x4xf32>, tensor<3x4x5xf32>)
+  // CHECK: moe.topk_router_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} gates_grad %{{.*}} probs_grad %{{.*}}
+  %dl = moe.topk_router_grad %p, %e, %g, %s gates_grad %dg probs_grad %p {gate = #moe.gate<renorm_detached>} : (tensor<6x3xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x2xi32>, tensor<6x2xf32>, tensor<6x3xf32>) -> tensor<6x3xf32>
+  // CHECK: moe.expert_load %{{.*}}, %{{.*}} {num_experts = 3 : i64}
+  %load = moe.expert_load %e, %s {num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<3xf32>
+  // CHECK: moe.switch_loss %{{.*}}, %{{.*}} {variant = #moe.balance<any_topk>}
+  %sw = moe.switch_loss %p, %e {variant = #moe.balance<any_topk>} : (tensor<6x3xf32>, tensor<6x2xi32>) -> tensor<f32>
+  // CHECK: moe.switch_loss_grad
+  %dsw = moe.switch_loss_grad %p, %e, %sw {variant = #moe.balance<top1>} : (tensor<6x3xf32>, tensor<6x2xi32>, tensor<f32>) -> tensor<6x3xf32>
+  // CHECK: moe.z_loss
+  %z = moe.z_loss %logits : (tensor<6x3xf32>) -> tensor<f32>
+  // CHECK: moe.z_loss_grad
+  %dz = moe.z_loss_grad %logits, %z : (tensor<6x3xf32>, tensor<f32>) -> tensor<6x3xf32>
+  // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} {label_smoothing = 1.000000e-01 : f64}
+  %ce = moe.cross_entropy %logits, %tgt {label_smoothing = 0.1 : f64} : (tensor<6x3xf32>, tensor<6xi32>) -> tensor<f32>
+  // CHECK: moe.cross_entropy_grad
+  %dce = moe.cross_entropy_grad %logits, %tgt, %ce : (tensor<6x3xf32>, tensor<6xi32>, tensor<f32>) -> tensor<6x3xf32>
+  return %ce : tensor<f32>
+}
+
+// CHECK-LABEL: func @optimizers
+func.func @optimizers(%p: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: moe.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, kind = #moe.schedule<cosine>, total_steps = 100 : i64, warmup = 10 : i64}
+  %lr = moe.lr_schedule %step {kind = #moe.schedule<cosine>, base_lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64} : (tensor<i64>) -> tensor<f32>
+  // CHECK: moe.global_norm
+  %n = moe.global_norm %p, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  // CHECK: moe.adam_update {{.*}} decoupled
+  %p1, %m1, %v1 = moe.adam_update %p, %p, %p, %p, %step, %lr, %n {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decoupled} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<i64>, tensor<f32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  // CHECK: moe.sgd_update {{.*}}momentum = 9.000000e-01
+  %p2, %m2 = moe.sgd_update %p1, %p, %m1, %lr, %n {momentum = 0.9 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return %p2, %m2 : tensor<4x8xf32>, tensor<4x8xf32>
+}

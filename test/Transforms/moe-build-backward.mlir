@@ -1,0 +1,105 @@
+// RUN: moec-opt %s -split-input-file -moe-build-backward -verify-diagnostics | FileCheck %s
+
+// The gradient program of a two-layer model: gradients are built in reverse
+// program order, a value read twice sums its gradients, and a frozen
+// parameter gets none.
+
+moe.param @emb : tensor<10x4xf32> {init = #moe.init<normal>}
+moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
+moe.param @head : tensor<4x10xf32> {init = #moe.init<normal>, frozen}
+
+func.func @loss(%emb: tensor<10x4xf32> {moe.param = @emb},
+                %w: tensor<4x4xf32> {moe.param = @w},
+                %head: tensor<4x10xf32> {moe.param = @head},
+                %ids: tensor<?x?xi32> {moe.input = "tokens", moe.dims = ["B", "S"]},
+                %tgt: tensor<?x?xi32> {moe.input = "targets", moe.dims = ["B", "S"]})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %x = moe.embedding %ids, %emb : (tensor<?x?xi32>, tensor<10x4xf32>) -> tensor<?x?x4xf32>
+  %h = moe.linear %x, %w : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+  %r = arith.addf %x, %h : tensor<?x?x4xf32>
+  %logits = moe.linear %r, %head : (tensor<?x?x4xf32>, tensor<4x10xf32>) -> tensor<?x?x10xf32>
+  %ce = moe.cross_entropy %logits, %tgt : (tensor<?x?x10xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %ce : tensor<f32>
+}
+
+// The objective is untouched.
+// CHECK-LABEL: func.func @loss
+// CHECK: return %{{.*}} : tensor<f32>
+
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<10x4xf32> {moe.output = "grad:emb"}, tensor<4x4xf32> {moe.output = "grad:w"})
+// CHECK-SAME: moe.entry = "backward"
+// CHECK:      %[[X:.*]] = moe.embedding
+// CHECK:      %[[H:.*]] = moe.linear %[[X]]
+// CHECK:      %[[R:.*]] = arith.addf %[[X]], %[[H]]
+// CHECK:      %[[LOGITS:.*]] = moe.linear %[[R]]
+// CHECK:      %[[CE:.*]] = moe.cross_entropy %[[LOGITS]]
+// CHECK:      %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK:      %[[DLOGITS:.*]] = moe.cross_entropy_grad %[[LOGITS]], %{{.*}}, %[[ONE]]
+// CHECK:      %[[DR:.*]], %{{.*}} = moe.linear_grad %[[R]], %{{.*}}, %[[DLOGITS]]
+// CHECK:      %[[DX1:.*]], %[[DW:.*]] = moe.linear_grad %[[X]], %{{.*}}, %[[DR]]
+// CHECK:      %[[DX:.*]] = arith.addf %[[DR]], %[[DX1]]
+// CHECK:      %[[DEMB:.*]] = moe.embedding_grad %{{.*}}, %[[DX]] {vocab = 10 : i64}
+// CHECK:      return %[[CE]], %[[DEMB]], %[[DW]]
+
+// -----
+
+// MoE routing: the router gets gradients through the gate weights and, from
+// the balance loss, through the probabilities; expert indices get none.
+
+moe.param @router : tensor<4x3xf32> {init = #moe.init<normal>}
+moe.param @w1 : tensor<3x4x8xf32> {init = #moe.init<normal>}
+moe.param @w2 : tensor<3x8x4xf32> {init = #moe.init<normal>}
+
+func.func @loss(%wr: tensor<4x3xf32> {moe.param = @router},
+                %w1: tensor<3x4x8xf32> {moe.param = @w1},
+                %w2: tensor<3x8x4xf32> {moe.param = @w2},
+                %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %logits = moe.linear %x, %wr : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+  %p, %e, %g, %s = moe.topk_router %logits {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>} : (tensor<?x3xf32>) -> (tensor<?x3xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<?x2xi32>)
+  %y = moe.expert_ffn %x, %e, %g, %s, %w1, %w2 {activation = #moe.activation<gelu_tanh>} : (tensor<?x4xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<3x4x8xf32>, tensor<3x8x4xf32>) -> tensor<?x4xf32>
+  %l1 = moe.z_loss %y : (tensor<?x4xf32>) -> tensor<f32>
+  %l2 = moe.switch_loss %p, %e {variant = #moe.balance<all_slots>} : (tensor<?x3xf32>, tensor<?x2xi32>) -> tensor<f32>
+  %l = arith.addf %l1, %l2 : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK:      %[[P:.*]], %[[E:.*]], %[[G:.*]], %[[S:.*]] = moe.topk_router
+// CHECK:      %[[DP:.*]] = moe.switch_loss_grad %[[P]], %[[E]]
+// CHECK:      %[[DY:.*]] = moe.z_loss_grad
+// CHECK:      %{{.*}}, %[[DG:.*]], %[[DW:.*]]:2 = moe.expert_ffn_grad {{.*}}, %[[DY]] {activation = #moe.activation<gelu_tanh>}
+// CHECK:      %[[DL:.*]] = moe.topk_router_grad %[[P]], %[[E]], %[[G]], %[[S]] gates_grad %[[DG]] probs_grad %[[DP]] {gate = #moe.gate<raw>}
+// CHECK:      %{{.*}}, %[[DWR:.*]] = moe.linear_grad %{{.*}}, %{{.*}}, %[[DL]]
+// CHECK:      return %{{.*}}, %[[DWR]], %[[DW]]#0, %[[DW]]#1
+
+// -----
+
+// The objective must be a scalar.
+
+moe.param @w : tensor<4xf32> {init = #moe.init<normal>}
+
+func.func @loss(%w: tensor<4xf32> {moe.param = @w}) -> (tensor<4xf32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  return %w : tensor<4xf32>
+}
+// expected-error @-3 {{the objective (result #0) must be a 0-d float tensor, got 'tensor<4xf32>'}}
+
+// -----
+
+// An op on the path from a parameter to the objective without a gradient
+// rule is an error.
+
+moe.param @w : tensor<f32> {init = #moe.init<normal>}
+
+func.func @loss(%w: tensor<f32> {moe.param = @w}) -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  // expected-error @+1 {{'arith.maximumf' op has no gradient rule}}
+  %m = arith.maximumf %w, %w : tensor<f32>
+  return %m : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{no objective function: expected a function with moe.entry = "loss"}}
+module {
+}

@@ -1,0 +1,81 @@
+// RUN: moec-opt %s -split-input-file -moe-build-backward -moe-build-train-step -verify-diagnostics | FileCheck %s
+
+// AdamW with gradient clipping: one pair of moments per trainable parameter,
+// the learning rate from the schedule, the clipping factor from the global
+// gradient norm, and in-place-updatable results.
+
+module attributes {moe.training = {optimizer = "adamw", schedule = "linear", lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64, final_lr = 1.0e-5 : f64, clip_norm = 0.5 : f64, beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64}} {
+  moe.param @w : tensor<4x3xf32> {init = #moe.init<normal>}
+  moe.param @b : tensor<3xf32> {init = #moe.init<zeros>}
+  moe.param @frozen : tensor<3xf32> {init = #moe.init<ones>, frozen}
+
+  func.func @loss(%w: tensor<4x3xf32> {moe.param = @w}, %b: tensor<3xf32> {moe.param = @b},
+                  %g: tensor<3xf32> {moe.param = @frozen},
+                  %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                  %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %y = moe.linear %x, %w bias %b : (tensor<?x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+    %n = moe.rms_norm %y, %g : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+    %ce = moe.cross_entropy %n, %t : (tensor<?x3xf32>, tensor<?xi32>) -> tensor<f32>
+    return %ce : tensor<f32>
+  }
+}
+
+// CHECK: moe.param @w
+// CHECK-NEXT: moe.state @opt.m.w : tensor<4x3xf32> {dims = [4, 3], like = @w}
+// CHECK-NEXT: moe.state @opt.v.w : tensor<4x3xf32> {dims = [4, 3], like = @w}
+// CHECK-NEXT: moe.param @b
+// CHECK-NEXT: moe.state @opt.m.b
+// CHECK-NEXT: moe.state @opt.v.b
+// CHECK-NEXT: moe.param @frozen
+// CHECK-NOT: moe.state
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4x3xf32> {moe.param = @w}
+// CHECK-SAME: %[[MW:[^:]*]]: tensor<4x3xf32> {moe.state = @opt.m.w}, %[[VW:[^:]*]]: tensor<4x3xf32> {moe.state = @opt.v.w}
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i64> {moe.input = "step"}
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<f32> {moe.output = "lr"}, tensor<f32> {moe.output = "grad_norm"}, tensor<4x3xf32> {moe.update = @w}, tensor<4x3xf32> {moe.update = @opt.m.w}, tensor<4x3xf32> {moe.update = @opt.v.w}, tensor<3xf32> {moe.update = @b}, tensor<3xf32> {moe.update = @opt.m.b}, tensor<3xf32> {moe.update = @opt.v.b})
+// CHECK-SAME: moe.entry = "train_step"
+// CHECK:      %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = moe.linear_grad
+// CHECK:      %[[LR:.*]] = moe.lr_schedule %[[STEP]] {base_lr = 1.000000e-03 : f64, final_lr = 1.000000e-05 : f64, kind = #moe.schedule<linear>, total_steps = 100 : i64, warmup = 10 : i64}
+// CHECK:      %[[NORM:.*]] = moe.global_norm %[[DW]], %[[DB]]
+// CHECK:      %[[SUM:.*]] = arith.addf %[[NORM]], %{{.*}}
+// CHECK:      %[[RATIO:.*]] = arith.divf %{{.*}}, %[[SUM]]
+// CHECK:      %[[SCALE:.*]] = arith.minimumf %[[RATIO]], %{{.*}}
+// CHECK:      moe.adam_update %[[W]], %[[DW]], %[[MW]], %[[VW]], %[[STEP]], %[[LR]], %[[SCALE]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, decoupled, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
+// CHECK:      moe.adam_update
+// CHECK-NOT:  moe.adam_update
+// CHECK:      return
+
+// -----
+
+// SGD with momentum keeps one moment per parameter; without clipping the
+// gradient scale is 1.
+
+module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr = 0.1 : f64, momentum = 0.9 : f64}} {
+  moe.param @w : tensor<4x3xf32> {init = #moe.init<normal>}
+  func.func @loss(%w: tensor<4x3xf32> {moe.param = @w}, %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]}, %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %y = moe.linear %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %ce = moe.cross_entropy %y, %t : (tensor<?x3xf32>, tensor<?xi32>) -> tensor<f32>
+    return %ce : tensor<f32>
+  }
+}
+
+// CHECK: moe.state @opt.m.w
+// CHECK-NOT: moe.state @opt.v.w
+// CHECK-LABEL: func.func @train_step
+// CHECK: moe.global_norm
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: moe.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]] {momentum = 9.000000e-01 : f64}
+
+// -----
+
+// expected-error @+1 {{unknown optimizer 'lion' (adam, adamw, sgd)}}
+module attributes {moe.training = {optimizer = "lion", schedule = "constant", lr = 0.1 : f64}} {
+  moe.param @w : tensor<3xf32> {init = #moe.init<normal>}
+  func.func @loss(%w: tensor<3xf32> {moe.param = @w}) -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %z = moe.z_loss %w : (tensor<3xf32>) -> tensor<f32>
+    return %z : tensor<f32>
+  }
+}

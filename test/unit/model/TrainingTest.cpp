@@ -1,0 +1,192 @@
+//===- TrainingTest.cpp - training, checkpoints and decoding end to end ---===//
+
+#include "moec/Compiler.h"
+#include "moec/Error.h"
+#include "moec/Session.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <gtest/gtest.h>
+
+using namespace moec;
+
+namespace {
+
+const char *kTinySpec = R"(moe 1
+model tiny {
+  vocab = 256
+  d_model = 32
+  max_seq = 24
+  repeat 2 as i {
+    attention(heads = 4, kv_heads = 2)
+    moe(experts = 4, k = 2, hidden = 32)
+  }
+}
+train {
+  optimizer = adamw(lr = 3e-3, weight_decay = 0.01)
+  schedule = inverse_sqrt(warmup = 4)
+  clip_norm = 1.0
+  batch = 4
+  seq_len = 16
+  seed = 11
+}
+data {
+  source = synthetic("grammar")
+}
+)";
+
+std::string tempPath(const std::string &name) {
+  return (std::filesystem::temp_directory_path() /
+          ("moec-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+std::vector<double> values(const Tensor &t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.at(i);
+  return v;
+}
+
+// The acceptance criterion of the example: within its 300 steps the
+// synthetic-task loss falls under half of its first value.
+TEST(Training, ExampleLossHalvesWithin300Steps) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  Session session(bundle);
+  const TrainingConfig &config = bundle.training();
+  ASSERT_LE(config.steps, 300);
+  auto data = openDataSource(bundle.data(), bundle.model().vocab,
+                             session.seed());
+  double first = 0, lastMean = 0;
+  const int64_t window = 10;
+  for (int64_t i = 0; i < config.steps; ++i) {
+    double loss =
+        session.trainStep(data->batch(i, config.batch, config.seqLen))
+            .scalars.at("ce");
+    ASSERT_TRUE(std::isfinite(loss)) << "step " << i + 1;
+    if (i == 0)
+      first = loss;
+    if (i >= config.steps - window)
+      lastMean += loss / window;
+  }
+  std::printf("cross-entropy %.4f -> %.4f over %lld steps\n", first, lastMean,
+              static_cast<long long>(config.steps));
+  EXPECT_LT(lastMean, first / 2);
+  // Every expert of every MoE layer received tokens.
+  for (const ExpertLoad &layer : session.expertLoad())
+    for (double f : layer.fractions())
+      EXPECT_GT(f, 0.0) << layer.layer;
+}
+
+TEST(Training, SameSeedSameLosses) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  auto run = [&]() {
+    Session session(bundle);
+    auto data = openDataSource(bundle.data(), 256, session.seed());
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i)
+      losses.push_back(session.trainStep(data->batch(i, 4, 16)).scalars["loss"]);
+    return losses;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST(Training, CheckpointRestoresParametersAndOptimizerState) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session a(bundle);
+  auto data = openDataSource(bundle.data(), 256, a.seed());
+  for (int i = 0; i < 3; ++i)
+    a.trainStep(data->batch(i, 4, 16));
+  std::string path = tempPath("restore.safetensors");
+  a.saveCheckpoint(path);
+
+  SessionOptions other;
+  other.seed = 999; // different initial weights, all overwritten by the load
+  Session b(bundle, other);
+  b.loadCheckpoint(path);
+  EXPECT_EQ(b.step(), 3);
+  Batch probe = data->batch(7, 2, 16);
+  EXPECT_EQ(values(a.run("forward", {{"tokens", probe.tokens}}).at("logits")),
+            values(b.run("forward", {{"tokens", probe.tokens}}).at("logits")));
+  // The moments came along: the next step is identical too.
+  Batch next = data->batch(3, 4, 16);
+  EXPECT_EQ(a.trainStep(next).scalars.at("loss"),
+            b.trainStep(next).scalars.at("loss"));
+  EXPECT_EQ(values(a.param("layers.1.moe.w1")),
+            values(b.param("layers.1.moe.w1")));
+  std::filesystem::remove(path);
+}
+
+TEST(Training, NewBatchShapesNeedNoRecompile) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session session(bundle);
+  auto data = openDataSource(bundle.data(), 256, session.seed());
+  for (auto [b, s] : {std::pair{2, 5}, {3, 11}, {1, 24}, {2, 5}}) {
+    Tensor logits =
+        session.run("forward", {{"tokens", data->batch(0, b, s).tokens}})
+            .at("logits");
+    EXPECT_EQ(logits.shape(), (Shape{b, s, 256}));
+  }
+  EXPECT_THROW(session.run("forward", {{"tokens", data->batch(0, 1, 25).tokens}}),
+               Error); // longer than max_seq
+}
+
+// Decoding with the KV cache, one token at a time after a prefill, gives the
+// logits of the full causal forward pass at every position.
+TEST(Decoding, KvCacheMatchesFullForward) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session session(bundle);
+  auto data = openDataSource(bundle.data(), 256, session.seed());
+  for (int i = 0; i < 5; ++i)
+    session.trainStep(data->batch(i, 4, 16));
+  Tensor tokens = data->batch(42, 1, 12).tokens;
+  std::vector<double> full =
+      values(session.run("forward", {{"tokens", tokens}}).at("logits"));
+
+  std::vector<int32_t> ids(tokens.data<int32_t>(),
+                           tokens.data<int32_t>() + tokens.numel());
+  const int prefill = 5;
+  auto decode = [&](int begin, int end) {
+    std::vector<int32_t> chunk(ids.begin() + begin, ids.begin() + end);
+    return values(
+        session
+            .run("decode",
+                 {{"tokens", Tensor::of<int32_t>({1, end - begin}, chunk)},
+                  {"past", Tensor::of<int64_t>({}, {begin})}})
+            .at("logits"));
+  };
+  std::vector<double> got = decode(0, prefill);
+  for (int t = prefill; t < 12; ++t) {
+    std::vector<double> step = decode(t, t + 1);
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  ASSERT_EQ(got.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i)
+    ASSERT_NEAR(got[i], full[i], 1e-4 * (1 + std::abs(full[i]))) << i;
+}
+
+TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session session(bundle);
+  GenerateOptions options;
+  options.maxNewTokens = 100;
+  options.temperature = 0.8;
+  options.topK = 20;
+  options.seed = 5;
+  std::vector<int32_t> prompt = {84, 104, 101, 32};
+  std::vector<int32_t> a = session.generate(prompt, options);
+  std::vector<int32_t> b = session.generate(prompt, options);
+  EXPECT_EQ(a, b);
+  // 24 positions of context: 4 prompt tokens leave room for 21 new ones (the
+  // last new token needs no position of its own).
+  EXPECT_EQ(a.size(), 21u);
+  for (int32_t t : a) {
+    EXPECT_GE(t, 0);
+    EXPECT_LT(t, 256);
+  }
+  EXPECT_THROW(session.generate({}, options), Error);
+  EXPECT_THROW(session.generate({300}, options), Error);
+}
+
+} // namespace

@@ -1,0 +1,136 @@
+//===- CpuAttentionTest.cpp - attention and the KV cache ------------------===//
+
+#include "KernelTestUtil.h"
+
+#include "moec/Error.h"
+
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+
+using namespace moec;
+using namespace moec::test;
+
+namespace {
+
+Json attnAttrs(int64_t heads, int64_t kvHeads, double scale, bool causal) {
+  Json attrs = {
+      {"num_heads", heads}, {"num_kv_heads", kvHeads}, {"scale", scale}};
+  if (causal)
+    attrs["causal"] = true;
+  return attrs;
+}
+
+/// Runs moe.attention; `past` may be absent.
+std::pair<Tensor, Tensor> attend(const Tensor &q, const Tensor &k,
+                                 const Tensor &v, const Tensor &past,
+                                 const Json &attrs) {
+  int64_t heads = attrs["num_heads"];
+  std::vector<Tensor> out = runKernel(
+      "moe.attention", {q, k, v, past},
+      {like(q), zeros(q.dtype(), {q.shape()[0], heads, q.shape()[1]})}, attrs);
+  return {out[0], out[1]};
+}
+
+/// Rows [begin, end) of the sequence dimension of a [B, S, w] tensor.
+Tensor sliceSeq(const Tensor &t, int64_t begin, int64_t end) {
+  int64_t b = t.shape()[0], s = t.shape()[1], w = t.shape()[2];
+  Tensor out(t.dtype(), {b, end - begin, w});
+  size_t elem = t.nbytes() / t.numel();
+  for (int64_t i = 0; i < b; ++i)
+    std::memcpy(static_cast<char *>(out.raw()) + i * (end - begin) * w * elem,
+                static_cast<const char *>(t.raw()) + (i * s + begin) * w * elem,
+                (end - begin) * w * elem);
+  return out;
+}
+
+TEST(CpuAttention, CausalTwoPositions) {
+  // One head of width 1: query 0 sees key 0 only; query 1 sees both with
+  // scores [2, 0].
+  Tensor q = Tensor::of<double>({1, 2, 1}, {1, 2});
+  Tensor k = Tensor::of<double>({1, 2, 1}, {1, 0});
+  Tensor v = Tensor::of<double>({1, 2, 1}, {10, 20});
+  auto [out, lse] = attend(q, k, v, absent(), attnAttrs(1, 1, 1.0, true));
+  double e2 = std::exp(2.0);
+  expectValues(out, {10, (10 * e2 + 20) / (e2 + 1)}, 1e-13, "out");
+  expectValues(lse, {1, std::log(e2 + 1)}, 1e-14, "lse");
+  // Without causal query 0 sees key 1 too: scores [1, 0].
+  auto [full, fullLse] = attend(q, k, v, absent(), attnAttrs(1, 1, 1.0, false));
+  double e1 = std::exp(1.0);
+  EXPECT_NEAR(full.at(0), (10 * e1 + 20) / (e1 + 1), 1e-13);
+  EXPECT_NEAR(fullLse.at(0), std::log(e1 + 1), 1e-14);
+}
+
+TEST(CpuAttention, CausalOffsetWhenKeysOutnumberQueries) {
+  // Sq = 1, Sk = 3 without past: offset 2, so the query sees all keys.
+  Tensor q = Tensor::of<double>({1, 1, 1}, {0});
+  Tensor k = Tensor::of<double>({1, 3, 1}, {1, 2, 3});
+  Tensor v = Tensor::of<double>({1, 3, 1}, {3, 6, 9});
+  auto [out, lse] = attend(q, k, v, absent(), attnAttrs(1, 1, 1.0, true));
+  EXPECT_NEAR(out.at(0), 6, 1e-14);
+  EXPECT_NEAR(lse.at(0), std::log(3.0), 1e-14);
+}
+
+TEST(CpuAttention, GroupedHeadsReadTheirKvHead) {
+  // H = 2, Hkv = 1, dh = 1: both query heads read the single K/V head, so
+  // with zero queries each averages v.
+  Tensor q = Tensor::of<double>({1, 1, 2}, {0, 0});
+  Tensor k = Tensor::of<double>({1, 2, 1}, {5, -5});
+  Tensor v = Tensor::of<double>({1, 2, 1}, {1, 3});
+  auto [out, lse] = attend(q, k, v, absent(), attnAttrs(2, 1, 1.0, false));
+  expectValues(out, {2, 2}, 1e-15, "out");
+  // H = 2, Hkv = 2: head 1 reads K/V head 1.
+  Tensor k2 = Tensor::of<double>({1, 2, 2}, {0, 0, 0, 0});
+  Tensor v2 = Tensor::of<double>({1, 2, 2}, {1, 10, 3, 30});
+  auto [out2, lse2] = attend(q, k2, v2, absent(), attnAttrs(2, 2, 1.0, false));
+  expectValues(out2, {2, 20}, 1e-15, "out");
+}
+
+TEST(CpuAttention, KvCacheDecodingMatchesFullCausalAttention) {
+  const int64_t batch = 2, seq = 5, heads = 2, kvHeads = 1, dh = 3, maxLen = 8;
+  Tensor q = randomTensor(DType::F64, {batch, seq, heads * dh}, 1);
+  Tensor k = randomTensor(DType::F64, {batch, seq, kvHeads * dh}, 2);
+  Tensor v = randomTensor(DType::F64, {batch, seq, kvHeads * dh}, 3);
+  Json attrs = attnAttrs(heads, kvHeads, 0.6, true);
+  auto [full, fullLse] = attend(q, k, v, absent(), attrs);
+
+  Tensor kCache = zeros(DType::F64, {batch, maxLen, kvHeads * dh});
+  Tensor vCache = like(kCache);
+  // Prefill positions 0..2, then decode 3..4 in one call, then nothing.
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 5}}) {
+    Tensor past = scalarI64(begin);
+    // The plan writes in place: the result aliases the cache.
+    runKernel("moe.kv_cache_write", {kCache, sliceSeq(k, begin, end), past},
+              {kCache});
+    runKernel("moe.kv_cache_write", {vCache, sliceSeq(v, begin, end), past},
+              {vCache});
+    auto [out, lse] =
+        attend(sliceSeq(q, begin, end), kCache, vCache, past, attrs);
+    expectClose(out, sliceSeq(full, begin, end), 1e-14, "decoded rows");
+  }
+  // Writing past max_len is an error.
+  EXPECT_THROW(runKernel("moe.kv_cache_write",
+                         {kCache, sliceSeq(k, 0, 2), scalarI64(7)}, {kCache}),
+               Error);
+  // So is a past that leaves no room for the queries in k.
+  EXPECT_THROW(attend(sliceSeq(q, 0, 2), kCache, vCache, scalarI64(7), attrs),
+               Error);
+}
+
+TEST(CpuAttention, KvCacheWriteCopiesWhenNotAliased) {
+  Tensor cache = Tensor::of<float>({1, 3, 1}, {1, 2, 3});
+  Tensor update = Tensor::of<float>({1, 1, 1}, {9});
+  Tensor result = runKernel1("moe.kv_cache_write",
+                             {cache, update, scalarI64(1)}, like(cache));
+  expectValues(result, {1, 9, 3}, 0, "result");
+  expectValues(cache, {1, 2, 3}, 0, "cache untouched");
+}
+
+TEST(CpuAttention, RejectsInconsistentHeads) {
+  Tensor q = zeros(DType::F32, {1, 2, 6});
+  Tensor k = zeros(DType::F32, {1, 2, 4});
+  EXPECT_THROW(attend(q, k, k, absent(), attnAttrs(3, 2, 1.0, false)), Error);
+  EXPECT_THROW(attend(q, k, k, absent(), attnAttrs(2, 1, 1.0, false)), Error);
+}
+
+} // namespace

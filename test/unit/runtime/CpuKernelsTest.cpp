@@ -1,0 +1,298 @@
+//===- CpuKernelsTest.cpp - hand-computed cases of the dense cpu kernels --===//
+
+#include "KernelTestUtil.h"
+
+#include "cpu/Kernel.h"
+#include "moec/Error.h"
+#include "moec/Philox.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <limits>
+
+using namespace moec;
+using namespace moec::test;
+
+namespace {
+
+TEST(CpuKernels, RegistryHasEveryOp) {
+  std::vector<std::string> names = cpu::kernelNames();
+  for (const char *op : {"moe.embedding",        "moe.embedding_grad",
+                         "moe.add_positions",    "moe.add_positions_grad",
+                         "moe.linear",           "moe.linear_grad",
+                         "moe.layer_norm",       "moe.layer_norm_grad",
+                         "moe.rms_norm",         "moe.rms_norm_grad",
+                         "moe.activation",       "moe.activation_grad",
+                         "moe.dropout",          "moe.dropout_grad",
+                         "moe.attention",        "moe.attention_grad",
+                         "moe.kv_cache_write",   "moe.topk_router",
+                         "moe.topk_router_grad", "moe.expert_load",
+                         "moe.expert_ffn",       "moe.expert_ffn_grad",
+                         "moe.switch_loss",      "moe.switch_loss_grad",
+                         "moe.z_loss",           "moe.z_loss_grad",
+                         "moe.cross_entropy",    "moe.cross_entropy_grad",
+                         "moe.lr_schedule",      "moe.global_norm",
+                         "moe.adam_update",      "moe.sgd_update",
+                         "arith.addf",           "arith.subf",
+                         "arith.mulf",           "arith.divf",
+                         "arith.negf",           "arith.maximumf",
+                         "arith.minimumf"}) {
+    EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
+  }
+  EXPECT_EQ(names.size(), 39u);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
+}
+
+TEST(CpuKernels, LinearWithAndWithoutBias) {
+  Tensor x = Tensor::of<double>({2, 2}, {1, 2, 3, 4});
+  Tensor w = Tensor::of<double>({2, 3}, {1, 0, -1, 2, 1, 0});
+  Tensor b = Tensor::of<double>({3}, {0.5, -1, 2});
+  Tensor y =
+      runKernel1("moe.linear", {x, w, absent()}, zeros(DType::F64, {2, 3}));
+  expectValues(y, {5, 2, -1, 11, 4, -3}, 0, "x W");
+  y = runKernel1("moe.linear", {x, w, b}, zeros(DType::F64, {2, 3}));
+  expectValues(y, {5.5, 1, 1, 11.5, 3, -1}, 0, "x W + b");
+}
+
+TEST(CpuKernels, LinearTransposedWeight) {
+  // W^T of the case above, stored [N, K]; leading dims [1, 2] are tokens.
+  Tensor x = Tensor::of<float>({1, 2, 2}, {1, 2, 3, 4});
+  Tensor wt = Tensor::of<float>({3, 2}, {1, 2, 0, 1, -1, 0});
+  Tensor b = Tensor::of<float>({3}, {0.5, -1, 2});
+  Tensor y = runKernel1("moe.linear", {x, wt, b}, zeros(DType::F32, {1, 2, 3}),
+                        {{"transpose_weight", true}});
+  expectValues(y, {5.5, 1, 1, 11.5, 3, -1}, 0, "x W^T + b");
+}
+
+TEST(CpuKernels, LinearRejectsMismatchedWeight) {
+  Tensor x = zeros(DType::F32, {2, 3});
+  Tensor w = zeros(DType::F32, {4, 5});
+  EXPECT_THROW(runKernel1("moe.linear", {x, w}, zeros(DType::F32, {2, 5})),
+               Error);
+  EXPECT_THROW(runKernel1("moe.linear", {x, zeros(DType::F32, {3, 5})},
+                          zeros(DType::F32, {2, 4})),
+               Error);
+}
+
+TEST(CpuKernels, LayerNorm) {
+  // mean 2.5, biased var 1.25; eps 0.75 makes var + eps = 2.
+  Tensor x = Tensor::of<double>({1, 4}, {1, 2, 3, 4});
+  Tensor gamma = Tensor::of<double>({4}, {1, 2, 1, 1});
+  Tensor beta = Tensor::of<double>({4}, {0, 0, 1, 0});
+  Tensor y =
+      runKernel1("moe.layer_norm", {x, gamma, beta}, like(x), {{"eps", 0.75}});
+  double r = 1 / std::sqrt(2.0);
+  expectValues(y, {-1.5 * r, -0.5 * r * 2, 0.5 * r + 1, 1.5 * r}, 1e-15,
+               "layer_norm");
+}
+
+TEST(CpuKernels, RmsNorm) {
+  // mean(x^2) = 3, eps 1: r = 1/2.
+  Tensor x = Tensor::of<double>({1, 3}, {1, 2, 2});
+  Tensor gamma = Tensor::of<double>({3}, {2, 1, -1});
+  Tensor y = runKernel1("moe.rms_norm", {x, gamma}, like(x), {{"eps", 1.0}});
+  expectValues(y, {1, 1, -1}, 1e-15, "rms_norm");
+}
+
+TEST(CpuKernels, ActivationsAtFixedPoints) {
+  Tensor x = Tensor::of<double>({4}, {-1, 0, 0.5, 2});
+  auto run = [&](const char *kind) {
+    return runKernel1("moe.activation", {x}, like(x), {{"kind", kind}});
+  };
+  expectValues(run("identity"), {-1, 0, 0.5, 2}, 0, "identity");
+  expectValues(run("relu"), {0, 0, 0.5, 2}, 0, "relu");
+  expectValues(
+      run("tanh"),
+      {-0.7615941559557649, 0, 0.46211715726000974, 0.9640275800758169}, 1e-12,
+      "tanh");
+  expectValues(run("silu"),
+               {-0.2689414213699951, 0, 0.3112296656009273, 1.7615941559557646},
+               1e-12, "silu");
+  expectValues(
+      run("gelu_erf"),
+      {-0.15865525393145707, 0, 0.34573123063700656, 1.9544997361036416}, 1e-12,
+      "gelu_erf");
+  expectValues(
+      run("gelu_tanh"),
+      {-0.15880800939172324, 0, 0.34571400982514394, 1.954597694087775}, 1e-12,
+      "gelu_tanh");
+  // relu'(0) = 0.
+  Tensor dy = Tensor::of<double>({4}, {1, 1, 1, 1});
+  Tensor dx =
+      runKernel1("moe.activation_grad", {x, dy}, like(x), {{"kind", "relu"}});
+  expectValues(dx, {0, 0, 1, 1}, 0, "relu'");
+  EXPECT_THROW(run("swish"), Error);
+}
+
+TEST(CpuKernels, EmbeddingLooksUpRows) {
+  Tensor table = Tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor ids = Tensor::of<int32_t>({1, 3}, {2, 0, 2});
+  Tensor y =
+      runKernel1("moe.embedding", {ids, table}, zeros(DType::F32, {1, 3, 2}));
+  expectValues(y, {5, 6, 1, 2, 5, 6}, 0, "embedding");
+  // The gradient sums repeated ids.
+  Tensor dy = Tensor::of<float>({1, 3, 2}, {1, 1, 2, 2, 3, 3});
+  Tensor dtable = runKernel1("moe.embedding_grad", {ids, dy},
+                             zeros(DType::F32, {3, 2}), {{"vocab", 3}});
+  expectValues(dtable, {2, 2, 0, 0, 4, 4}, 0, "embedding_grad");
+}
+
+TEST(CpuKernels, EmbeddingRejectsOutOfRangeIds) {
+  Tensor table = zeros(DType::F32, {3, 2});
+  for (int32_t bad : {3, -1}) {
+    Tensor ids = Tensor::of<int32_t>({2, 2}, {0, 1, bad, 2});
+    try {
+      runKernel1("moe.embedding", {ids, table}, zeros(DType::F32, {2, 2, 2}));
+      ADD_FAILURE() << "no error for id " << bad;
+    } catch (const Error &e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find("moe.embedding"), std::string::npos) << message;
+      EXPECT_NE(message.find("ids[1, 0] = " + std::to_string(bad)),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("[0, 3)"), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(CpuKernels, AddPositionsWithStartAndRangeCheck) {
+  Tensor x = Tensor::of<double>({2, 2, 1}, {1, 2, 3, 4});
+  Tensor table = Tensor::of<double>({4, 1}, {10, 20, 30, 40});
+  Tensor y = runKernel1("moe.add_positions", {x, table, scalarI64(1)}, like(x));
+  expectValues(y, {21, 32, 23, 34}, 0, "add_positions");
+  Tensor dtable = runKernel1("moe.add_positions_grad", {x, scalarI64(1)},
+                             zeros(DType::F64, {4, 1}), {{"max_len", 4}});
+  expectValues(dtable, {0, 4, 6, 0}, 0, "add_positions_grad");
+  EXPECT_THROW(
+      runKernel1("moe.add_positions", {x, table, scalarI64(3)}, like(x)),
+      Error);
+}
+
+TEST(CpuKernels, CrossEntropyIgnoresNegativeTargets) {
+  // Row 0 uniform over 3 (loss ln 3); row 1 p = [1/4, 1/2, 1/4], target 1
+  // (loss ln 2); row 2 ignored.
+  double ln2 = std::log(2.0);
+  Tensor logits = Tensor::of<double>({3, 3}, {0, 0, 0, 0, ln2, 0, 5, -3, 2});
+  Tensor targets = Tensor::of<int32_t>({3}, {1, 1, -1});
+  Tensor loss =
+      runKernel1("moe.cross_entropy", {logits, targets}, zeros(DType::F64, {}));
+  EXPECT_NEAR(loss.at(0), std::log(6.0) / 2, 1e-15);
+  // Smoothing 0.1: row 0 stays ln 3; row 1 is 0.9 ln 2 + (0.1 / 3) 5 ln 2.
+  loss = runKernel1("moe.cross_entropy", {logits, targets},
+                    zeros(DType::F64, {}), {{"label_smoothing", 0.1}});
+  EXPECT_NEAR(loss.at(0), 0.9189846406326924, 1e-15);
+  // All ignored: 0 / max(1, 0).
+  loss = runKernel1("moe.cross_entropy",
+                    {logits, Tensor::of<int32_t>({3}, {-1, -1, -1})},
+                    zeros(DType::F64, {}));
+  EXPECT_EQ(loss.at(0), 0.0);
+  Tensor dlogits = runKernel1("moe.cross_entropy_grad",
+                              {logits, targets, scalarF64(2.0)}, like(logits));
+  expectValues(dlogits,
+               {1.0 / 3, 1.0 / 3 - 1, 1.0 / 3, 0.25, 0.5 - 1, 0.25, 0, 0, 0},
+               1e-15, "cross_entropy_grad");
+}
+
+TEST(CpuKernels, CrossEntropyRejectsTargetPastVocab) {
+  Tensor logits = zeros(DType::F32, {2, 4});
+  Tensor targets = Tensor::of<int32_t>({2}, {0, 4});
+  try {
+    runKernel1("moe.cross_entropy", {logits, targets}, zeros(DType::F32, {}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("targets[1] = 4"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CpuKernels, ZLoss) {
+  // lse of row 0 is ln 2, of row 1 ln 4: mean of squares 2.5 ln^2 2.
+  double ln3 = std::log(3.0);
+  Tensor logits = Tensor::of<double>({2, 2}, {0, 0, ln3, 0});
+  Tensor loss = runKernel1("moe.z_loss", {logits}, zeros(DType::F64, {}));
+  EXPECT_NEAR(loss.at(0), 1.2011325347955035, 1e-15);
+  // Large logits stay finite (max-shifted logsumexp).
+  Tensor big = Tensor::of<float>({1, 2}, {1000, 1000});
+  loss = runKernel1("moe.z_loss", {big}, zeros(DType::F32, {}));
+  EXPECT_NEAR(loss.at(0), std::pow(1000 + std::log(2.0), 2), 1.0);
+}
+
+TEST(CpuKernels, ElementwiseBroadcastsScalars) {
+  Tensor v = Tensor::of<double>({3}, {1, 2, 4});
+  Tensor s = scalarF64(10);
+  auto run = [&](const char *op, const Tensor &a, const Tensor &b) {
+    return runKernel1(op, {a, b}, zeros(DType::F64, {3}));
+  };
+  expectValues(run("arith.addf", v, s), {11, 12, 14}, 0, "addf");
+  expectValues(run("arith.subf", s, v), {9, 8, 6}, 0, "subf");
+  expectValues(run("arith.mulf", v, s), {10, 20, 40}, 0, "mulf");
+  expectValues(run("arith.divf", s, v), {10, 5, 2.5}, 0, "divf");
+  expectValues(run("arith.addf", v, v), {2, 4, 8}, 0, "same shape");
+  expectValues(runKernel1("arith.negf", {v}, like(v)), {-1, -2, -4}, 0, "negf");
+  Tensor scalarOut =
+      runKernel1("arith.mulf", {s, scalarF64(3)}, zeros(DType::F64, {}));
+  EXPECT_EQ(scalarOut.at(0), 30);
+
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = Tensor::of<double>({3}, {1, nan, -0.0});
+  Tensor b = Tensor::of<double>({3}, {2, 0, 0.0});
+  Tensor mx = run("arith.maximumf", a, b), mn = run("arith.minimumf", a, b);
+  EXPECT_EQ(mx.at(0), 2);
+  EXPECT_TRUE(std::isnan(mx.at(1)));
+  EXPECT_FALSE(std::signbit(mx.at(2)));
+  EXPECT_EQ(mn.at(0), 1);
+  EXPECT_TRUE(std::isnan(mn.at(1)));
+  EXPECT_TRUE(std::signbit(mn.at(2)));
+  EXPECT_THROW(run("arith.addf", v, zeros(DType::F64, {2})), Error);
+}
+
+TEST(CpuKernels, DropoutMaskIsReproducibleAndPreservesTheMean) {
+  const int64_t n = 100003;
+  Tensor x = randomTensor(DType::F32, {n}, 7, 0.5, 1.5);
+  Json attrs = {{"rate", 0.3}, {"stream", 42}};
+  Tensor y1 = runKernel1("moe.dropout", {x, scalarI64(11)}, like(x), attrs);
+  Tensor y2 = runKernel1("moe.dropout", {x, scalarI64(11)}, like(x), attrs);
+  Tensor y3 = runKernel1("moe.dropout", {x, scalarI64(12)}, like(x), attrs);
+  int64_t kept = 0, differ = 0;
+  double sumX = 0, sumY = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(y1.at(i), y2.at(i));
+    differ += (y1.at(i) == 0) != (y3.at(i) == 0);
+    bool keep = philoxUniform(11, 42, i) < 0.7;
+    ASSERT_EQ(y1.at(i) != 0, keep) << i;
+    if (keep) {
+      EXPECT_EQ(y1.data<float>()[i], x.data<float>()[i] / 0.7f);
+    }
+    kept += keep;
+    sumX += x.at(i);
+    sumY += y1.at(i);
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.01);
+  EXPECT_NEAR(sumY / sumX, 1.0, 0.01);
+  EXPECT_GT(differ, n / 4);
+  // The backward draws the same mask.
+  Tensor dx =
+      runKernel1("moe.dropout_grad", {x, scalarI64(11)}, like(x), attrs);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(dx.at(i), y1.at(i));
+  // A 64-bit stream id (as from streamId) reinterprets as uint64.
+  uint64_t stream = streamId("layers.0.dropout");
+  Tensor y4 =
+      runKernel1("moe.dropout", {x, scalarI64(-5)}, like(x),
+                 {{"rate", 0.5}, {"stream", static_cast<int64_t>(stream)}});
+  for (int64_t i = 0; i < 100; ++i)
+    EXPECT_EQ(y4.at(i) != 0, philoxUniform(static_cast<uint64_t>(int64_t(-5)),
+                                           stream, i) < 0.5);
+}
+
+TEST(CpuKernels, GlobalNormSumsAllOperands) {
+  Tensor a = Tensor::of<float>({2}, {3, 4});
+  Tensor b = Tensor::of<double>({1}, {12});
+  Tensor norm = runKernel1("moe.global_norm", {a, b}, zeros(DType::F32, {}));
+  EXPECT_EQ(norm.at(0), 13);
+  norm = runKernel1("moe.global_norm", {a}, zeros(DType::F64, {}));
+  EXPECT_EQ(norm.at(0), 5);
+}
+
+} // namespace
