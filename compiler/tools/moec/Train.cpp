@@ -46,6 +46,11 @@ static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Override the model dtype (f32, "
                                            "f64)"),
                                   cl::sub(trainCommand));
+static cl::opt<int64_t> validBatches(
+    "valid-batches",
+    cl::desc("Batches of held-out data to evaluate after training (default "
+             "4; 0 skips)"),
+    cl::init(4), cl::sub(trainCommand));
 static cl::opt<int64_t> logEvery("log-every",
                                  cl::desc("Print progress every N steps "
                                           "(default: the spec's)"),
@@ -148,12 +153,25 @@ int moec::driver::runTrain() {
       windowCount = 0;
     }
   }
+  // Before evaluation adds its own routing to the statistics.
+  std::vector<ExpertLoad> trainingLoad = session.expertLoad();
+  if (validBatches > 0) {
+    std::unique_ptr<DataSource> valid = openDataSource(
+        bundle.data(), bundle.model().vocab, session.seed(), Split::Valid);
+    double ce = 0;
+    for (int64_t i = 0; i < validBatches; ++i)
+      ce += session.evaluate(valid->batch(i, config.batch, config.seqLen))
+                .at("ce") /
+            validBatches;
+    llvm::outs() << fmt::format("validation: cross-entropy {:.4f} over {} "
+                                "held-out batches\n",
+                                ce, validBatches.getValue());
+  }
   if (!save.empty()) {
     session.saveCheckpoint(save);
     llvm::outs() << "saved checkpoint " << save << " (step " << session.step()
                  << ")\n";
   }
-  printExpertLoad(llvm::outs(), session.expertLoad(),
-                  "expert load over training");
+  printExpertLoad(llvm::outs(), trainingLoad, "expert load over training");
   return 0;
 }

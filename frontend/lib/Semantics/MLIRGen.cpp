@@ -21,7 +21,9 @@ using namespace mlir::moe;
 
 namespace {
 
-enum class Mode { Loss, Forward, Decode };
+/// The entry functions: the training objective, the same objective without
+/// dropout for evaluation, logits, and logits with a KV cache.
+enum class Mode { Loss, EvalLoss, Forward, Decode };
 
 struct ParamDecl {
   std::string name;
@@ -52,6 +54,8 @@ public:
     }
     declareCaches(loc);
     emitFunction(Mode::Loss);
+    if (model.dropout > 0)
+      emitFunction(Mode::EvalLoss);
     emitFunction(Mode::Forward);
     emitFunction(Mode::Decode);
     return module;
@@ -292,8 +296,9 @@ private:
       argAttrs.push_back(b.getDictionaryAttr(a));
     };
     auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
+    bool objective = mode == Mode::Loss || mode == Mode::EvalLoss;
     input("tokens", tokensType, tokenDims);
-    if (mode == Mode::Loss)
+    if (objective)
       input("targets", tokensType, tokenDims);
     if (dropout)
       input("rng", i64Scalar, ArrayAttr());
@@ -310,9 +315,10 @@ private:
       }
     }
 
-    StringRef name = mode == Mode::Loss      ? "loss"
-                     : mode == Mode::Forward ? "forward"
-                                             : "decode";
+    StringRef name = mode == Mode::Loss       ? "loss"
+                     : mode == Mode::EvalLoss ? "eval_loss"
+                     : mode == Mode::Forward  ? "forward"
+                                              : "decode";
     Location loc = locationOf(model.range);
     auto func = b.create<func::FuncOp>(loc, name,
                                        b.getFunctionType(argTypes, {}));
@@ -326,7 +332,7 @@ private:
     for (const ParamDecl &p : params)
       fn.paramArgs[p.name] = entry->getArgument(arg++);
     fn.tokens = entry->getArgument(arg++);
-    if (mode == Mode::Loss)
+    if (objective)
       fn.targets = entry->getArgument(arg++);
     if (dropout)
       fn.rng = entry->getArgument(arg++);
@@ -337,7 +343,7 @@ private:
     }
 
     Value logits = emitBody(fn, loc);
-    if (mode == Mode::Loss)
+    if (objective)
       emitObjective(fn, logits, loc);
     else
       fn.outputs.insert(fn.outputs.begin(), {"logits", logits});
@@ -490,7 +496,7 @@ private:
         router.getExpert(), router.getSlot(),
         b.getI64IntegerAttr(e.experts));
     fn.outputs.push_back({"load:" + p, load});
-    if (fn.mode == Mode::Loss) {
+    if (fn.mode == Mode::Loss || fn.mode == Mode::EvalLoss) {
       fn.balanceLosses.push_back(b.create<SwitchLossOp>(
           loc, scalar(), router.getProbs(), router.getExpert(),
           BalanceLossAttr::get(ctx, e.balance)));

@@ -743,6 +743,11 @@ TEST(FrontendTest, NearestName) {
   std::vector<std::string> names = {"hidden", "heads", "d", "layers"};
   EXPECT_EQ(nearestName("hiden", names), "hidden");
   EXPECT_EQ(nearestName("heds", names), "heads");
+  // A swap of adjacent letters is one edit.
+  EXPECT_EQ(nearestName("haeds", names), "heads");
+  EXPECT_EQ(nearestName("stpes", {"seed", "steps"}), "steps");
+  EXPECT_EQ(nearestName("ehads", names), "heads");
+  EXPECT_EQ(nearestName("hdiedn", names), "");
   EXPECT_EQ(nearestName("dd", names), "d");
   EXPECT_EQ(nearestName("layer", names), "layers");
   EXPECT_EQ(nearestName("gelu", names), "");
