@@ -58,7 +58,7 @@ const char *splitName(Split split) {
   return split == Split::Train ? "train" : "valid";
 }
 
-std::string decodeBytes(const std::vector<int32_t> &tokens) {
+std::string ByteSource::decode(const std::vector<int32_t> &tokens) const {
   std::string text;
   for (int32_t t : tokens) {
     if (t < 0 || t > 255)
@@ -71,18 +71,19 @@ std::string decodeBytes(const std::vector<int32_t> &tokens) {
   return text;
 }
 
-std::vector<int32_t> encodeBytes(const std::string &text) {
+std::vector<int32_t> ByteSource::encode(const std::string &text) const {
   std::vector<int32_t> tokens;
   for (unsigned char c : text)
     tokens.push_back(c);
   return tokens;
 }
 
-std::string decodeIds(const std::vector<int32_t> &tokens) {
+std::string IdSource::decode(const std::vector<int32_t> &tokens) const {
   return fmt::format("{}", fmt::join(tokens, " "));
 }
 
-std::vector<int32_t> encodeIds(const std::string &text, int64_t vocab) {
+std::vector<int32_t> IdSource::encode(const std::string &text) const {
+  const int64_t vocab = vocab_;
   std::vector<int32_t> tokens;
   size_t i = 0;
   while (true) {

@@ -19,10 +19,10 @@ namespace moec::data {
 
 namespace {
 
-class CopySource : public DataSource {
+class CopySource : public IdSource {
 public:
   CopySource(int64_t vocab, uint64_t seed, Split split)
-      : vocab_(vocab), seed_(seed), split_(split) {}
+      : IdSource(vocab), seed_(seed), split_(split) {}
 
   Batch batch(int64_t index, int64_t batchSize, int64_t seqLen) const override {
     uint64_t stream = streamId(fmt::format("data.copy.{}", splitName(split_)));
@@ -41,20 +41,12 @@ public:
     });
   }
 
-  int64_t vocab() const override { return vocab_; }
-  std::string decode(const std::vector<int32_t> &tokens) const override {
-    return decodeIds(tokens);
-  }
-  std::vector<int32_t> encode(const std::string &text) const override {
-    return encodeIds(text, vocab_);
-  }
   std::string describe() const override {
     return fmt::format("synthetic copy (vocab {}, separator {})", vocab_,
                        vocab_ - 1);
   }
 
 private:
-  int64_t vocab_;
   uint64_t seed_;
   Split split_;
 };

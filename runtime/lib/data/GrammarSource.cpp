@@ -179,7 +179,7 @@ private:
   bool pendingArticle_ = false;
 };
 
-class GrammarSource : public DataSource {
+class GrammarSource : public ByteSource {
 public:
   GrammarSource(uint64_t seed, Split split) : seed_(seed), split_(split) {}
 
@@ -199,13 +199,6 @@ public:
     });
   }
 
-  int64_t vocab() const override { return 256; }
-  std::string decode(const std::vector<int32_t> &tokens) const override {
-    return decodeBytes(tokens);
-  }
-  std::vector<int32_t> encode(const std::string &text) const override {
-    return encodeBytes(text);
-  }
   std::string describe() const override {
     return "synthetic grammar (byte-level, vocab 256)";
   }

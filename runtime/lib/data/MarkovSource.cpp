@@ -20,11 +20,11 @@ namespace {
 /// Bounds the successor table (4 bytes an entry) to 256 MB.
 constexpr int64_t kMaxTableEntries = int64_t(1) << 26;
 
-class MarkovSource : public DataSource {
+class MarkovSource : public IdSource {
 public:
   MarkovSource(int64_t vocab, int64_t branching, uint64_t taskSeed,
                uint64_t seed, Split split)
-      : vocab_(vocab), branching_(branching), taskSeed_(taskSeed), seed_(seed),
+      : IdSource(vocab), branching_(branching), taskSeed_(taskSeed), seed_(seed),
         split_(split), successors_(vocab * branching) {
     // Floyd's algorithm: `branching` distinct successors in exactly that
     // many draws, from the task seed alone.
@@ -58,13 +58,6 @@ public:
     });
   }
 
-  int64_t vocab() const override { return vocab_; }
-  std::string decode(const std::vector<int32_t> &tokens) const override {
-    return decodeIds(tokens);
-  }
-  std::vector<int32_t> encode(const std::string &text) const override {
-    return encodeIds(text, vocab_);
-  }
   std::string describe() const override {
     return fmt::format("synthetic markov (vocab {}, {} successors per token, "
                        "task seed {}; optimal loss ln {} = {:.3f})",
@@ -73,7 +66,7 @@ public:
   }
 
 private:
-  int64_t vocab_, branching_;
+  int64_t branching_;
   uint64_t taskSeed_, seed_;
   Split split_;
   /// successors_[t * branching + k] is the k-th successor of token t.

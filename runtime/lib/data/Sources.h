@@ -47,13 +47,25 @@ Batch makeBatch(int64_t index, int64_t batchSize, int64_t seqLen,
 /// "train" or "valid".
 const char *splitName(Split split);
 
-/// Byte-level text conversions (see DataSource::decode and encode).
-std::string decodeBytes(const std::vector<int32_t> &tokens);
-std::vector<int32_t> encodeBytes(const std::string &text);
+/// A source whose tokens are bytes (vocab 256): prompts are text.
+class ByteSource : public DataSource {
+public:
+  int64_t vocab() const override { return 256; }
+  std::string decode(const std::vector<int32_t> &tokens) const override;
+  std::vector<int32_t> encode(const std::string &text) const override;
+};
 
-/// Id-level text conversions for sources whose tokens are not bytes.
-std::string decodeIds(const std::vector<int32_t> &tokens);
-std::vector<int32_t> encodeIds(const std::string &text, int64_t vocab);
+/// A source whose tokens are ids in [0, vocab): prompts are lists of ids.
+class IdSource : public DataSource {
+public:
+  explicit IdSource(int64_t vocab) : vocab_(vocab) {}
+  int64_t vocab() const override { return vocab_; }
+  std::string decode(const std::vector<int32_t> &tokens) const override;
+  std::vector<int32_t> encode(const std::string &text) const override;
+
+protected:
+  int64_t vocab_;
+};
 
 std::unique_ptr<DataSource> openTextSource(const DataSpec &spec, uint64_t seed,
                                            Split split);

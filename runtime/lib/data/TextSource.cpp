@@ -55,7 +55,7 @@ std::string readFile(const std::string &path) {
   return bytes;
 }
 
-class TextSource : public DataSource {
+class TextSource : public ByteSource {
 public:
   TextSource(const DataSpec &spec, uint64_t seed, Split split)
       : path_(spec.path), bytes_(readFile(spec.path)), seed_(seed),
@@ -79,23 +79,18 @@ public:
     uint64_t stream = streamId(split_ == Split::Train ? "data.text.train"
                                                       : "data.text.valid");
     return makeBatch(index, batchSize, seqLen, [&](uint64_t row, int32_t *out) {
+      // RowRandom combines draws for ranges past 2^24, so every start of a
+      // large file is reachable.
       uint64_t starts = available - static_cast<uint64_t>(seqLen);
-      auto offset = std::min<uint64_t>(
-          starts - 1,
-          static_cast<uint64_t>(philoxUniform(seed_, stream, row) * starts));
+      RowRandom random(seed_, stream, row);
+      auto offset = static_cast<uint64_t>(
+          random.below(static_cast<int64_t>(starts)));
       const char *window = bytes_.data() + begin_ + offset;
       for (int64_t i = 0; i <= seqLen; ++i)
         out[i] = static_cast<unsigned char>(window[i]);
     });
   }
 
-  int64_t vocab() const override { return 256; }
-  std::string decode(const std::vector<int32_t> &tokens) const override {
-    return decodeBytes(tokens);
-  }
-  std::vector<int32_t> encode(const std::string &text) const override {
-    return encodeBytes(text);
-  }
   std::string describe() const override {
     return fmt::format("text '{}' (byte-level, vocab 256; {} split: bytes "
                        "[{}, {}) of {})",

@@ -26,6 +26,9 @@ struct Variant {
   const char *train; // extra train settings
 };
 
+// Test names show the variant, not its bytes.
+void PrintTo(const Variant &v, std::ostream *os) { *os << v.name; }
+
 std::string specOf(const Variant &v) {
   return std::string("moe 1\nmodel m {\n  vocab = 256\n  d_model = 8\n  "
                      "max_seq = 6\n  dtype = f64\n  init_std = 0.3\n") +
