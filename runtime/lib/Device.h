@@ -13,11 +13,18 @@
 #include "BundleData.h"
 #include "moec/Tensor.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace moec::detail {
+
+/// Time spent per op kind while profiling is on.
+struct OpProfile {
+  int64_t calls = 0;
+  double seconds = 0;
+};
 
 /// Storage for one buffer on a device, zero-initialised.
 class DeviceBuffer {
@@ -45,6 +52,15 @@ public:
   /// writes or reads it. Errors name the program, the step and its op.
   virtual void run(const ProgramDesc &program,
                    const std::vector<DeviceBuffer *> &buffers) = 0;
+
+  /// Starts (or stops) timing each step by op; the device's own unit of
+  /// work (a kernel, a fused group) decides what "op" means.
+  void setProfiling(bool on) { profiling = on; }
+  const std::map<std::string, OpProfile> &profile() const { return ops; }
+
+protected:
+  bool profiling = false;
+  std::map<std::string, OpProfile> ops;
 };
 
 /// The device called `name`; throws moec::Error for an unknown or

@@ -11,6 +11,7 @@
 #include "moec/Philox.h"
 #include "moec/Version.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -275,5 +276,16 @@ std::vector<ExpertLoad> Session::expertLoad() const {
 }
 
 void Session::resetStats() { impl->load.clear(); }
+
+void Session::setProfiling(bool on) { impl->device->setProfiling(on); }
+
+std::vector<Session::OpTime> Session::profile() const {
+  std::vector<OpTime> result;
+  for (const auto &[op, entry] : impl->device->profile())
+    result.push_back({op, entry.calls, entry.seconds});
+  std::sort(result.begin(), result.end(),
+            [](const OpTime &a, const OpTime &b) { return a.seconds > b.seconds; });
+  return result;
+}
 
 } // namespace moec

@@ -62,4 +62,17 @@ void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
   }
 }
 
+void printProfile(llvm::raw_ostream &os,
+                  const std::vector<Session::OpTime> &profile, int64_t steps) {
+  double total = 0;
+  for (const Session::OpTime &t : profile)
+    total += t.seconds;
+  os << fmt::format("time per op ({:.1f} ms per step in ops):\n",
+                    steps > 0 ? total * 1e3 / steps : 0.0);
+  for (const Session::OpTime &t : profile)
+    os << fmt::format("  {:<24} {:>8.2f} ms/step  {:>5.1f}%  {:>6} calls\n",
+                      t.op, steps > 0 ? t.seconds * 1e3 / steps : 0.0,
+                      total > 0 ? 100 * t.seconds / total : 0.0, t.calls);
+}
+
 } // namespace moec::driver

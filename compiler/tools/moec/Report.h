@@ -25,6 +25,10 @@ std::string formatProgress(const StepResult &result, int64_t totalSteps,
 void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
                      const std::string &title);
 
+/// The time per op kind, most expensive first, per step and as a share.
+void printProfile(llvm::raw_ostream &os,
+                  const std::vector<Session::OpTime> &profile, int64_t steps);
+
 } // namespace moec::driver
 
 #endif // MOEC_TOOLS_MOEC_REPORT_H

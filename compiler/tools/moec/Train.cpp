@@ -51,6 +51,9 @@ static cl::opt<int64_t> validBatches(
     cl::desc("Batches of held-out data to evaluate after training (default "
              "4; 0 skips)"),
     cl::init(4), cl::sub(trainCommand));
+static cl::opt<bool> profile("profile",
+                            cl::desc("Print the time spent per op at the end"),
+                            cl::sub(trainCommand));
 static cl::opt<int64_t> logEvery("log-every",
                                  cl::desc("Print progress every N steps "
                                           "(default: the spec's)"),
@@ -111,6 +114,7 @@ int moec::driver::runTrain() {
       throw Error(metrics + ": cannot open for writing");
   }
 
+  session.setProfiling(profile);
   printModelSummary(llvm::outs(), session, data->describe());
   llvm::outs() << fmt::format("training {} steps, batch {} x {} tokens\n",
                               total, config.batch, config.seqLen);
@@ -153,6 +157,8 @@ int moec::driver::runTrain() {
       windowCount = 0;
     }
   }
+  if (profile)
+    printProfile(llvm::outs(), session.profile(), total);
   // Before evaluation adds its own routing to the statistics.
   std::vector<ExpertLoad> trainingLoad = session.expertLoad();
   if (validBatches > 0) {

@@ -104,6 +104,16 @@ public:
   std::vector<ExpertLoad> expertLoad() const;
   void resetStats();
 
+  /// Per-op timing of every program run from now on (off by default).
+  void setProfiling(bool on);
+  struct OpTime {
+    std::string op;
+    int64_t calls;
+    double seconds;
+  };
+  /// The time spent per op since profiling started, most expensive first.
+  std::vector<OpTime> profile() const;
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl;

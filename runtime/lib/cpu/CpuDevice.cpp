@@ -9,6 +9,7 @@
 #include "Kernel.h"
 #include "moec/Error.h"
 
+#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -87,7 +88,17 @@ public:
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
       try {
+        if (!profiling) {
+          cpu::lookupKernel(step.op)(ctx);
+          continue;
+        }
+        auto start = std::chrono::steady_clock::now();
         cpu::lookupKernel(step.op)(ctx);
+        OpProfile &entry = ops[step.op];
+        ++entry.calls;
+        entry.seconds += std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
       } catch (const Error &e) {
         throw Error(fmt::format("{} (program '{}', step {}{})", e.what(),
                                 program.name, i,
