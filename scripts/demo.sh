@@ -18,4 +18,4 @@ echo "== train (cpu)"
 
 echo "== reload and generate"
 ./build/bin/moec run out/moe_lm.bundle.json --weights out/moe_lm.safetensors \
-  --prompt "The small cat " --max-tokens 80
+  --prompt "The small cat " --max-tokens 48
