@@ -1,0 +1,68 @@
+//===- prelude.cuh - what every generated kernel starts with ----*- CUDA -*-===//
+//
+// Part of the device library: CUDA C++ that NVRTC compiles for sm_80/sm_90
+// and that the emu device compiles for the host (with MOEC_EMU defined and
+// emu/prelude.h included first). NVRTC has no system headers, so the library
+// defines its own fixed-width types. See compiler/CODEGEN.md for the rules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_PRELUDE_CUH
+#define MOEC_DEVICE_PRELUDE_CUH
+
+#ifndef MOEC_EMU
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#endif
+
+#define MOEC_DEVICE __device__ __forceinline__
+
+#ifndef MOEC_EMU
+/// A static shared-memory array of `count` elements.
+#define MOEC_SHARED(type, name, count) __shared__ type name[count]
+/// The launch's dynamic shared memory, viewed as `type`.
+#define MOEC_DYNAMIC_SHARED(type, name)                                        \
+  extern __shared__ __align__(16) unsigned char moec_dynamic_smem[];           \
+  type *name = reinterpret_cast<type *>(moec_dynamic_smem)
+#endif
+
+namespace moec {
+
+constexpr int kMaxKernelBuffers = 192;
+constexpr int kMaxKernelScalars = 16;
+
+/// The single argument of every generated kernel (see CODEGEN.md).
+struct KernelParams {
+  void *buffers[kMaxKernelBuffers];
+  int64_t scalars[kMaxKernelScalars];
+};
+
+#ifndef MOEC_EMU
+/// A pointer to global memory; bounds-checked in emu's checking mode.
+template <typename T> using gptr = T *;
+
+/// Buffer `i` of the launch as a typed pointer.
+template <typename T>
+MOEC_DEVICE gptr<T> bufferArg(const KernelParams &p, int i) {
+  return static_cast<T *>(p.buffers[i]);
+}
+#endif
+
+MOEC_DEVICE int64_t scalarArg(const KernelParams &p, int i) {
+  return p.scalars[i];
+}
+
+/// ceil(a / b) for positive b.
+MOEC_DEVICE int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_PRELUDE_CUH
