@@ -33,6 +33,32 @@ struct StepDesc {
   std::string loc;
 };
 
+/// One grid dimension: ceil(extent / perBlock) blocks.
+struct GridDimDesc {
+  DimExpr extent = DimExpr(1);
+  int64_t perBlock = 1;
+};
+
+/// One kernel launch of a fused group (see compiler/CODEGEN.md).
+struct LaunchDesc {
+  /// A name in BundleData::kernels.
+  std::string kernel;
+  GridDimDesc grid[3];
+  int64_t block[3] = {1, 1, 1};
+  int64_t sharedBytes = 0;
+  /// Program buffer ids in KernelParams::buffers order; -1 passes null.
+  std::vector<int64_t> buffers;
+  /// Values for KernelParams::scalars, in order.
+  std::vector<DimExpr> scalars;
+};
+
+/// A fused group: the plan steps it covers and the launches that compute
+/// them on the cuda and emu devices.
+struct GroupDesc {
+  std::vector<size_t> steps;
+  std::vector<LaunchDesc> launches;
+};
+
 struct ProgramDesc {
   std::string name;
   std::vector<BufferDesc> buffers;
@@ -43,6 +69,16 @@ struct ProgramDesc {
   std::vector<std::pair<std::string, int64_t>> updates;
   /// (input name, buffer), in buffer order.
   std::vector<std::pair<std::string, int64_t>> inputs;
+  /// Fused groups in execution order; empty when the bundle has no CUDA
+  /// code (then only the cpu device can run it).
+  std::vector<GroupDesc> groups;
+};
+
+/// A generated kernel: its own source, which the runtime compiles after the
+/// device library it embeds.
+struct KernelDesc {
+  std::string name;
+  std::string source;
 };
 
 struct StateDesc {
@@ -64,6 +100,10 @@ struct BundleData {
   std::vector<ParamInfo> params;
   std::vector<StateDesc> states;
   std::map<std::string, ProgramDesc> programs;
+  /// Generated kernels by name (empty without CUDA code).
+  std::map<std::string, KernelDesc> kernels;
+  /// The device library the kernels were generated against (its hash).
+  std::string deviceLibraryHash;
 
   const ParamInfo *findParam(const std::string &name) const;
   const StateDesc *findState(const std::string &name) const;

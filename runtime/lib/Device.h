@@ -48,10 +48,15 @@ public:
   virtual void copy(DeviceBuffer &dst, const DeviceBuffer &src) = 0;
   /// Checks, once per program, that this device can run every step.
   virtual void prepare(const ProgramDesc &program) = 0;
-  /// Runs `program`; `buffers[i]` holds buffer i, or is null when no step
-  /// writes or reads it. Errors name the program, the step and its op.
-  virtual void run(const ProgramDesc &program,
+  /// Runs `program` with its symbols bound to `symbols`; `buffers[i]` holds
+  /// buffer i, or is null when nothing this device runs touches it. Errors
+  /// name the program, the step (or kernel) and its op.
+  virtual void run(const ProgramDesc &program, const SymbolValues &symbols,
                    const std::vector<DeviceBuffer *> &buffers) = 0;
+
+  /// Whether the device runs the plan's semantic steps (cpu) or its fused
+  /// groups (cuda, emu); decides which buffers need storage.
+  virtual bool runsGroups() const { return false; }
 
   /// Starts (or stops) timing each step by op; the device's own unit of
   /// work (a kernel, a fused group) decides what "op" means.

@@ -12,13 +12,27 @@ namespace moec::detail {
 ProgramRunner::ProgramRunner(Device &device, const ProgramDesc &program)
     : device(device), program(program),
       referenced(program.buffers.size(), false) {
-  for (const StepDesc &step : program.steps) {
-    for (int64_t id : step.in)
+  // A device that runs fused groups never touches a group's internal
+  // values, so only what the launches name needs storage.
+  auto mark = [&](const std::vector<int64_t> &ids) {
+    for (int64_t id : ids)
       if (id >= 0)
         referenced[id] = true;
-    for (int64_t id : step.out)
-      if (id >= 0)
-        referenced[id] = true;
+  };
+  if (device.runsGroups()) {
+    if (program.groups.empty())
+      throw Error(fmt::format("program '{}' has no generated kernels, so the "
+                              "{} device cannot run it; compile the model "
+                              "with CUDA code generation or use --device cpu",
+                              program.name, device.name()));
+    for (const GroupDesc &group : program.groups)
+      for (const LaunchDesc &launch : group.launches)
+        mark(launch.buffers);
+  } else {
+    for (const StepDesc &step : program.steps) {
+      mark(step.in);
+      mark(step.out);
+    }
   }
   for (const auto &[name, id] : program.outputs)
     referenced[id] = true;
@@ -185,7 +199,7 @@ ProgramRunner::run(const std::map<std::string, Tensor> &inputs,
     }
   }
 
-  device.run(program, buffers);
+  device.run(program, values, buffers);
 
   for (const auto &[target, id] : program.updates) {
     auto it = params.find(target);

@@ -73,7 +73,7 @@ public:
                                 program.name, step.op));
   }
 
-  void run(const ProgramDesc &program,
+  void run(const ProgramDesc &program, const SymbolValues &,
            const std::vector<DeviceBuffer *> &buffers) override {
     auto view = [&](int64_t id) {
       if (id < 0 || !buffers[id])
