@@ -196,6 +196,91 @@ BufferDesc readBuffer(const JsonReader &r, size_t index,
   return b;
 }
 
+GridDimDesc readGridDim(const JsonReader &r) {
+  GridDimDesc d;
+  if (r.json().is_number_integer()) {
+    d.extent = DimExpr(r.integer(1, int64_t(1) << 31));
+    return d;
+  }
+  std::optional<DimExpr> extent = DimExpr::parse(r.stringField("extent"));
+  if (!extent)
+    r.field("extent").fail(fmt::format("\"{}\" is not a dimension",
+                                       r.stringField("extent")));
+  d.extent = *extent;
+  d.perBlock = r.field("per_block").integer(1, int64_t(1) << 31);
+  return d;
+}
+
+LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
+                      const BundleData &bundle) {
+  LaunchDesc l;
+  l.kernel = r.stringField("kernel");
+  if (!bundle.kernels.count(l.kernel))
+    r.field("kernel").fail(fmt::format("no kernel named '{}' in the bundle's "
+                                       "cuda section",
+                                       l.kernel));
+  JsonReader grid = r.field("grid").array();
+  JsonReader block = r.field("block").array();
+  if (grid.size() != 3 || block.size() != 3)
+    r.fail("grid and block must have three dimensions");
+  int64_t threads = 1;
+  for (size_t i = 0; i < 3; ++i) {
+    l.grid[i] = readGridDim(grid.at(i));
+    l.block[i] = block.at(i).integer(1, 1024);
+    threads *= l.block[i];
+  }
+  if (threads > 1024)
+    r.field("block").fail(fmt::format("{} threads per block; at most 1024",
+                                      threads));
+  l.sharedBytes = r.field("shared_bytes").integer(0, 232448);
+  const int64_t count = static_cast<int64_t>(program.buffers.size());
+  JsonReader buffers = r.field("buffers").array();
+  if (buffers.size() > 192)
+    buffers.fail("more than 192 kernel buffers");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    l.buffers.push_back(buffers.at(i).integer(-1, count - 1));
+  JsonReader scalars = r.field("scalars").array();
+  if (scalars.size() > 16)
+    scalars.fail("more than 16 kernel scalars");
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    JsonReader v = scalars.at(i);
+    if (v.json().is_number_integer()) {
+      l.scalars.emplace_back(v.integer());
+      continue;
+    }
+    std::optional<DimExpr> e = DimExpr::parse(v.string());
+    if (!e)
+      v.fail(fmt::format("\"{}\" is not a size expression", v.string()));
+    l.scalars.push_back(*e);
+  }
+  return l;
+}
+
+GroupDesc readGroup(const JsonReader &r, const ProgramDesc &program,
+                    const BundleData &bundle) {
+  GroupDesc g;
+  JsonReader steps = r.field("steps").array();
+  for (size_t i = 0; i < steps.size(); ++i)
+    g.steps.push_back(static_cast<size_t>(steps.at(i).integer(
+        0, static_cast<int64_t>(program.steps.size()) - 1)));
+  JsonReader launches = r.field("launches").array();
+  for (size_t i = 0; i < launches.size(); ++i)
+    g.launches.push_back(readLaunch(launches.at(i), program, bundle));
+  return g;
+}
+
+void readKernels(const JsonReader &r, BundleData &bundle) {
+  bundle.deviceLibraryHash = r.stringField("device_library");
+  JsonReader kernels = r.field("kernels").array();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    KernelDesc k;
+    k.name = kernels.at(i).stringField("name");
+    k.source = kernels.at(i).stringField("source");
+    if (!bundle.kernels.emplace(k.name, k).second)
+      kernels.at(i).fail(fmt::format("kernel '{}' is defined twice", k.name));
+  }
+}
+
 ProgramDesc readProgram(const std::string &name, const JsonReader &r,
                         const BundleData &bundle) {
   ProgramDesc program;
@@ -242,6 +327,12 @@ ProgramDesc readProgram(const std::string &name, const JsonReader &r,
     if (s.has("loc"))
       step.loc = s.stringField("loc");
     program.steps.push_back(std::move(step));
+  }
+
+  if (r.has("groups")) {
+    JsonReader groups = r.field("groups").array();
+    for (size_t i = 0; i < groups.size(); ++i)
+      program.groups.push_back(readGroup(groups.at(i), program, bundle));
   }
 
   JsonReader outputs = r.field("outputs").array();
@@ -382,6 +473,8 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
       states.at(i).field("like").fail(
           fmt::format("no parameter named '{}'", s.like));
   }
+  if (root.has("cuda"))
+    readKernels(root.field("cuda").object(), *bundle);
   JsonReader programs = root.field("programs").object();
   for (auto it = programs.json().begin(); it != programs.json().end(); ++it)
     bundle->programs[it.key()] =
