@@ -60,6 +60,41 @@ def MoeBuildTrainStep : Pass<"moe-build-train-step", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def MoeFuseKernels : Pass<"moe-fuse-kernels", "::mlir::ModuleOp"> {
+  let summary = "group the ops of each entry function into kernels";
+  let description = [{
+    Marks every op of each entry function with `moe.group` (the index of its
+    kernel, in program order) and the first op of each group with
+    `moe.kernel`, the kind of kernel the CUDA emitter writes for it. Each
+    group starts at the op that decides its kind and takes the following ops
+    its producer/consumer rules allow: a linear op takes its activation and
+    residual add (gemm); the router's logits, softmax, top-k, gates,
+    capacity positions, balance and z losses and expert load form one router
+    kernel; an expert FFN takes its residual add; a norm takes the residual
+    add that feeds it; runs of elementwise ops over the same number of
+    elements, and runs of 0-d ops, fuse; the global gradient norm takes the
+    clipping arithmetic; all optimizer updates form one multi-tensor kernel.
+    Ops the router absorbs are moved next to it (all ops are pure).
+  }];
+  let dependentDialects = ["::mlir::moe::MoeDialect"];
+}
+
+def MoeTileKernels : Pass<"moe-tile-kernels", "::mlir::ModuleOp"> {
+  let summary = "choose tiles and launch shapes for each kernel group";
+  let description = [{
+    For each group marked by moe-fuse-kernels, picks the thread-block size,
+    tile sizes and shared-memory use for the target architecture and records
+    them as `moe.tiles` on the group's first op. The choices depend on the
+    static sizes (model width, head dim, experts) and on the architecture's
+    limits (shared memory per block: 163 KiB on sm_80, 227 KiB on sm_90).
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", "\"sm_80\"",
+           "target architecture: sm_80 or sm_90">,
+  ];
+  let dependentDialects = ["::mlir::moe::MoeDialect"];
+}
+
 def MoeLowerToPlan : Pass<"moe-lower-to-plan", "::mlir::ModuleOp"> {
   let summary = "assign buffers and steps: the execution plan of each entry";
   let description = [{

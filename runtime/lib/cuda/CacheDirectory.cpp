@@ -1,0 +1,51 @@
+//===- CacheDirectory.cpp - where compiled kernels are kept ---------------===//
+
+#include "CacheDirectory.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+namespace moec::detail::cuda {
+
+namespace {
+
+std::string environment(const char *name) {
+  const char *value = std::getenv(name);
+  return value ? value : "";
+}
+
+} // namespace
+
+std::string defaultKernelCacheDirectory() {
+  if (std::string dir = environment("MOEC_CACHE_DIR"); !dir.empty())
+    return dir + "/cuda";
+  if (std::string dir = environment("XDG_CACHE_HOME"); !dir.empty())
+    return dir + "/moec/cuda";
+  if (std::string home = environment("HOME"); !home.empty())
+    return home + "/.cache/moec/cuda";
+  return "";
+}
+
+std::string makeDirectories(const std::string &path) {
+  if (path.empty())
+    return "no directory given";
+  // Create each prefix in turn; EEXIST is fine as long as it is a directory.
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return fmt::format("cannot create '{}': {}", prefix, std::strerror(errno));
+    if (slash == std::string::npos)
+      break;
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return fmt::format("cannot stat '{}': {}", path, std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return fmt::format("'{}' is not a directory", path);
+  return "";
+}
+
+} // namespace moec::detail::cuda
