@@ -26,5 +26,5 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
 
-llvm_config.add_tool_substitutions(["moec-opt", "moec"],
+llvm_config.add_tool_substitutions(["moec-opt", "moec-translate", "moec"],
                                    [config.moec_tools_dir, config.llvm_tools_dir])

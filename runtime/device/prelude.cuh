@@ -10,7 +10,8 @@
 #ifndef MOEC_DEVICE_PRELUDE_CUH
 #define MOEC_DEVICE_PRELUDE_CUH
 
-#ifndef MOEC_EMU
+#ifdef __CUDACC_RTC__
+// NVRTC has no system headers.
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef short int16_t;
@@ -19,6 +20,8 @@ typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
+#else
+#include <cstdint>
 #endif
 
 #define MOEC_DEVICE __device__ __forceinline__

@@ -42,21 +42,29 @@ OwningOpRef<ModuleOp> buildModule(llvm::SourceMgr &sourceMgr,
   return module;
 }
 
-void buildPlanPipeline(OpPassManager &pm) {
+void buildPlanPipeline(OpPassManager &pm, llvm::StringRef arch) {
   pm.addPass(moe::createMoeInferShapes());
   pm.addPass(moe::createMoeBuildBackward());
   pm.addPass(moe::createMoeBuildTrainStep());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(moe::createMoeFuseKernels());
+  moe::MoeTileKernelsOptions tiles;
+  tiles.arch = arch.str();
+  pm.addPass(moe::createMoeTileKernels(tiles));
   pm.addPass(moe::createMoeLowerToPlan());
 }
 
-FailureOr<llvm::json::Object> compileToBundle(ModuleOp module) {
+FailureOr<llvm::json::Object> compileToBundle(ModuleOp module,
+                                              llvm::StringRef arch,
+                                              std::string *cudaSkipped) {
   PassManager pm(module.getContext());
-  buildPlanPipeline(pm);
+  buildPlanPipeline(pm, arch);
   if (failed(pm.run(module)))
     return failure();
-  return moe::buildBundle(module);
+  moe::BundleOptions options;
+  options.arch = arch.str();
+  return moe::buildBundle(module, options, cudaSkipped);
 }
 
 } // namespace moec::driver

@@ -6,11 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Target/BundleEmitter.h"
+#include "moec/Target/CudaEmitter.h"
 #include "moec/Transforms/PlanAttrs.h"
+#include "moec/DeviceLibrary.h"
 #include "moe/IR/MoeOps.h"
 #include "moec/Version.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include <map>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -197,7 +200,63 @@ static FailureOr<json::Object> buildProgram(func::FuncOp func) {
   return program;
 }
 
-FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module) {
+static json::Value gridDimJson(const cuda::GridDim &d) {
+  if (d.extent.isStatic() && d.perBlock == 1 && d.extra == 0)
+    return d.extent.getStatic();
+  json::Object o;
+  o["extent"] = d.extent.str();
+  o["per_block"] = d.perBlock;
+  if (d.extra)
+    o["extra"] = d.extra;
+  return o;
+}
+
+/// Adds the program's kernel launches and scratch buffers to its JSON.
+static void addCudaCode(json::Object &program, const cuda::ProgramCode &code) {
+  json::Array &buffers = *program.getArray("buffers");
+  for (const cuda::Scratch &s : code.scratch) {
+    json::Object entry;
+    entry["id"] = static_cast<int64_t>(buffers.size());
+    entry["kind"] = "temp";
+    entry["dtype"] = typeName(s.elementType);
+    json::Array dims;
+    for (const SymDim &d : s.shape)
+      dims.push_back(d.isStatic() ? json::Value(d.getStatic())
+                                  : json::Value(d.str()));
+    entry["dims"] = std::move(dims);
+    buffers.push_back(std::move(entry));
+  }
+  json::Array groups;
+  for (const cuda::GroupCode &g : code.groups) {
+    json::Object group;
+    group["kind"] = g.kind;
+    group["steps"] = json::Array(g.steps);
+    json::Array launches;
+    for (const cuda::Launch &l : g.launches) {
+      json::Object launch;
+      launch["kernel"] = l.kernel;
+      launch["grid"] = json::Array{gridDimJson(l.grid[0]),
+                                   gridDimJson(l.grid[1]),
+                                   gridDimJson(l.grid[2])};
+      launch["block"] = json::Array{l.block[0], l.block[1], l.block[2]};
+      launch["shared_bytes"] = l.sharedBytes;
+      launch["buffers"] = json::Array(l.buffers);
+      json::Array scalars;
+      for (const SymDim &d : l.scalars)
+        scalars.push_back(d.isStatic() ? json::Value(d.getStatic())
+                                       : json::Value(d.str()));
+      launch["scalars"] = std::move(scalars);
+      launches.push_back(std::move(launch));
+    }
+    group["launches"] = std::move(launches);
+    groups.push_back(std::move(group));
+  }
+  program["groups"] = std::move(groups);
+}
+
+FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
+                                               const BundleOptions &options,
+                                               std::string *cudaSkipped) {
   json::Object bundle;
   bundle["format"] = "moec-bundle";
   bundle["version"] = kBundleVersion;
@@ -233,6 +292,9 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module) {
   bundle["states"] = std::move(states);
 
   json::Object programs;
+  std::vector<cuda::Kernel> kernels;
+  std::map<std::string, cuda::ProgramCode> codes;
+  std::string skipped;
   for (auto func : module.getOps<func::FuncOp>()) {
     auto entry = func->getAttrOfType<StringAttr>(attrs::kEntry);
     if (!entry)
@@ -241,7 +303,37 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module) {
     if (failed(program))
       return failure();
     programs[entry.getValue()] = std::move(*program);
+    if (!options.cuda || !skipped.empty())
+      continue;
+    // Kernel generation problems make the bundle cpu-only, not invalid.
+    ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+      if (skipped.empty())
+        skipped = d.str();
+      return success();
+    });
+    FailureOr<cuda::ProgramCode> code =
+        cuda::emitProgram(func, entry.getValue(), kernels);
+    if (failed(code)) {
+      if (skipped.empty())
+        skipped = "CUDA code generation failed";
+      continue;
+    }
+    codes[entry.getValue().str()] = std::move(*code);
   }
+  if (options.cuda && skipped.empty()) {
+    for (auto &[name, code] : codes)
+      addCudaCode(*programs.getObject(name), code);
+    json::Object cudaSection;
+    cudaSection["device_library"] = std::string(moec::deviceLibraryHash());
+    cudaSection["arch"] = options.arch;
+    json::Array kernelTable;
+    for (const cuda::Kernel &k : kernels)
+      kernelTable.push_back(json::Object{{"name", k.name}, {"source", k.source}});
+    cudaSection["kernels"] = std::move(kernelTable);
+    bundle["cuda"] = std::move(cudaSection);
+  }
+  if (cudaSkipped)
+    *cudaSkipped = skipped;
   bundle["programs"] = std::move(programs);
   return bundle;
 }

@@ -81,8 +81,10 @@ SmallVector<Value> odsOperands(Operation *op) {
   return operands;
 }
 
+} // namespace
+
 /// Results in ODS order, absent optional results as null values.
-SmallVector<Value> odsResults(Operation *op) {
+SmallVector<Value> mlir::moe::plan::odsResults(Operation *op) {
   if (auto grad = dyn_cast<ExpertFfnGradOp>(op)) {
     // dx, dgates, dw1, db1?, dw2, db2?, dw3? at fixed positions.
     SmallVector<Value> results{grad.getDx(), grad.getDgates()};
@@ -98,6 +100,23 @@ SmallVector<Value> odsResults(Operation *op) {
                                   trailingOptionalCounts(op).second));
   return results;
 }
+
+llvm::DenseMap<Value, int64_t> mlir::moe::plan::bufferIds(func::FuncOp func) {
+  llvm::DenseMap<Value, int64_t> ids;
+  for (BlockArgument arg : func.getArguments())
+    ids[arg] = arg.getArgNumber();
+  func.walk([&](Operation *op) {
+    auto out = op->getAttrOfType<DenseI64ArrayAttr>(kOut);
+    if (!out)
+      return;
+    for (auto [value, id] : llvm::zip(odsResults(op), out.asArrayRef()))
+      if (value)
+        ids[value] = id;
+  });
+  return ids;
+}
+
+namespace {
 
 class Planner {
 public:
@@ -118,14 +137,16 @@ public:
     int64_t stepIndex = 0;
     for (Operation &op : body.without_terminator()) {
       if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
-        ids[cst.getResult()] =
-            add({cast<TensorType>(cst.getType()).getElementType(),
-                 shapes[cst.getResult()], "const", Attribute(),
-                 cst.getValue()});
+        int64_t id = add({cast<TensorType>(cst.getType()).getElementType(),
+                          shapes[cst.getResult()], "const", Attribute(),
+                          cst.getValue()});
+        ids[cst.getResult()] = id;
+        // Constants are buffers, not steps; record which one.
+        op.setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, {id}));
         continue;
       }
       SmallVector<int64_t> outs;
-      for (auto [index, result] : llvm::enumerate(odsResults(&op))) {
+      for (auto [index, result] : llvm::enumerate(plan::odsResults(&op))) {
         if (!result) {
           outs.push_back(-1);
           continue;

@@ -25,11 +25,15 @@ buildModule(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context,
 
 /// The passes from the frontend's module to the execution plan:
 /// moe-infer-shapes, moe-build-backward, moe-build-train-step, canonicalize,
-/// cse, moe-lower-to-plan.
-void buildPlanPipeline(mlir::OpPassManager &pm);
+/// cse, moe-fuse-kernels, moe-tile-kernels (for `arch`), moe-lower-to-plan.
+void buildPlanPipeline(mlir::OpPassManager &pm,
+                       llvm::StringRef arch = "sm_80");
 
-/// Runs the plan pipeline and serialises the bundle.
-mlir::FailureOr<llvm::json::Object> compileToBundle(mlir::ModuleOp module);
+/// Runs the plan pipeline and serialises the bundle, with CUDA kernels for
+/// `arch` when code generation succeeds; otherwise `cudaSkipped` says why.
+mlir::FailureOr<llvm::json::Object>
+compileToBundle(mlir::ModuleOp module, llvm::StringRef arch = "sm_80",
+                std::string *cudaSkipped = nullptr);
 
 /// Registers the dialects moec programs use.
 void loadDialects(mlir::MLIRContext *context);

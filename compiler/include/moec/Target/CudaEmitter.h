@@ -1,0 +1,72 @@
+//===- CudaEmitter.h - fused groups -> CUDA kernels -------------*- C++ -*-===//
+//
+// Writes one __global__ per fused-group phase (see compiler/CODEGEN.md)
+// around the device library, and describes how to launch it. Runs on a
+// module that moe-fuse-kernels, moe-tile-kernels and moe-lower-to-plan have
+// annotated.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_TARGET_CUDAEMITTER_H
+#define MOEC_TARGET_CUDAEMITTER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "moe/IR/SymbolicShape.h"
+#include "llvm/ADT/SmallVector.h"
+#include <string>
+#include <vector>
+#include <vector>
+
+namespace mlir::moe::cuda {
+
+/// ceil(extent / perBlock) + extra blocks.
+struct GridDim {
+  SymDim extent = SymDim(1);
+  int64_t perBlock = 1;
+  int64_t extra = 0;
+};
+
+struct Launch {
+  std::string kernel;
+  GridDim grid[3];
+  int64_t block[3] = {1, 1, 1};
+  int64_t sharedBytes = 0;
+  /// Buffer ids: plan buffers, or scratch buffers numbered after them.
+  llvm::SmallVector<int64_t> buffers;
+  llvm::SmallVector<SymDim> scalars;
+};
+
+/// A buffer only kernels use (partial sums, the expert dispatch order, the
+/// experts' hidden activations). Its id follows the plan's buffers.
+struct Scratch {
+  Type elementType;
+  SymShape shape;
+};
+
+struct GroupCode {
+  int64_t group;
+  std::string kind;
+  /// Plan step indices of the ops the group covers.
+  llvm::SmallVector<int64_t> steps;
+  std::vector<Launch> launches;
+};
+
+struct Kernel {
+  std::string name;
+  /// The kernel's own source; compiled after the device library.
+  std::string source;
+};
+
+struct ProgramCode {
+  std::vector<GroupCode> groups;
+  std::vector<Scratch> scratch;
+};
+
+/// Emits the kernels of one planned entry function named `program`,
+/// appending them to `kernels`. Reports unsupported ops at their location.
+FailureOr<ProgramCode> emitProgram(func::FuncOp func, StringRef program,
+                                   std::vector<Kernel> &kernels);
+
+} // namespace mlir::moe::cuda
+
+#endif // MOEC_TARGET_CUDAEMITTER_H

@@ -1,0 +1,68 @@
+//===- CodeWriter.cpp - deterministic CUDA text ---------------------------===//
+
+#include "CodeWriter.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+using namespace mlir::moe::cuda;
+
+CodeWriter &CodeWriter::line(const llvm::Twine &t) {
+  std::string s = t.str();
+  if (!s.empty())
+    text.append(2 * depth, ' ');
+  text += s;
+  text += '\n';
+  return *this;
+}
+
+CodeWriter::Scope::Scope(CodeWriter &writer, const llvm::Twine &head,
+                         llvm::StringRef tail)
+    : writer(writer), tail(tail.str()) {
+  writer.line(head + " {");
+  writer.indent();
+}
+
+CodeWriter::Scope::~Scope() {
+  writer.dedent();
+  writer.line(tail);
+}
+
+std::string mlir::moe::cuda::floatLiteral(double v) {
+  float f = static_cast<float>(v);
+  if (std::isinf(f))
+    return f > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buffer[48];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", static_cast<double>(f));
+  std::string s = buffer;
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+std::string mlir::moe::cuda::doubleLiteral(double v) {
+  if (std::isinf(v))
+    return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+                 : "__longlong_as_double(0xfff0000000000000LL)";
+  char buffer[48];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", v);
+  std::string s = buffer;
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+std::string mlir::moe::cuda::cudaType(Type type) {
+  if (type.isF32())
+    return "float";
+  if (type.isF64())
+    return "double";
+  if (type.isBF16())
+    return "moec::bf16";
+  if (type.isInteger(32))
+    return "int32_t";
+  if (type.isInteger(64))
+    return "int64_t";
+  return "/*unsupported*/ void";
+}

@@ -1,0 +1,47 @@
+//===- CudaEmitter.cpp - fused groups -> CUDA kernels ---------------------===//
+
+#include "GroupEmitter.h"
+#include "moec/Transforms/PlanAttrs.h"
+#include "moec/Transforms/ShapeAnalysis.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
+  using Fn = LogicalResult (*)(GroupEmitter &);
+  Fn fn = llvm::StringSwitch<Fn>(e.group().kind)
+              .Cases("elementwise", "scalar", emitElementwiseGroup)
+              .Default(nullptr);
+  if (!fn)
+    return e.error("is in a '")
+           << e.group().kind << "' kernel group, which this moec cannot "
+           << "generate CUDA for yet";
+  return fn(e);
+}
+
+FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
+    func::FuncOp func, StringRef program, std::vector<Kernel> &kernels) {
+  ProgramContext ctx;
+  ctx.program = program.str();
+  ctx.kernels = &kernels;
+  if (failed(computeSymbolicShapes(func, ctx.shapes)))
+    return failure();
+  ctx.buffers = plan::bufferIds(func);
+  if (auto table = func->getAttrOfType<ArrayAttr>(plan::kBuffers))
+    ctx.planBuffers = table.size();
+  for (const KernelGroup &group : collectGroups(func)) {
+    GroupCode code;
+    code.group = group.id;
+    code.kind = group.kind.str();
+    for (Operation *op : group.ops)
+      if (auto step = op->getAttrOfType<IntegerAttr>(plan::kStep))
+        code.steps.push_back(step.getInt());
+    ctx.code.groups.push_back(code);
+    GroupEmitter emitter(ctx, group);
+    if (failed(emitGroup(emitter)))
+      return failure();
+  }
+  return std::move(ctx.code);
+}

@@ -1,0 +1,124 @@
+//===- Elementwise.cpp - elementwise and scalar groups --------------------===//
+//
+// A run of elementwise ops over N elements becomes one grid-stride loop:
+// every input is read once, every op is an expression on registers, and
+// only the values other groups read are stored. Scalar (0-d) operands are
+// broadcast. A scalar group is the same loop over one element, plus the
+// learning-rate schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+bool isScalarValue(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank() == 0;
+}
+
+std::string scheduleName(LrSchedule kind) {
+  switch (kind) {
+  case LrSchedule::Constant:
+    return "Constant";
+  case LrSchedule::Linear:
+    return "Linear";
+  case LrSchedule::InverseSqrt:
+    return "InverseSqrt";
+  case LrSchedule::Cosine:
+    return "Cosine";
+  }
+  return "Constant";
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
+  const KernelGroup &g = e.group();
+  bool scalar = g.kind == "scalar";
+  // The loop runs over the elements of the first non-scalar result.
+  Value reference = g.ops.front()->getResult(0);
+  e.beginKernel("");
+  int64_t threads = scalar ? 1 : e.tile("threads", 256);
+  int64_t items = scalar ? 1 : e.tile("items", 4);
+  SymDim n = scalar ? SymDim(1) : e.numElements(reference);
+
+  CodeWriter w;
+  w.indent();
+  int count = e.scalar(n);
+  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});", count));
+  // Inputs: declared once; scalars loaded before the loop.
+  llvm::DenseMap<Value, std::string> names;
+  llvm::SmallVector<std::pair<Value, std::string>> perElement;
+  for (Operation *op : g.ops)
+    for (Value v : op->getOperands()) {
+      if (e.inGroup(v) || names.count(v))
+        continue;
+      std::string ptr = e.fresh("in");
+      e.declare(w, ptr, v, /*writable=*/false);
+      Type element = cast<TensorType>(v.getType()).getElementType();
+      if (isScalarValue(v)) {
+        std::string local = e.fresh("s");
+        w.line(llvm::formatv("const {0} {1} = {2}[0];", cudaType(element),
+                             local, ptr));
+        names[v] = local;
+      } else {
+        perElement.push_back({v, ptr});
+        names[v] = "";
+      }
+    }
+  llvm::SmallVector<std::pair<Value, std::string>> outputs;
+  for (Operation *op : g.ops)
+    for (Value r : op->getResults())
+      if (e.escapes(r)) {
+        std::string ptr = e.fresh("out");
+        e.declare(w, ptr, r, /*writable=*/true);
+        outputs.push_back({r, ptr});
+      }
+
+  {
+    CodeWriter::Scope loop(
+        w, "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
+           "threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * "
+           "blockDim.x)");
+    for (auto &[v, ptr] : perElement) {
+      std::string local = e.fresh("x");
+      w.line(llvm::formatv("const float {0} = {1}[i];", local, ptr));
+      names[v] = local;
+    }
+    for (Operation *op : g.ops) {
+      llvm::SmallVector<std::string> in;
+      for (Value v : op->getOperands())
+        in.push_back(names.lookup(v));
+      if (auto lr = dyn_cast<LrScheduleOp>(op)) {
+        std::string v = e.fresh();
+        w.line(llvm::formatv(
+            "const float {0} = static_cast<float>(moec::learningRate<moec::"
+            "Schedule::{1}>({2}, {3}, {4}LL, {5}LL, {6}));",
+            v, scheduleName(lr.getKind()), in[0],
+            doubleLiteral(lr.getBaseLr().convertToDouble()),
+            static_cast<int64_t>(lr.getWarmup()),
+            static_cast<int64_t>(lr.getTotalSteps()),
+            doubleLiteral(lr.getFinalLr().convertToDouble())));
+        names[op->getResult(0)] = v;
+        continue;
+      }
+      FailureOr<std::string> v = e.elementwise(w, op, in, "i");
+      if (failed(v))
+        return op->emitOpError("has no CUDA code generation in an ")
+               << g.kind << " kernel";
+      names[op->getResult(0)] = *v;
+    }
+    for (auto &[v, ptr] : outputs)
+      w.line(llvm::formatv("{0}[i] = {1};", ptr, names.lookup(v)));
+  }
+  GridDim x{n, threads * items};
+  e.finishKernel(w.str(), x, GridDim(), GridDim(), threads);
+  return success();
+}

@@ -1,0 +1,218 @@
+//===- GroupEmitter.cpp - emitting the kernels of one group ---------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+GroupEmitter::GroupEmitter(ProgramContext &program, const KernelGroup &group)
+    : program(program), grp(group) {}
+
+GroupEmitter::~GroupEmitter() = default;
+
+int64_t GroupEmitter::tile(StringRef key, int64_t fallback) const {
+  if (grp.tiles)
+    if (auto v = grp.tiles.getAs<IntegerAttr>(key))
+      return v.getInt();
+  return fallback;
+}
+
+bool GroupEmitter::inGroup(Value v) const {
+  Operation *def = v.getDefiningOp();
+  return def && llvm::is_contained(grp.ops, def);
+}
+
+bool GroupEmitter::escapes(Value v) const {
+  return llvm::any_of(v.getUsers(), [&](Operation *user) {
+    return !llvm::is_contained(grp.ops, user);
+  });
+}
+
+const SymShape &GroupEmitter::shapeOf(Value v) const {
+  auto it = program.shapes.find(v);
+  assert(it != program.shapes.end() && "value without a shape");
+  return it->second;
+}
+
+SymDim GroupEmitter::numElements(Value v) const {
+  return symProduct(shapeOf(v));
+}
+
+SymDim GroupEmitter::rowsOf(Value v) const {
+  const SymShape &s = shapeOf(v);
+  return s.empty() ? SymDim(1) : symProduct(ArrayRef<SymDim>(s).drop_back());
+}
+
+void GroupEmitter::beginKernel(StringRef phase) {
+  phaseName = phase.str();
+  name = "moek_" + program.program + "_g" + std::to_string(grp.id);
+  if (!phase.empty())
+    name += "_" + phase.str();
+  args.clear();
+  scalars.clear();
+  argOf.clear();
+}
+
+int GroupEmitter::buffer(Value v) {
+  auto it = program.buffers.find(v);
+  assert(it != program.buffers.end() && "value without a plan buffer");
+  int64_t id = it->second;
+  auto [pos, inserted] = argOf.try_emplace(id, static_cast<int>(args.size()));
+  if (inserted)
+    args.push_back(id);
+  return pos->second;
+}
+
+int GroupEmitter::scratch(Type elementType, const SymShape &shape) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << elementType << ":" << shapeStr(shape);
+  int64_t nth = llvm::count_if(taken, [&](auto &t) { return t.first == key; });
+  llvm::SmallVector<int64_t> &pool = program.scratchPool[key];
+  if (nth >= static_cast<int64_t>(pool.size())) {
+    pool.push_back(program.planBuffers +
+                   static_cast<int64_t>(program.code.scratch.size()));
+    program.code.scratch.push_back({elementType, shape});
+  }
+  int64_t id = pool[nth];
+  taken.push_back({key, id});
+  args.push_back(id);
+  return static_cast<int>(args.size()) - 1;
+}
+
+int GroupEmitter::scalar(const SymDim &value) {
+  for (auto [i, s] : llvm::enumerate(scalars))
+    if (s == value)
+      return static_cast<int>(i);
+  scalars.push_back(value);
+  return static_cast<int>(scalars.size()) - 1;
+}
+
+std::string GroupEmitter::bufferExpr(int arg, Type elementType,
+                                     bool writable) const {
+  return llvm::formatv("moec::bufferArg<{0}{1}>(p, {2})",
+                       writable ? "" : "const ", cudaType(elementType), arg)
+      .str();
+}
+
+void GroupEmitter::declare(CodeWriter &w, StringRef local, Value v,
+                           bool writable) {
+  Type element = cast<TensorType>(v.getType()).getElementType();
+  w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
+                       writable ? "" : "const ", cudaType(element), local,
+                       bufferExpr(buffer(v), element, writable)));
+}
+
+void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
+                                GridDim z, int64_t threads,
+                                int64_t sharedBytes,
+                                const std::string &helpers) {
+  std::string source;
+  llvm::raw_string_ostream os(source);
+  os << "// group " << grp.id << " (" << grp.kind << "):";
+  for (Operation *op : grp.ops)
+    os << " " << op->getName().getStringRef();
+  os << "\n";
+  if (grp.tiles) {
+    os << "// tiles:";
+    for (NamedAttribute n : grp.tiles)
+      os << " " << n.getName().getValue() << "="
+         << cast<IntegerAttr>(n.getValue()).getInt();
+    os << "\n";
+  }
+  if (!helpers.empty())
+    os << "namespace " << name << "_detail {\n" << helpers << "} // namespace "
+       << name << "_detail\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") "
+     << name << "(const moec::KernelParams p) {\n"
+     << body << "}\n"
+     << "#ifdef MOEC_EMU\nMOEC_EMU_EXPORT_KERNEL(" << name << ")\n#endif\n";
+  program.kernels->push_back({name, source});
+
+  Launch launch;
+  launch.kernel = name;
+  launch.grid[0] = x;
+  launch.grid[1] = y;
+  launch.grid[2] = z;
+  launch.block[0] = threads;
+  launch.sharedBytes = sharedBytes;
+  launch.buffers.assign(args.begin(), args.end());
+  launch.scalars.assign(scalars.begin(), scalars.end());
+  program.code.groups.back().launches.push_back(launch);
+}
+
+std::string GroupEmitter::fresh(StringRef prefix) {
+  return (prefix + std::to_string(counter++)).str();
+}
+
+InFlightDiagnostic GroupEmitter::error(const Twine &message) const {
+  return first()->emitOpError() << message;
+}
+
+FailureOr<std::string>
+GroupEmitter::elementwise(CodeWriter &w, Operation *op,
+                          ArrayRef<std::string> in, StringRef index) {
+  std::string v = fresh();
+  auto def = [&](const Twine &expr) {
+    w.line("const float " + v + " = " + expr + ";");
+  };
+  auto activation = [](Activation kind) -> std::string {
+    switch (kind) {
+    case Activation::Identity:
+      return "Identity";
+    case Activation::Relu:
+      return "Relu";
+    case Activation::GeluTanh:
+      return "GeluTanh";
+    case Activation::GeluErf:
+      return "GeluErf";
+    case Activation::Silu:
+      return "Silu";
+    case Activation::Tanh:
+      return "Tanh";
+    }
+    return "Identity";
+  };
+  auto dropout = [&](StringRef x, double rate, int64_t stream,
+                     StringRef seed) {
+    double keep = 1.0 - rate;
+    def(llvm::formatv("moec::philoxUniform(static_cast<uint64_t>({0}), "
+                      "{1}ull, static_cast<uint64_t>({2})) < {3} ? {4} / {5} : "
+                      "0.0f",
+                      seed, static_cast<uint64_t>(stream), index,
+                      doubleLiteral(keep), x, floatLiteral(keep)));
+  };
+  if (isa<arith::AddFOp>(op))
+    def("(" + in[0] + " + " + in[1] + ")");
+  else if (isa<arith::SubFOp>(op))
+    def("(" + in[0] + " - " + in[1] + ")");
+  else if (isa<arith::MulFOp>(op))
+    def("(" + in[0] + " * " + in[1] + ")");
+  else if (isa<arith::DivFOp>(op))
+    def("(" + in[0] + " / " + in[1] + ")");
+  else if (isa<arith::NegFOp>(op))
+    def("(-" + in[0] + ")");
+  else if (isa<arith::MaximumFOp>(op))
+    def("fmaxf(" + in[0] + ", " + in[1] + ")");
+  else if (isa<arith::MinimumFOp>(op))
+    def("fminf(" + in[0] + ", " + in[1] + ")");
+  else if (auto act = dyn_cast<ActivationOp>(op))
+    def("moec::activate<moec::Act::" + activation(act.getKind()) + ">(" +
+        in[0] + ")");
+  else if (auto grad = dyn_cast<ActivationGradOp>(op))
+    def("moec::activateGrad<moec::Act::" + activation(grad.getKind()) + ">(" +
+        in[0] + ") * " + in[1]);
+  else if (auto drop = dyn_cast<DropoutOp>(op))
+    dropout(in[0], drop.getRate().convertToDouble(),
+            static_cast<int64_t>(drop.getStream()), in[1]);
+  else if (auto drop = dyn_cast<DropoutGradOp>(op))
+    dropout(in[0], drop.getRate().convertToDouble(),
+            static_cast<int64_t>(drop.getStream()), in[1]);
+  else
+    return failure();
+  return v;
+}

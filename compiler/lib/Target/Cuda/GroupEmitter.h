@@ -1,0 +1,125 @@
+//===- GroupEmitter.h - emitting the kernels of one group -------*- C++ -*-===//
+//
+// The shared machinery of every kernel kind: which values enter and leave
+// the group, the argument table of the kernel being written (plan buffers,
+// scratch buffers, run-time sizes), its launch shape, and the translation of
+// elementwise ops into expressions for fused epilogues and prologues.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_TARGET_CUDA_GROUPEMITTER_H
+#define MOEC_TARGET_CUDA_GROUPEMITTER_H
+
+#include "CodeWriter.h"
+#include "moec/Target/CudaEmitter.h"
+#include "moec/Transforms/KernelGroups.h"
+#include "llvm/ADT/DenseMap.h"
+#include <map>
+
+namespace mlir::moe::cuda {
+
+/// What all groups of one program share.
+struct ProgramContext {
+  std::string program;
+  llvm::DenseMap<Value, SymShape> shapes;
+  llvm::DenseMap<Value, int64_t> buffers;
+  int64_t planBuffers = 0;
+  ProgramCode code;
+  /// Scratch ids by "type:shape", so groups reuse each other's scratch.
+  std::map<std::string, llvm::SmallVector<int64_t>> scratchPool;
+  std::vector<Kernel> *kernels = nullptr;
+};
+
+class GroupEmitter {
+public:
+  GroupEmitter(ProgramContext &program, const KernelGroup &group);
+
+  const KernelGroup &group() const { return grp; }
+  Operation *first() const { return grp.ops.front(); }
+  /// A tile parameter from moe.tiles (or `fallback`).
+  int64_t tile(StringRef name, int64_t fallback) const;
+
+  bool inGroup(Value v) const;
+  /// Whether anything outside the group reads `v` (it must be stored).
+  bool escapes(Value v) const;
+  const SymShape &shapeOf(Value v) const;
+  SymDim numElements(Value v) const;
+  /// The number of rows of a `[..., d]` value: all dimensions but the last.
+  SymDim rowsOf(Value v) const;
+
+  //===--- The kernel being written -------------------------------------===//
+
+  /// Starts a new kernel (phase) of the group; argument tables reset.
+  void beginKernel(StringRef phase);
+  /// The kernel argument index of a value's plan buffer.
+  int buffer(Value v);
+  /// A scratch buffer private to this group (pooled across groups).
+  int scratch(Type elementType, const SymShape &shape);
+  /// A run-time size.
+  int scalar(const SymDim &value);
+  /// `const T *` (or `T *`) accessor expression for buffer argument `arg`.
+  std::string bufferExpr(int arg, Type elementType, bool writable) const;
+  /// Declares a local `name` bound to a value's buffer.
+  void declare(CodeWriter &w, StringRef name, Value v, bool writable);
+  /// Finishes the kernel with `body` (the statements of the __global__) and
+  /// records its launch.
+  void finishKernel(const std::string &body, GridDim x, GridDim y, GridDim z,
+                    int64_t threads, int64_t sharedBytes = 0,
+                    const std::string &helpers = "");
+  const std::string &kernelName() const { return name; }
+
+  /// Elementwise ops as expressions: emits `const T vN = ...;` for `op`
+  /// given the expressions of its operands and the flat element `index`,
+  /// and returns vN. Fails for ops that are not elementwise.
+  FailureOr<std::string> elementwise(CodeWriter &w, Operation *op,
+                                     llvm::ArrayRef<std::string> operands,
+                                     StringRef index);
+  std::string fresh(StringRef prefix = "v");
+
+  InFlightDiagnostic error(const Twine &message) const;
+
+private:
+  ProgramContext &program;
+  const KernelGroup &grp;
+  std::string phaseName, name;
+  llvm::SmallVector<int64_t> args;
+  llvm::SmallVector<SymDim> scalars;
+  llvm::DenseMap<int64_t, int> argOf;
+  /// Scratch ids this group took from the pool, returned after the group.
+  llvm::SmallVector<std::pair<std::string, int64_t>> taken;
+  int counter = 0;
+
+public:
+  ~GroupEmitter();
+};
+
+/// Emits the kernels of one group by kind; fails with a located error for
+/// a kind or op the emitter does not support.
+LogicalResult emitGroup(GroupEmitter &emitter);
+
+// Per-kind emitters.
+LogicalResult emitElementwiseGroup(GroupEmitter &e);
+LogicalResult emitGemmGroup(GroupEmitter &e);
+LogicalResult emitGemmGradGroup(GroupEmitter &e);
+LogicalResult emitNormGroup(GroupEmitter &e);
+LogicalResult emitNormGradGroup(GroupEmitter &e);
+LogicalResult emitEmbeddingGroup(GroupEmitter &e);
+LogicalResult emitEmbeddingGradGroup(GroupEmitter &e);
+LogicalResult emitPositionsGradGroup(GroupEmitter &e);
+LogicalResult emitKvWriteGroup(GroupEmitter &e);
+LogicalResult emitAttentionGroup(GroupEmitter &e);
+LogicalResult emitAttentionGradGroup(GroupEmitter &e);
+LogicalResult emitRouterGroup(GroupEmitter &e);
+LogicalResult emitRouterGradGroup(GroupEmitter &e);
+LogicalResult emitSwitchLossGradGroup(GroupEmitter &e);
+LogicalResult emitZLossGradGroup(GroupEmitter &e);
+LogicalResult emitExpertsGroup(GroupEmitter &e);
+LogicalResult emitExpertsGradGroup(GroupEmitter &e);
+LogicalResult emitCrossEntropyGroup(GroupEmitter &e);
+LogicalResult emitCrossEntropyGradGroup(GroupEmitter &e);
+LogicalResult emitGlobalNormGroup(GroupEmitter &e);
+LogicalResult emitOptimizerGroup(GroupEmitter &e);
+
+} // namespace mlir::moe::cuda
+
+#endif // MOEC_TARGET_CUDA_GROUPEMITTER_H

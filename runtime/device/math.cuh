@@ -1,0 +1,116 @@
+//===- math.cuh - pointwise functions ---------------------------*- CUDA -*-===//
+//
+// Activations and their derivatives (the formulas of moe.activation), the
+// Philox-4x32-10 generator (bit-identical to runtime/lib/Philox.cpp, so
+// dropout masks agree with the cpu device), and the learning-rate schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_MATH_CUH
+#define MOEC_DEVICE_MATH_CUH
+
+namespace moec {
+
+enum class Act { Identity, Relu, GeluTanh, GeluErf, Silu, Tanh };
+
+/// f(x) of an activation, computed in float.
+template <Act K> MOEC_DEVICE float activate(float x) {
+  if (K == Act::Identity)
+    return x;
+  if (K == Act::Relu)
+    return x > 0.0f ? x : 0.0f;
+  if (K == Act::GeluTanh) {
+    float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * x * (1.0f + t);
+  }
+  if (K == Act::GeluErf)
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  if (K == Act::Silu)
+    return x / (1.0f + expf(-x));
+  return tanhf(x);
+}
+
+/// f'(x) of an activation (relu'(0) = 0).
+template <Act K> MOEC_DEVICE float activateGrad(float x) {
+  if (K == Act::Identity)
+    return 1.0f;
+  if (K == Act::Relu)
+    return x > 0.0f ? 1.0f : 0.0f;
+  if (K == Act::GeluTanh) {
+    float x2 = x * x;
+    float t = tanhf(0.7978845608028654f * (x + 0.044715f * x2 * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f *
+                                   (1.0f + 3.0f * 0.044715f * x2);
+  }
+  if (K == Act::GeluErf)
+    return 0.5f * (1.0f + erff(x * 0.7071067811865476f)) +
+           x * expf(-0.5f * x * x) * 0.3989422804014327f;
+  if (K == Act::Silu) {
+    float s = 1.0f / (1.0f + expf(-x));
+    return s * (1.0f + x * (1.0f - s));
+  }
+  float t = tanhf(x);
+  return 1.0f - t * t;
+}
+
+/// Ten rounds of Philox-4x32 on counter c with key (k0, k1); word `word`.
+MOEC_DEVICE uint32_t philoxWord(uint32_t c0, uint32_t c1, uint32_t c2,
+                                uint32_t c3, uint32_t k0, uint32_t k1,
+                                int word) {
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;
+}
+
+/// The `index`-th uniform in [0, 1) of the stream (seed, stream): 24 bits,
+/// exactly representable in float (runtime/include/moec/Philox.h).
+MOEC_DEVICE double philoxUniform(uint64_t seed, uint64_t stream,
+                                 uint64_t index) {
+  uint64_t block = index / 4;
+  uint32_t w = philoxWord(static_cast<uint32_t>(block),
+                          static_cast<uint32_t>(block >> 32),
+                          static_cast<uint32_t>(stream),
+                          static_cast<uint32_t>(stream >> 32),
+                          static_cast<uint32_t>(seed),
+                          static_cast<uint32_t>(seed >> 32),
+                          static_cast<int>(index % 4));
+  return static_cast<double>(w >> 8) * (1.0 / 16777216.0);
+}
+
+enum class Schedule { Constant, Linear, InverseSqrt, Cosine };
+
+/// moe.lr_schedule at 1-based step `s`, in double.
+template <Schedule K>
+MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
+                                int64_t total, double final) {
+  double step = static_cast<double>(s), w = static_cast<double>(warmup);
+  if (K != Schedule::Constant && s < warmup)
+    return base * step / w;
+  if (K == Schedule::Constant)
+    return base;
+  if (K == Schedule::InverseSqrt)
+    return warmup > 0 ? base * sqrt(w / step) : base / sqrt(step);
+  double span = total - warmup > 1 ? static_cast<double>(total - warmup) : 1.0;
+  if (K == Schedule::Linear) {
+    double left = total - s > 0 ? static_cast<double>(total - s) : 0.0;
+    return final + (base - final) * left / span;
+  }
+  double progress = (step - w) / span;
+  progress = progress < 1.0 ? progress : 1.0;
+  return final + (base - final) * 0.5 * (1.0 + cos(3.141592653589793 * progress));
+}
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_MATH_CUH

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Developer helper: compiles the device library plus kernels read from
+# stdin (moec-translate --moe-to-cuda output) with nvcc for sm_80 and sm_90,
+# printing ptxas resource usage. Usage: ... | scripts/nvcc-check.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for f in prelude math reduce mma gemm; do cat "$root/runtime/device/$f.cuh"; done > "$work/all.cu"
+cat >> "$work/all.cu"
+for arch in sm_80 sm_90; do
+  /usr/local/cuda/bin/nvcc -std=c++17 -arch=$arch -Xptxas -v -c "$work/all.cu" -o "$work/all.o" 2>&1 | grep -E "error|warning|registers|spill" || true
+done
