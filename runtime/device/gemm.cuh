@@ -34,6 +34,33 @@ template <typename T> struct ColMajor {
   }
 };
 
+/// Rows gathered by index: element (i, j) is p[(order[row0 + i] / div) *
+/// ld + j], times scale[order[row0 + i]] when `scale` is set (the gate of an
+/// expert assignment). j is contiguous.
+template <typename T> struct GatherRows {
+  gptr<const T> p;
+  gptr<const int32_t> order;
+  int64_t row0, div, ld;
+  gptr<const float> scale;
+  static constexpr bool kContiguousFirst = false;
+  MOEC_DEVICE float operator()(int64_t i, int64_t j) const {
+    const int64_t a = order[row0 + i];
+    float v = static_cast<float>(p[(a / div) * ld + j]);
+    return scale ? v * scale[a] : v;
+  }
+};
+
+/// The transposed view of GatherRows: element (i, j) is row j's column i.
+template <typename T> struct GatherCols {
+  gptr<const T> p;
+  gptr<const int32_t> order;
+  int64_t row0, div, ld;
+  static constexpr bool kContiguousFirst = true;
+  MOEC_DEVICE float operator()(int64_t i, int64_t j) const {
+    return static_cast<float>(p[(order[row0 + j] / div) * ld + i]);
+  }
+};
+
 /// C(m, n) += sum_k A(m, k) B(k, n) for the tile at (m0, n0); `store(m, n,
 /// value)` is called once for every in-range output. THREADS must be 256
 /// (a 16 x 16 thread grid); TM and TN multiples of 16.

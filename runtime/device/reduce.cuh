@@ -88,3 +88,69 @@ MOEC_DEVICE int64_t blockLinear() {
 } // namespace moec
 
 #endif // MOEC_DEVICE_REDUCE_CUH
+
+#ifndef MOEC_DEVICE_COLSUM_CUH
+#define MOEC_DEVICE_COLSUM_CUH
+namespace moec {
+
+/// dst[c] = sum over r of src(r, c) for a 32-column strip per block
+/// (blockIdx.x), 256 threads: 8 row lanes each sum every 8th row in order,
+/// then lane results are added in lane order. The order never depends on the
+/// grid, so the sums are deterministic. `load(r, c)` reads the source.
+template <typename Load, typename Store>
+MOEC_DEVICE void columnSums(int64_t rows, int64_t cols, const Load &load,
+                            const Store &store) {
+  constexpr int kLanes = 8;
+  MOEC_SHARED(float, partial, kLanes * 32);
+  int col = threadIdx.x % 32, lane = threadIdx.x / 32;
+  int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + col;
+  float sum = 0.0f;
+  if (c < cols)
+    for (int64_t r = lane; r < rows; r += kLanes)
+      sum += load(r, c);
+  partial[lane * 32 + col] = sum;
+  __syncthreads();
+  if (lane == 0 && c < cols) {
+    float total = 0.0f;
+    for (int l = 0; l < kLanes; ++l)
+      total += partial[l * 32 + col];
+    store(c, total);
+  }
+}
+
+} // namespace moec
+#endif // MOEC_DEVICE_COLSUM_CUH
+
+#ifndef MOEC_DEVICE_SCAN_CUH
+#define MOEC_DEVICE_SCAN_CUH
+namespace moec {
+
+/// Exclusive prefix sum of one int per thread over a block of Threads
+/// threads (a multiple of 32), in thread order; `total` gets the sum.
+/// `scratch` holds at least Threads / 32 ints.
+template <int Threads>
+MOEC_DEVICE int blockExclusiveScan(int v, int *scratch, int &total) {
+  constexpr int kWarps = Threads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int inclusive = v;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    int up = __shfl_up_sync(kFullMask, inclusive, offset);
+    if (lane >= offset)
+      inclusive += up;
+  }
+  __syncthreads();
+  if (lane == 31)
+    scratch[warp] = inclusive;
+  __syncthreads();
+  int before = 0;
+  total = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp)
+      before += scratch[w];
+    total += scratch[w];
+  }
+  return before + inclusive - v;
+}
+
+} // namespace moec
+#endif // MOEC_DEVICE_SCAN_CUH

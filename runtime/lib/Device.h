@@ -46,6 +46,9 @@ public:
   virtual void upload(DeviceBuffer &dst, const Tensor &src) = 0;
   virtual Tensor download(const DeviceBuffer &src) = 0;
   virtual void copy(DeviceBuffer &dst, const DeviceBuffer &src) = 0;
+  /// Gives the device the bundle whose programs it will run (the generated
+  /// kernels live there); called once, before any prepare().
+  virtual void setBundle(const BundleData &bundle) {}
   /// Checks, once per program, that this device can run every step.
   virtual void prepare(const ProgramDesc &program) = 0;
   /// Runs `program` with its symbols bound to `symbols`; `buffers[i]` holds

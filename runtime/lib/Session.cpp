@@ -37,6 +37,7 @@ struct Session::Impl {
         seed(options.seed.value_or(data.training.seed)) {
     if (options.threads > 0)
       omp_set_num_threads(options.threads);
+    device->setBundle(data);
     for (const ParamInfo &p : data.params) {
       params[p.name] = device->allocate(p.dtype, p.shape);
       device->upload(*params[p.name], detail::initialValue(p, seed));

@@ -118,11 +118,21 @@ private:
     int64_t width = lastDim(op->getOperand(0));
     int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
     int64_t headDim = heads > 0 ? width / heads : width;
-    int64_t tileK = limits.large ? 64 : 32;
-    // K and V tiles of tile_k x head_dim floats must fit with room to spare.
-    while (tileK > 8 && 2 * tileK * headDim * 4 > limits.sharedBytes / 2)
-      tileK /= 2;
-    set("tile_q", 32);
+    // The kernels stage Q and dO tiles (tile_q x head_dim) and K and V
+    // tiles (tile_k x head_dim) in static shared memory, which is 48 KiB on
+    // every architecture; sm_90 starts from larger key tiles.
+    int64_t tileQ = 32, tileK = limits.large ? 64 : 32;
+    auto bytes = [&] {
+      return 4 * (2 * tileQ * headDim + 2 * tileK * headDim +
+                  2 * 4 * std::max(tileQ, tileK) + 2 * tileQ);
+    };
+    while (bytes() > 48 * 1024 && (tileK > 8 || tileQ > 4)) {
+      if (tileK > 8 && tileK >= tileQ)
+        tileK /= 2;
+      else
+        tileQ /= 2;
+    }
+    set("tile_q", tileQ);
     set("tile_k", tileK);
     set("threads", 128);
     set("head_dim", headDim);

@@ -194,6 +194,12 @@ struct Group {
   const char *what;
 };
 
+/// The collectives pending in one warp and the lanes that have exited.
+struct WarpState {
+  std::vector<Group> groups;
+  unsigned exited;
+};
+
 /// A buffer of the launch as the bounds checks see it.
 struct BufferInfo {
   const unsigned char *base;
@@ -412,7 +418,7 @@ struct Block {
   std::vector<Thread> threads;
   std::vector<unsigned> ready; // ring buffer of thread indices
   unsigned readyHead = 0, readyCount = 0;
-  std::vector<std::vector<Group>> warps;
+  std::vector<WarpState> warps;
   unsigned live = 0;
   bool failed = false, aborting = false;
   std::string error;
@@ -528,6 +534,7 @@ inline boost::context::fiber threadMain(Thread &t,
   }
   t.wait = Wait::Done;
   --b.live;
+  b.warps[t.warp].exited |= 1u << t.lane;
   return std::move(t.sink);
 }
 
@@ -556,8 +563,10 @@ inline void Block::run(unsigned long long blockLinear) {
   error.clear();
   live = nThreads;
   readyHead = readyCount = 0;
-  for (auto &groups : warps)
-    groups.clear();
+  for (WarpState &w : warps) {
+    w.groups.clear();
+    w.exited = 0;
+  }
   dynamic.serial = ++tls.serial;
   dynamic.escaped = false;
   // Shared memory starts with garbage on a GPU; here with a fixed pattern
@@ -628,7 +637,7 @@ inline bool Block::resolveStall() {
 
   // A warp collective still waiting now can never complete.
   for (unsigned w = 0; w < warps.size(); ++w) {
-    for (const Group &g : warps[w]) {
+    for (const Group &g : warps[w].groups) {
       unsigned missing = g.mask & ~g.arrived;
       unsigned lane = static_cast<unsigned>(__builtin_ctz(missing));
       unsigned first = static_cast<unsigned>(__builtin_ctz(g.arrived));
@@ -887,8 +896,9 @@ inline void complete(Block &b, unsigned warp, const Group &g) {
 
 /// Joins the calling lane to the collective of its warp with this mask;
 /// returns when every lane of the mask has arrived (the last one to arrive
-/// computes the results for all). Lanes of one collective must pass the
-/// same mask and call the same operation.
+/// computes the results for all). Lanes that meet with the same mask must
+/// call the same operation (shfl.sync and friends need the same qualifiers;
+/// __syncwarp calls at different sites do meet, as on sm_70+).
 inline void collective(unsigned mask, unsigned op, const char *what) {
   Thread &t = *tls.thread;
   Block &b = *tls.block;
@@ -902,22 +912,21 @@ inline void collective(unsigned mask, unsigned op, const char *what) {
     fail("%s with mask 0x%08x: lane %d is not part of the block (%u "
          "threads); every lane in the mask must call it",
          what, mask, __builtin_ctz(absent), b.nThreads);
-  for (unsigned l = 0; l < kWarpSize; ++l)
-    if ((mask >> l & 1) && b.laneThread(t.warp, l).wait == Wait::Done)
-      fail("%s with mask 0x%08x: lane %u (thread %s) has exited; every lane "
-           "in the mask must call it",
-           what, mask, l, describe(b.laneThread(t.warp, l).idx).c_str());
-  std::vector<Group> &groups = b.warps[t.warp];
-  Group *group = nullptr;
-  for (Group &g : groups) {
-    if (g.mask == mask) {
-      group = &g;
-    } else if (g.mask & mask) {
-      fail("%s with mask 0x%08x while lane %d waits in %s with mask 0x%08x; "
-           "the lanes of a collective must pass the same mask",
-           what, mask, __builtin_ctz(g.arrived), g.what, g.mask);
-    }
+  WarpState &warp = b.warps[t.warp];
+  if (unsigned exited = mask & warp.exited) {
+    unsigned l = static_cast<unsigned>(__builtin_ctz(exited));
+    fail("%s with mask 0x%08x: lane %u (thread %s) has exited; every lane "
+         "in the mask must call it",
+         what, mask, l, describe(b.laneThread(t.warp, l).idx).c_str());
   }
+  // Collectives with other masks may be pending (divergent code); lanes
+  // they share with this one arrive here after those complete, and what
+  // never completes is reported when the block stalls.
+  std::vector<Group> &groups = warp.groups;
+  Group *group = nullptr;
+  for (Group &g : groups)
+    if (g.mask == mask)
+      group = &g;
   if (!group) {
     groups.push_back(Group{mask, 0, op, what});
     group = &groups.back();
@@ -950,9 +959,8 @@ inline T shuffle(unsigned mask, T var, unsigned mode, int b, int width,
                  const char *what) {
   static_assert(sizeof(T) <= 8, "shuffles move at most 64 bits");
   Thread &t = *tls.thread;
-  if (width < 1 || width > 32 || (width & (width - 1)))
-    if (kCheck)
-      fail("%s: width %d is not a power of two in [1, 32]", what, width);
+  if (kCheck && (width < 1 || width > 32 || (width & (width - 1))))
+    fail("%s: width %d is not a power of two in [1, 32]", what, width);
   // PTX: c = ((32 - width) << 8) | (up ? 0 : 0x1f).
   int lane = static_cast<int>(t.lane);
   int bval = b & 31;
@@ -1219,6 +1227,13 @@ template <typename T> struct SharedFields {
 template <typename I>
 using EnableIfIndex = std::enable_if_t<std::is_integral<I>::value, int>;
 
+/// The value of an operand of a compound assignment (a proxy is loaded).
+template <typename U> const U &operandValue(const U &u) { return u; }
+template <typename U>
+std::remove_cv_t<U> operandValue(const SharedRef<U> &r) {
+  return r.load();
+}
+
 } // namespace detail
 
 /// A reference to an element of tracked shared memory. Every member works
@@ -1273,7 +1288,7 @@ public:
 #define MOEC_EMU_COMPOUND(op)                                                  \
   template <typename U> V operator op(const U &u) && {                         \
     V v = load();                                                              \
-    v op u;                                                                    \
+    v op detail::operandValue(u);                                              \
     store(v);                                                                  \
     return v;                                                                  \
   }
@@ -1455,7 +1470,7 @@ template <typename T, size_t N, typename Tag> struct SharedArray {
   SharedRegion *get() {
     if (region.serial != tls.serial) {
       region = SharedRegion{storage, written, kBytes, tls.serial, false,
-                            Tag::name()};
+                            Tag::str()};
       std::memset(written, 0, sizeof written);
       std::memset(storage, 0xff, kBytes);
     }
@@ -1480,7 +1495,7 @@ template <typename T, size_t N, typename Tag> struct SharedArray {
 
 #define MOEC_SHARED(type, name, count)                                         \
   struct moec_shared_tag_##name {                                              \
-    static constexpr const char *name() { return #name; }                      \
+    static constexpr const char *str() { return #name; }                       \
   };                                                                           \
   static thread_local ::moec_emu::detail::SharedArray<type, (count),           \
                                                       moec_shared_tag_##name>  \
@@ -1516,7 +1531,6 @@ inline gptr<T> bufferArg(const Params &p, int i) {
 template <typename T> class gptr {
 public:
   gptr() = default;
-  gptr(std::nullptr_t) {}
   gptr(T *p) : p(p) {}
   gptr(T *p, const ::moec_emu::detail::BufferInfo *buffer)
       : p(p), buffer(buffer) {}
@@ -1527,30 +1541,30 @@ public:
   operator T *() const { return p; }
   T &operator*() const { return *check(0); }
   T *operator->() const { return check(0); }
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   T &operator[](I i) const {
     return *check(static_cast<ptrdiff_t>(i));
   }
 
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   gptr operator+(I i) const {
     return gptr(p + i, buffer);
   }
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   friend gptr operator+(I i, const gptr &g) {
     return g + i;
   }
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   gptr operator-(I i) const {
     return gptr(p - i, buffer);
   }
   ptrdiff_t operator-(const gptr &other) const { return p - other.p; }
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   gptr &operator+=(I i) {
     p += i;
     return *this;
   }
-  template <typename I, ::moec_emu::detail::EnableIfIndexG<I> = 0>
+  template <typename I, ::moec_emu::detail::EnableIfIndex<I> = 0>
   gptr &operator-=(I i) {
     p -= i;
     return *this;
@@ -2033,8 +2047,12 @@ inline int launch(const char *kernel, void (*fn)(Params),
         std::min<unsigned long long>({std::max(config->hostThreads, 1u),
                                       launch.nBlocks, kMaxHostThreads});
     std::vector<std::thread> helpers;
-    for (unsigned long long i = 1; i < workers; ++i)
-      helpers.emplace_back([&launch] { runBlocks(launch); });
+    try {
+      for (unsigned long long i = 1; i < workers; ++i)
+        helpers.emplace_back([&launch] { runBlocks(launch); });
+    } catch (const std::exception &) {
+      // Fewer host threads than asked for give the same results.
+    }
     runBlocks(launch);
     for (std::thread &helper : helpers)
       helper.join();

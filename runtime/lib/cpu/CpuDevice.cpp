@@ -7,6 +7,7 @@
 
 #include "CpuDevice.h"
 #include "Kernel.h"
+#include "cuda/CudaDevice.h"
 #include "moec/Error.h"
 
 #include <chrono>
@@ -120,7 +121,9 @@ std::unique_ptr<Device> createCpuDevice() {
 std::unique_ptr<Device> createDevice(const std::string &name) {
   if (name == "cpu")
     return createCpuDevice();
-  if (name == "cuda" || name == "emu")
+  if (name == "cuda")
+    return cuda::createCudaDevice();
+  if (name == "emu")
     throw Error(fmt::format("the {} device is not available in this build of "
                             "moec (it runs generated CUDA kernels, which this "
                             "version does not emit yet); use --device cpu",

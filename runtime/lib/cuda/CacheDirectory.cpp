@@ -2,6 +2,7 @@
 
 #include "CacheDirectory.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +37,8 @@ std::string makeDirectories(const std::string &path) {
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     std::string prefix = path.substr(0, slash);
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      return fmt::format("cannot create '{}': {}", prefix, std::strerror(errno));
+      return fmt::format("cannot create '{}': {}", prefix,
+                         std::strerror(errno));
     if (slash == std::string::npos)
       break;
   }
@@ -46,6 +48,15 @@ std::string makeDirectories(const std::string &path) {
   if (!S_ISDIR(st.st_mode))
     return fmt::format("'{}' is not a directory", path);
   return "";
+}
+
+std::string fileStem(const std::string &name) {
+  std::string stem = name.empty() ? "kernel" : name.substr(0, 100);
+  for (char &c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' &&
+        c != '.')
+      c = '_';
+  return stem;
 }
 
 } // namespace moec::detail::cuda

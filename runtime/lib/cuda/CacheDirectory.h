@@ -16,6 +16,10 @@ std::string defaultKernelCacheDirectory();
 /// string on success, else what went wrong.
 std::string makeDirectories(const std::string &path);
 
+/// `name` (a kernel name) made safe as a file name: at most 100 characters
+/// of [A-Za-z0-9_.-], anything else replaced by '_'.
+std::string fileStem(const std::string &name);
+
 } // namespace moec::detail::cuda
 
 #endif // MOEC_RUNTIME_CUDA_CACHEDIRECTORY_H

@@ -34,7 +34,7 @@ constexpr NvrtcResult kNvrtcSuccess = 0;
 
 } // namespace
 
-struct Nvrtc::Api {
+struct NvrtcApi {
   void *library = nullptr;
   const char *(*getErrorString)(NvrtcResult) = nullptr;
   NvrtcResult (*version)(int *, int *) = nullptr;
@@ -67,8 +67,8 @@ namespace {
 
 /// Resolves `symbol` into `fn`; throws when the library lacks it.
 template <typename Fn>
-void resolve(void *library, const char *symbol, Fn &fn,
-             const std::string &path, bool required = true) {
+void resolve(void *library, const char *symbol, Fn &fn, const std::string &path,
+             bool required = true) {
   fn = reinterpret_cast<Fn>(::dlsym(library, symbol));
   if (!fn && required)
     throw Error(fmt::format("'{}' is not a usable NVRTC library: it has no "
@@ -80,7 +80,7 @@ void resolve(void *library, const char *symbol, Fn &fn,
 /// Destroys its program on every path out of a scope.
 class Program {
 public:
-  explicit Program(const Nvrtc::Api &api) : api(api) {}
+  explicit Program(const NvrtcApi &api) : api(api) {}
   ~Program() {
     if (handle)
       api.destroyProgram(&handle);
@@ -91,12 +91,12 @@ public:
   NvrtcProgram handle = nullptr;
 
 private:
-  const Nvrtc::Api &api;
+  const NvrtcApi &api;
 };
 
 /// NVRTC's log for `program`, without the terminating NUL and trailing
 /// blank lines.
-std::string programLog(const Nvrtc::Api &api, NvrtcProgram program) {
+std::string programLog(const NvrtcApi &api, NvrtcProgram program) {
   size_t size = 0;
   api.check(api.getProgramLogSize(program, &size), "nvrtcGetProgramLogSize");
   std::string log(size, '\0');
@@ -109,7 +109,7 @@ std::string programLog(const Nvrtc::Api &api, NvrtcProgram program) {
 }
 
 /// The PTX of a compiled program; empty when NVRTC kept none.
-std::string programPtx(const Nvrtc::Api &api, NvrtcProgram program) {
+std::string programPtx(const NvrtcApi &api, NvrtcProgram program) {
   size_t size = 0;
   if (api.getPTXSize(program, &size) != kNvrtcSuccess || size <= 1)
     return "";
@@ -120,23 +120,13 @@ std::string programPtx(const Nvrtc::Api &api, NvrtcProgram program) {
   return ptx;
 }
 
-std::string programCubin(const Nvrtc::Api &api, NvrtcProgram program) {
+std::string programCubin(const NvrtcApi &api, NvrtcProgram program) {
   size_t size = 0;
   api.check(api.getCUBINSize(program, &size), "nvrtcGetCUBINSize");
   std::string cubin(size, '\0');
   if (size > 0)
     api.check(api.getCUBIN(program, cubin.data()), "nvrtcGetCUBIN");
   return cubin;
-}
-
-/// `name` made safe as a file name.
-std::string fileStem(const std::string &name) {
-  std::string stem = name.empty() ? "kernel" : name.substr(0, 200);
-  for (char &c : stem)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' &&
-        c != '.')
-      c = '_';
-  return stem;
 }
 
 /// Saves the translation unit that failed so that users can open it; falls
@@ -149,8 +139,8 @@ std::string saveFailedSource(std::string dir, const std::string &name,
     dir = cache.empty() ? "" : cache + "/failed";
   }
   const char *tmp = std::getenv("TMPDIR");
-  std::string fallback = fmt::format("{}/moec-{}/failed",
-                                     tmp && *tmp ? tmp : "/tmp", ::getuid());
+  std::string fallback =
+      fmt::format("{}/moec-{}/failed", tmp && *tmp ? tmp : "/tmp", ::getuid());
   for (const std::string &candidate : {dir, fallback}) {
     if (candidate.empty())
       continue;
@@ -169,7 +159,7 @@ std::string saveFailedSource(std::string dir, const std::string &name,
   return "";
 }
 
-std::unique_ptr<Nvrtc::Api> openLibrary(std::string &path) {
+std::unique_ptr<NvrtcApi> openLibrary(std::string &path) {
   std::vector<std::string> candidates;
   const char *override = std::getenv("MOEC_NVRTC_LIBRARY");
   if (override && *override)
@@ -182,7 +172,7 @@ std::unique_ptr<Nvrtc::Api> openLibrary(std::string &path) {
                   "/usr/local/cuda/lib64/libnvrtc.so.12",
                   "/usr/local/cuda/lib64/libnvrtc.so"};
   std::vector<std::string> failures;
-  auto api = std::make_unique<Nvrtc::Api>();
+  auto api = std::make_unique<NvrtcApi>();
   for (const std::string &candidate : candidates) {
     api->library = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (api->library) {
@@ -210,8 +200,8 @@ std::unique_ptr<Nvrtc::Api> openLibrary(std::string &path) {
   resolve(api->library, "nvrtcVersion", api->version, path);
   resolve(api->library, "nvrtcGetNumSupportedArchs", api->getNumSupportedArchs,
           path, /*required=*/false);
-  resolve(api->library, "nvrtcGetSupportedArchs", api->getSupportedArchs,
-          path, /*required=*/false);
+  resolve(api->library, "nvrtcGetSupportedArchs", api->getSupportedArchs, path,
+          /*required=*/false);
   resolve(api->library, "nvrtcCreateProgram", api->createProgram, path);
   resolve(api->library, "nvrtcDestroyProgram", api->destroyProgram, path);
   resolve(api->library, "nvrtcCompileProgram", api->compileProgram, path);
@@ -219,13 +209,11 @@ std::unique_ptr<Nvrtc::Api> openLibrary(std::string &path) {
   resolve(api->library, "nvrtcGetPTX", api->getPTX, path);
   resolve(api->library, "nvrtcGetCUBINSize", api->getCUBINSize, path);
   resolve(api->library, "nvrtcGetCUBIN", api->getCUBIN, path);
-  resolve(api->library, "nvrtcGetProgramLogSize", api->getProgramLogSize,
-          path);
+  resolve(api->library, "nvrtcGetProgramLogSize", api->getProgramLogSize, path);
   resolve(api->library, "nvrtcGetProgramLog", api->getProgramLog, path);
   // The file the loader actually picked, for messages and the identity.
   Dl_info info;
-  if (::dladdr(reinterpret_cast<void *>(api->version), &info) &&
-      info.dli_fname)
+  if (::dladdr(reinterpret_cast<void *>(api->version), &info) && info.dli_fname)
     path = info.dli_fname;
   return api;
 }
@@ -234,11 +222,13 @@ std::unique_ptr<Nvrtc::Api> openLibrary(std::string &path) {
 
 int archNumber(const std::string &arch) {
   size_t end = 3;
-  while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end])))
+  while (end < arch.size() &&
+         std::isdigit(static_cast<unsigned char>(arch[end])))
     ++end;
   bool valid = arch.rfind("sm_", 0) == 0 && end > 3 && end - 3 <= 4 &&
                (end == arch.size() ||
-                (end + 1 == arch.size() && std::islower(arch[end])));
+                (end + 1 == arch.size() &&
+                 std::islower(static_cast<unsigned char>(arch[end]))));
   if (!valid)
     throw Error(fmt::format("'{}' is not a CUDA architecture; write it as "
                             "sm_80, sm_90, ...",
@@ -246,7 +236,7 @@ int archNumber(const std::string &arch) {
   return std::stoi(arch.substr(3, end - 3));
 }
 
-Nvrtc::Nvrtc(std::unique_ptr<Api> apiIn, std::string path)
+Nvrtc::Nvrtc(std::unique_ptr<NvrtcApi> apiIn, std::string path)
     : api(std::move(apiIn)), libraryPath(std::move(path)) {
   api->check(api->version(&major, &minor), "nvrtcVersion");
   struct stat st;
@@ -268,12 +258,15 @@ const Nvrtc &Nvrtc::get() {
   static std::mutex mutex;
   static std::unique_ptr<Nvrtc> instance;
   std::lock_guard<std::mutex> lock(mutex);
-  if (!instance) {
-    std::string path;
-    std::unique_ptr<Api> api = openLibrary(path);
-    instance.reset(new Nvrtc(std::move(api), std::move(path)));
-  }
+  if (!instance)
+    instance = load();
   return *instance;
+}
+
+std::unique_ptr<Nvrtc> Nvrtc::load() {
+  std::string path;
+  std::unique_ptr<NvrtcApi> api = openLibrary(path);
+  return std::unique_ptr<Nvrtc>(new Nvrtc(std::move(api), std::move(path)));
 }
 
 std::pair<int, int> Nvrtc::version() const { return {major, minor}; }
@@ -361,9 +354,9 @@ CompiledKernel Nvrtc::compile(const std::string &source,
     kernel.ptx = programPtx(*api, program.handle);
   }
   kernel.usage = parsePtxasLog(kernel.log, name);
-  kernel.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  kernel.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return kernel;
 }
 

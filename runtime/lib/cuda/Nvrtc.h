@@ -41,6 +41,9 @@ struct CompiledKernel {
 /// lowercase letter.
 int archNumber(const std::string &arch);
 
+/// NVRTC's entry points, resolved with dlsym (Nvrtc.cpp).
+struct NvrtcApi;
+
 /// The NVRTC library. Thread-safe: NVRTC compiles distinct programs
 /// concurrently.
 class Nvrtc {
@@ -50,6 +53,8 @@ public:
   /// path or in /usr/local/cuda/lib64. Throws moec::Error saying what was
   /// tried when none loads; a later call tries again.
   static const Nvrtc &get();
+  /// Loads NVRTC as get() does, but a new instance every time (for tests).
+  static std::unique_ptr<Nvrtc> load();
   ~Nvrtc();
 
   /// (major, minor), e.g. (13, 0).
@@ -76,10 +81,9 @@ public:
                          const std::string &failedDir = "") const;
 
 private:
-  struct Api;
-  explicit Nvrtc(std::unique_ptr<Api> api, std::string libraryPath);
+  Nvrtc(std::unique_ptr<NvrtcApi> api, std::string libraryPath);
 
-  std::unique_ptr<Api> api;
+  std::unique_ptr<NvrtcApi> api;
   std::string libraryPath;
   std::string identityText;
   int major = 0, minor = 0;

@@ -45,7 +45,8 @@ std::optional<int> numberAfter(const std::string &line,
   if (at == std::string::npos)
     return std::nullopt;
   size_t begin = at + prefix.size(), end = begin;
-  while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end])))
+  while (end < line.size() &&
+         std::isdigit(static_cast<unsigned char>(line[end])))
     ++end;
   if (end == begin)
     return std::nullopt;
@@ -83,8 +84,8 @@ ResourceUsage parsePtxasLog(const std::string &log, const std::string &kernel) {
     const std::string properties = "Function properties for ";
     if (size_t at = line.find(properties); at != std::string::npos) {
       current = line.substr(at + properties.size());
-      while (!current.empty() && std::isspace(static_cast<unsigned char>(
-                                     current.back())))
+      while (!current.empty() &&
+             std::isspace(static_cast<unsigned char>(current.back())))
         current.pop_back();
       continue;
     }

@@ -57,20 +57,29 @@ void GroupEmitter::beginKernel(StringRef phase) {
   argOf.clear();
 }
 
-int GroupEmitter::buffer(Value v) {
-  auto it = program.buffers.find(v);
-  assert(it != program.buffers.end() && "value without a plan buffer");
-  int64_t id = it->second;
+int GroupEmitter::argument(int64_t id) {
   auto [pos, inserted] = argOf.try_emplace(id, static_cast<int>(args.size()));
   if (inserted)
     args.push_back(id);
   return pos->second;
 }
 
-int GroupEmitter::scratch(Type elementType, const SymShape &shape) {
+int GroupEmitter::buffer(Value v) {
+  auto it = program.buffers.find(v);
+  assert(it != program.buffers.end() && "value without a plan buffer");
+  if (it->second >= 0)
+    return argument(it->second);
+  // A result nobody reads has no plan buffer; a kernel that writes it
+  // anyway (it reads it back itself) gets a scratch buffer.
+  auto type = cast<TensorType>(v.getType());
+  return argument(scratch(type.getElementType(), shapeOf(v), "unread"));
+}
+
+int64_t GroupEmitter::scratch(Type elementType, const SymShape &shape,
+                              StringRef purpose) {
   std::string key;
   llvm::raw_string_ostream os(key);
-  os << elementType << ":" << shapeStr(shape);
+  os << purpose << ":" << elementType << ":" << shapeStr(shape);
   int64_t nth = llvm::count_if(taken, [&](auto &t) { return t.first == key; });
   llvm::SmallVector<int64_t> &pool = program.scratchPool[key];
   if (nth >= static_cast<int64_t>(pool.size())) {
@@ -80,8 +89,7 @@ int GroupEmitter::scratch(Type elementType, const SymShape &shape) {
   }
   int64_t id = pool[nth];
   taken.push_back({key, id});
-  args.push_back(id);
-  return static_cast<int>(args.size()) - 1;
+  return id;
 }
 
 int GroupEmitter::scalar(const SymDim &value) {

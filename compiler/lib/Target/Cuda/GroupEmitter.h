@@ -53,8 +53,14 @@ public:
   void beginKernel(StringRef phase);
   /// The kernel argument index of a value's plan buffer.
   int buffer(Value v);
-  /// A scratch buffer private to this group (pooled across groups).
-  int scratch(Type elementType, const SymShape &shape);
+  /// A new scratch buffer private to this group (pooled across groups);
+  /// returns its buffer id, for argument() in any kernel of the group.
+  /// Buffers are pooled only with others of the same `purpose`: a ticket
+  /// counter must stay zero between launches, so it never holds data.
+  int64_t scratch(Type elementType, const SymShape &shape,
+                  StringRef purpose = "data");
+  /// The kernel argument index of a buffer id.
+  int argument(int64_t bufferId);
   /// A run-time size.
   int scalar(const SymDim &value);
   /// `const T *` (or `T *`) accessor expression for buffer argument `arg`.

@@ -1,0 +1,152 @@
+//===- Attention.cpp - attention and its gradient -------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+struct Geometry {
+  int64_t heads, kvHeads, headDim;
+  double scale;
+  bool causal;
+};
+
+/// Declares `s`, the moec::AttentionShape of the launch; `past` is the
+/// pointer of the cache length, or empty without a cache.
+void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
+               const Geometry &geo, StringRef past) {
+  const SymShape &qs = e.shapeOf(q), &ks = e.shapeOf(k);
+  w.line(llvm::formatv("const int64_t batch = moec::scalarArg(p, {0});",
+                       e.scalar(qs[0])));
+  w.line(llvm::formatv("const int64_t sq = moec::scalarArg(p, {0});",
+                       e.scalar(qs[1])));
+  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                       e.scalar(ks[1])));
+  w.line("moec::AttentionShape s;");
+  w.line("s.batch = batch;");
+  w.line("s.sq = sq;");
+  w.line("s.rowsPerBatch = rows;");
+  if (past.empty()) {
+    w.line("s.kvLen = rows;");
+    w.line("s.offset = rows - sq;");
+  } else {
+    w.line(llvm::formatv("s.kvLen = {0}[0] + sq;", past));
+    w.line(llvm::formatv("s.offset = {0}[0];", past));
+  }
+  w.line(llvm::formatv("s.heads = {0};", geo.heads));
+  w.line(llvm::formatv("s.kvHeads = {0};", geo.kvHeads));
+  w.line(llvm::formatv("s.scale = {0};", floatLiteral(geo.scale)));
+  w.line(llvm::formatv("s.causal = {0};", geo.causal ? "true" : "false"));
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
+  auto op = cast<AttentionOp>(e.first());
+  Geometry geo{static_cast<int64_t>(op.getNumHeads()),
+               static_cast<int64_t>(op.getNumKvHeads()), 0,
+               op.getScale().convertToDouble(), op.getCausal()};
+  geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
+                geo.heads;
+  int64_t tq = e.tile("tile_q", 32), tk = e.tile("tile_k", 32),
+          threads = e.tile("threads", 128);
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  std::string past =
+      op.getPast() ? declared(e, w, op.getPast(), false, "past") : "";
+  shapeDecl(e, w, op.getQ(), op.getK(), geo, past);
+  std::string q = declared(e, w, op.getQ(), false, "q");
+  std::string k = declared(e, w, op.getK(), false, "k");
+  std::string v = declared(e, w, op.getV(), false, "v");
+  std::string out = declared(e, w, op.getResult(), true, "out");
+  std::string lse = e.escapes(op.getLse())
+                        ? declared(e, w, op.getLse(), true, "lse")
+                        : std::string("moec::gptr<float>()");
+  w.line(llvm::formatv("moec::attentionForward<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
+                       "{6}, {7}, {8});",
+                       geo.headDim, tq, tk, threads, q, k, v, out, lse));
+  const SymShape &qs = e.shapeOf(op.getQ());
+  e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
+                 GridDim{qs[0], 1}, threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
+  auto op = cast<AttentionGradOp>(e.first());
+  Geometry geo{static_cast<int64_t>(op.getNumHeads()),
+               static_cast<int64_t>(op.getNumKvHeads()), 0,
+               op.getScale().convertToDouble(), op.getCausal()};
+  geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
+                geo.heads;
+  int64_t tq = e.tile("tile_q", 32), tk = e.tile("tile_k", 32),
+          threads = e.tile("threads", 128);
+  const SymShape &qs = e.shapeOf(op.getQ()), &ks = e.shapeOf(op.getK());
+  Type f32 = cast<TensorType>(op.getLse().getType()).getElementType();
+  int64_t delta = e.scratch(f32, e.shapeOf(op.getLse()));
+
+  // delta = <dout, out> per query row.
+  e.beginKernel("delta");
+  {
+    CodeWriter w;
+    w.indent();
+    shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
+    std::string out = declared(e, w, op.getOut(), false, "out");
+    std::string dout = declared(e, w, op.getDout(), false, "dout");
+    w.line(llvm::formatv("moec::attentionDelta<{0}, {1}>(s, {2}, {3}, {4});",
+                         geo.headDim, threads, out, dout,
+                         e.bufferExpr(e.argument(delta), f32, true)));
+    e.finishKernel(w.str(),
+                   GridDim{qs[0] * qs[1] * SymDim(geo.heads), threads / 32},
+                   GridDim(), GridDim(), threads);
+  }
+  auto common = [&](CodeWriter &w) {
+    shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
+    return std::make_tuple(declared(e, w, op.getQ(), false, "q"),
+                           declared(e, w, op.getK(), false, "k"),
+                           declared(e, w, op.getV(), false, "v"),
+                           declared(e, w, op.getDout(), false, "dout"),
+                           declared(e, w, op.getLse(), false, "lse"),
+                           e.bufferExpr(e.argument(delta), f32, false));
+  };
+  if (e.escapes(op.getDq())) {
+    e.beginKernel("dq");
+    CodeWriter w;
+    w.indent();
+    auto [q, k, v, dout, lse, dl] = common(w);
+    std::string dq = declared(e, w, op.getDq(), true, "dq");
+    w.line(llvm::formatv("moec::attentionGradQ<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
+                         "{6}, {7}, {8}, {9}, {10});",
+                         geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,
+                         dq));
+    e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
+                   GridDim{qs[0], 1}, threads);
+  }
+  if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
+    e.beginKernel("dkv");
+    CodeWriter w;
+    w.indent();
+    auto [q, k, v, dout, lse, dl] = common(w);
+    std::string dk = declared(e, w, op.getDk(), true, "dk");
+    std::string dv = declared(e, w, op.getDv(), true, "dv");
+    w.line(llvm::formatv("moec::attentionGradKV<{0}, {1}, {2}, {3}>(s, {4}, "
+                         "{5}, {6}, {7}, {8}, {9}, {10}, {11});",
+                         geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,
+                         dk, dv));
+    e.finishKernel(w.str(), GridDim{ks[1], tk}, GridDim{SymDim(geo.kvHeads), 1},
+                   GridDim{qs[0], 1}, threads);
+  }
+  return success();
+}

@@ -1,0 +1,213 @@
+//===- Embedding.cpp - embeddings, positions, KV caches -------------------===//
+//
+// Gathers and their gradients. The forward is a grid-stride loop over the
+// output elements with the position embedding and any dropout fused in.
+// The gradients are written without atomics: each output element is one
+// thread's ordered sum (over matching tokens, or over the batch).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+const char *kGridStride =
+    "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
+    "threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)";
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
+  const KernelGroup &g = e.group();
+  Value out = g.ops.back()->getResult(0);
+  const SymShape &shape = e.shapeOf(out);
+  int64_t d = cast<RankedTensorType>(out.getType()).getShape().back();
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  SymDim n = e.numElements(out);
+  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
+                       e.scalar(n)));
+  llvm::DenseMap<Value, std::string> stores;
+  for (Operation *op : g.ops)
+    if (e.escapes(op->getResult(0)))
+      stores[op->getResult(0)] = declared(e, w, op->getResult(0), true, "out");
+  // Per-op operands declared up front.
+  struct Piece {
+    Operation *op;
+    llvm::SmallVector<std::string> ptrs;
+  };
+  llvm::SmallVector<Piece> pieces;
+  for (Operation *op : g.ops) {
+    Piece piece{op, {}};
+    for (Value v : op->getOperands())
+      piece.ptrs.push_back(e.inGroup(v) ? std::string()
+                                        : declared(e, w, v, false, "in"));
+    pieces.push_back(piece);
+  }
+  // S: the sequence length, for the position of row t (= t % S).
+  SymDim seq = shape.size() >= 3 ? shape[shape.size() - 2] : SymDim(1);
+  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
+                       e.scalar(seq)));
+  {
+    CodeWriter::Scope loop(w, kGridStride);
+    w.line(llvm::formatv("const int64_t t = i / {0}, c = i % {0};", d));
+    llvm::DenseMap<Value, std::string> values;
+    for (Piece &piece : pieces) {
+      Operation *op = piece.op;
+      std::string v = e.fresh();
+      if (isa<EmbeddingOp>(op)) {
+        w.line(llvm::formatv("const float {0} = {1}[static_cast<int64_t>({2}[t]) "
+                             "* {3} + c];",
+                             v, piece.ptrs[1], piece.ptrs[0], d));
+      } else if (isa<AddPositionsOp>(op)) {
+        std::string x = piece.ptrs[0].empty() ? values[op->getOperand(0)]
+                                              : piece.ptrs[0] + "[i]";
+        w.line(llvm::formatv("const float {0} = {1} + {2}[({3}[0] + t % S) * "
+                             "{4} + c];",
+                             v, x, piece.ptrs[1], piece.ptrs[2], d));
+      } else {
+        llvm::SmallVector<std::string> in;
+        for (auto [operand, ptr] : llvm::zip(op->getOperands(), piece.ptrs))
+          in.push_back(ptr.empty() ? values[operand]
+                                   : cast<RankedTensorType>(operand.getType())
+                                                 .getRank() == 0
+                                         ? ptr + "[0]"
+                                         : ptr + "[i]");
+        FailureOr<std::string> r = e.elementwise(w, op, in, "i");
+        if (failed(r))
+          return op->emitOpError("cannot be fused into an embedding kernel");
+        v = *r;
+      }
+      values[op->getResult(0)] = v;
+      if (stores.count(op->getResult(0)))
+        w.line(stores[op->getResult(0)] + "[i] = " + v + ";");
+    }
+  }
+  int64_t threads = 256;
+  e.finishKernel(w.str(), GridDim{n, threads * 4}, GridDim(), GridDim(),
+                 threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitEmbeddingGradGroup(GroupEmitter &e) {
+  auto grad = cast<EmbeddingGradOp>(e.first());
+  int64_t vocab = static_cast<int64_t>(grad.getVocab());
+  int64_t d = cast<RankedTensorType>(grad.getDy().getType()).getShape().back();
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
+                       e.scalar(e.numElements(grad.getIds()))));
+  std::string ids = declared(e, w, grad.getIds(), false, "ids");
+  std::string dy = declared(e, w, grad.getDy(), false, "dy");
+  std::string out = declared(e, w, grad.getDtable(), true, "dtable");
+  // Block v sums the rows of the tokens whose id is v, in token order.
+  w.line("const int64_t v = blockIdx.x;");
+  {
+    CodeWriter::Scope cols(w, llvm::formatv("for (int64_t c = threadIdx.x; c "
+                                            "< {0}; c += blockDim.x)",
+                                            d)
+                                  .str());
+    w.line("float sum = 0.0f;");
+    w.line("for (int64_t t = 0; t < T; ++t)");
+    w.line(llvm::formatv("  if ({0}[t] == v) sum += {1}[t * {2} + c];", ids, dy,
+                         d));
+    w.line(llvm::formatv("{0}[v * {1} + c] = sum;", out, d));
+  }
+  e.finishKernel(w.str(), GridDim{SymDim(vocab), 1}, GridDim(), GridDim(),
+                 std::min<int64_t>(256, std::max<int64_t>(32, d)));
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
+  auto grad = cast<AddPositionsGradOp>(e.first());
+  const SymShape &shape = e.shapeOf(grad.getDy());
+  int64_t maxLen = static_cast<int64_t>(grad.getMaxLen());
+  int64_t d = cast<RankedTensorType>(grad.getDy().getType()).getShape().back();
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t B = moec::scalarArg(p, {0});",
+                       e.scalar(shape[0])));
+  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
+                       e.scalar(shape[1])));
+  w.line(llvm::formatv("const int64_t n = {0};", maxLen * d));
+  std::string dy = declared(e, w, grad.getDy(), false, "dy");
+  std::string start = declared(e, w, grad.getStart(), false, "start");
+  std::string out = declared(e, w, grad.getDtable(), true, "dtable");
+  {
+    CodeWriter::Scope loop(w, kGridStride);
+    w.line(llvm::formatv("const int64_t s = i / {0} - {1}[0], c = i % {0};", d,
+                         start));
+    w.line("float sum = 0.0f;");
+    w.line("if (s >= 0 && s < S)");
+    w.line(llvm::formatv("  for (int64_t b = 0; b < B; ++b) sum += {0}[(b * S "
+                         "+ s) * {1} + c];",
+                         dy, d));
+    w.line(out + "[i] = sum;");
+  }
+  e.finishKernel(w.str(), GridDim{SymDim(maxLen * d), 1024}, GridDim(),
+                 GridDim(), 256);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
+  auto write = cast<KvCacheWriteOp>(e.first());
+  const SymShape &cacheShape = e.shapeOf(write.getCache());
+  const SymShape &updateShape = e.shapeOf(write.getUpdate());
+  auto cacheType = cast<RankedTensorType>(write.getCache().getType());
+  int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
+  bool inPlace = e.buffer(write.getCache()) == e.buffer(write.getResult());
+  if (!inPlace) {
+    // The plan kept the old cache alive: copy it first.
+    e.beginKernel("copy");
+    CodeWriter c;
+    c.indent();
+    SymDim n = e.numElements(write.getCache());
+    c.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
+                         e.scalar(n)));
+    std::string from = declared(e, c, write.getCache(), false, "from");
+    std::string to = declared(e, c, write.getResult(), true, "to");
+    {
+      CodeWriter::Scope loop(c, kGridStride);
+      c.line(to + "[i] = " + from + "[i];");
+    }
+    e.finishKernel(c.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
+  }
+  e.beginKernel(inPlace ? "" : "write");
+  CodeWriter w;
+  w.indent();
+  SymDim n = e.numElements(write.getUpdate());
+  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
+                       e.scalar(n)));
+  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
+                       e.scalar(updateShape[1])));
+  (void)cacheShape;
+  std::string update = declared(e, w, write.getUpdate(), false, "update");
+  std::string past = declared(e, w, write.getPast(), false, "past");
+  std::string cache = declared(e, w, write.getResult(), true, "cache");
+  {
+    CodeWriter::Scope loop(w, kGridStride);
+    w.line(llvm::formatv("const int64_t b = i / (S * {0}), s = i / {0} % S, c "
+                         "= i % {0};",
+                         width));
+    w.line(llvm::formatv("{0}[(b * {1} + {2}[0] + s) * {3} + c] = {4}[i];", cache,
+                         maxLen, past, width, update));
+  }
+  e.finishKernel(w.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
+  return success();
+}

@@ -1,0 +1,196 @@
+//===- Gemm.cpp - linear layers and their gradients -----------------------===//
+//
+// A linear op is one tiled GEMM whose store applies the group's fused
+// epilogue: bias, activation, residual add, computed on the accumulator in
+// registers; every intermediate value another group reads is stored too.
+// Its gradient is up to three launches: dx = dy W^T and dW = x^T dy as
+// GEMMs (each output accumulated by one thread over k: deterministic), and
+// db as fixed-order column sums.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+/// Declares a pointer local for a value and returns its name.
+std::string pointer(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                    StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+/// Writes the call of moec::gemmTile for the tile of this block.
+void gemmCall(CodeWriter &w, int64_t tm, int64_t tn, int64_t tk,
+              int64_t threads, StringRef m, StringRef n, StringRef k,
+              StringRef loadA, StringRef loadB, StringRef store) {
+  w.line(llvm::formatv("moec::gemmTile<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
+                       "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
+                       "{1}, {4}, {5}, {6}, {7}, {8}, {9});",
+                       tm, tn, tk, threads, m, n, k, loadA, loadB, store));
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
+  auto linear = cast<LinearOp>(e.first());
+  Value x = linear.getX(), w = linear.getWeight();
+  auto wType = cast<RankedTensorType>(w.getType());
+  bool transposed = linear.getTransposeWeight();
+  int64_t k = wType.getDimSize(transposed ? 1 : 0);
+  int64_t n = wType.getDimSize(transposed ? 0 : 1);
+  int64_t tm = e.tile("tile_m", 64), tn = e.tile("tile_n", 64),
+          tk = e.tile("tile_k", 16), threads = e.tile("threads", 256);
+  SymDim rows = e.rowsOf(x);
+
+  e.beginKernel("");
+  CodeWriter body;
+  body.indent();
+  body.line(llvm::formatv("const int64_t M = moec::scalarArg(p, {0});",
+                          e.scalar(rows)));
+  std::string xp = pointer(e, body, x, false, "x");
+  std::string wp = pointer(e, body, w, false, "w");
+  std::string bias = linear.getBias() ? pointer(e, body, linear.getBias(), false, "b")
+                                      : std::string();
+  // Epilogue operands from outside the group and the values to store.
+  llvm::DenseMap<Value, std::string> names, outputs;
+  for (Operation *op : llvm::drop_begin(e.group().ops))
+    for (Value v : op->getOperands())
+      if (!e.inGroup(v) && !names.count(v))
+        names[v] = pointer(e, body, v, false, "in");
+  for (Operation *op : e.group().ops)
+    if (e.escapes(op->getResult(0)))
+      outputs[op->getResult(0)] = pointer(e, body, op->getResult(0), true, "out");
+
+  body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
+  body.indent();
+  body.line(llvm::formatv("const int64_t i = m * {0} + col;", n));
+  llvm::DenseMap<Value, std::string> values;
+  std::string y = e.fresh();
+  body.line("const float " + y + " = acc" + (bias.empty() ? "" : " + " + bias + "[col]") + ";");
+  values[linear.getResult()] = y;
+  auto storeIfNeeded = [&](Value v) {
+    if (outputs.count(v))
+      body.line(outputs[v] + "[i] = " + values[v] + ";");
+  };
+  storeIfNeeded(linear.getResult());
+  for (Operation *op : llvm::drop_begin(e.group().ops)) {
+    llvm::SmallVector<std::string> in;
+    for (Value v : op->getOperands()) {
+      if (values.count(v)) {
+        in.push_back(values[v]);
+      } else if (cast<RankedTensorType>(v.getType()).getRank() == 0) {
+        in.push_back(names[v] + "[0]");
+      } else {
+        in.push_back(names[v] + "[i]");
+      }
+    }
+    FailureOr<std::string> v = e.elementwise(body, op, in, "i");
+    if (failed(v))
+      return op->emitOpError("cannot be fused into a GEMM epilogue");
+    values[op->getResult(0)] = *v;
+    storeIfNeeded(op->getResult(0));
+  }
+  body.dedent();
+  body.line("};");
+  std::string loadB =
+      transposed ? llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", wp, k).str()
+                 : llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", wp, n).str();
+  gemmCall(body, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
+           llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", xp, k).str(), loadB,
+           "store");
+  e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
+                 GridDim(), threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
+  auto grad = cast<LinearGradOp>(e.first());
+  if (e.group().ops.size() != 1)
+    return e.error("gemm_grad groups hold one op");
+  Value x = grad.getX(), w = grad.getWeight(), dy = grad.getDy();
+  auto wType = cast<RankedTensorType>(w.getType());
+  bool transposed = grad.getTransposeWeight();
+  int64_t kin = wType.getDimSize(transposed ? 1 : 0);
+  int64_t nout = wType.getDimSize(transposed ? 0 : 1);
+  int64_t tm = e.tile("tile_m", 64), tn = e.tile("tile_n", 64),
+          tk = e.tile("tile_k", 16), threads = e.tile("threads", 256);
+  SymDim rows = e.rowsOf(x);
+  auto store = [](StringRef out, int64_t ld) {
+    return llvm::formatv("[=](int64_t m, int64_t col, float acc) {{ {0}[m * "
+                         "{1} + col] = acc; }",
+                         out, ld)
+        .str();
+  };
+
+  if (e.escapes(grad.getDx())) {
+    // dx[t, kin] = sum_n dy[t, n] W(kin, n).
+    e.beginKernel("dx");
+    CodeWriter b;
+    b.indent();
+    b.line(llvm::formatv("const int64_t M = moec::scalarArg(p, {0});",
+                         e.scalar(rows)));
+    std::string dyp = pointer(e, b, dy, false, "dy");
+    std::string wp = pointer(e, b, w, false, "w");
+    std::string dxp = pointer(e, b, grad.getDx(), true, "dx");
+    std::string loadB =
+        transposed
+            ? llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", wp, kin).str()
+            : llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", wp, nout).str();
+    b.line("const auto store = " + store(dxp, kin) + ";");
+    gemmCall(b, tm, tn, tk, threads, "M", std::to_string(kin),
+             std::to_string(nout),
+             llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", dyp, nout).str(),
+             loadB, "store");
+    e.finishKernel(b.str(), GridDim{SymDim(kin), tn}, GridDim{rows, tm},
+                   GridDim(), threads);
+  }
+  if (e.escapes(grad.getDweight())) {
+    // dW = x^T dy ([kin, nout]), or dy^T x when W is stored transposed.
+    e.beginKernel("dw");
+    CodeWriter b;
+    b.indent();
+    b.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
+                         e.scalar(rows)));
+    std::string xp = pointer(e, b, x, false, "x");
+    std::string dyp = pointer(e, b, dy, false, "dy");
+    std::string dwp = pointer(e, b, grad.getDweight(), true, "dw");
+    int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
+    std::string loadA =
+        transposed
+            ? llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", dyp, nout).str()
+            : llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", xp, kin).str();
+    std::string loadB =
+        transposed
+            ? llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", xp, kin).str()
+            : llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", dyp, nout).str();
+    b.line("const auto store = " + store(dwp, n) + ";");
+    gemmCall(b, tm, tn, tk, threads, std::to_string(m), std::to_string(n), "T",
+             loadA, loadB, "store");
+    e.finishKernel(b.str(), GridDim{SymDim(n), tn}, GridDim{SymDim(m), tm},
+                   GridDim(), threads);
+  }
+  if (grad.getDbias() && e.escapes(grad.getDbias())) {
+    e.beginKernel("db");
+    CodeWriter b;
+    b.indent();
+    b.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
+                         e.scalar(rows)));
+    std::string dyp = pointer(e, b, dy, false, "dy");
+    std::string dbp = pointer(e, b, grad.getDbias(), true, "db");
+    b.line(llvm::formatv("moec::columnSums(T, {0}, [=](int64_t r, int64_t c) "
+                         "{{ return {1}[r * {0} + c]; }, [=](int64_t c, float "
+                         "s) {{ {2}[c] = s; });",
+                         nout, dyp, dbp));
+    e.finishKernel(b.str(), GridDim{SymDim(nout), 32}, GridDim(), GridDim(),
+                   256);
+  }
+  return success();
+}

@@ -1,0 +1,166 @@
+//===- Norm.cpp - layer/RMS norm groups and their gradients ---------------===//
+//
+// Forward: one warp per row, with the residual add that feeds the norm read
+// (and stored) in the same pass. Backward: one warp per row computes dx and
+// the per-row dgamma contributions; a second launch sums the contributions
+// and dy column by column in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+struct NormInfo {
+  Value x, gamma, beta, result;
+  double eps;
+  bool rms;
+};
+
+NormInfo normInfo(Operation *op) {
+  if (auto ln = dyn_cast<LayerNormOp>(op))
+    return {ln.getX(), ln.getGamma(), ln.getBeta(), ln.getResult(),
+            ln.getEps().convertToDouble(), false};
+  auto rms = cast<RmsNormOp>(op);
+  return {rms.getX(), rms.getGamma(), Value(), rms.getResult(),
+          rms.getEps().convertToDouble(), true};
+}
+
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
+  Operation *normOp = e.group().ops.back();
+  if (!isa<LayerNormOp, RmsNormOp>(normOp))
+    return e.error("a norm group must end with its norm");
+  NormInfo info = normInfo(normOp);
+  int64_t d = cast<RankedTensorType>(info.x.getType()).getShape().back();
+  int64_t rowsPerBlock = e.tile("rows_per_block", 4);
+  SymDim rows = e.rowsOf(info.x);
+
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                       e.scalar(rows)));
+  std::string gamma = declared(e, w, info.gamma, false, "gamma");
+  std::string beta = info.beta ? declared(e, w, info.beta, false, "beta")
+                               : std::string("moec::gptr<const float>()");
+  std::string y = declared(e, w, info.result, true, "y");
+  // The input: x itself, or the residual sum computed (and stored) here.
+  std::string load;
+  if (e.group().ops.size() == 2) {
+    Operation *add = e.group().ops.front();
+    std::string a = declared(e, w, add->getOperand(0), false, "a");
+    std::string b = declared(e, w, add->getOperand(1), false, "b");
+    std::string sum = e.escapes(add->getResult(0))
+                          ? declared(e, w, add->getResult(0), true, "sum")
+                          : std::string();
+    load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = {0}[r * "
+                         "{1} + c] + {2}[r * {1} + c];{3} return s; }",
+                         a, d, b,
+                         sum.empty() ? std::string()
+                                     : llvm::formatv(" {0}[r * {1} + c] = s;",
+                                                     sum, d)
+                                           .str())
+               .str();
+  } else {
+    std::string x = declared(e, w, info.x, false, "x");
+    load = llvm::formatv("[=](int64_t r, int64_t c) {{ return {0}[r * {1} + "
+                         "c]; }",
+                         x, d)
+               .str();
+  }
+  w.line(llvm::formatv("moec::normRows<{0}, {1}, {2}>(rows, {3}, {4}, {5}, {6}, "
+                       "[=](int64_t r, int64_t c, float v) {{ {7}[r * {0} + c] "
+                       "= v; });",
+                       d, info.rms ? "true" : "false", rowsPerBlock,
+                       floatLiteral(info.eps), load, gamma, beta, y));
+  e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
+                 32 * rowsPerBlock);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
+  Operation *op = e.first();
+  Value x = op->getOperand(0), gamma = op->getOperand(1),
+        dy = op->getOperand(2);
+  bool rms = isa<RmsNormGradOp>(op);
+  double eps = rms ? cast<RmsNormGradOp>(op).getEps().convertToDouble()
+                   : cast<LayerNormGradOp>(op).getEps().convertToDouble();
+  Value dx = op->getResult(0), dgamma = op->getResult(1);
+  Value dbeta = rms ? Value() : op->getResult(2);
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t d = xType.getShape().back();
+  int64_t rowsPerBlock = e.tile("rows_per_block", 4);
+  SymDim rows = e.rowsOf(x);
+  bool needGamma = e.escapes(dgamma);
+  bool needBeta = dbeta && e.escapes(dbeta);
+
+  e.beginKernel("rows");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                       e.scalar(rows)));
+  std::string xp = declared(e, w, x, false, "x");
+  std::string gp = declared(e, w, gamma, false, "gamma");
+  std::string dyp = declared(e, w, dy, false, "dy");
+  std::string dxp = declared(e, w, dx, true, "dx");
+  std::string contrib = "moec::gptr<float>()";
+  int64_t contribId = -1;
+  if (needGamma) {
+    contribId = e.scratch(xType.getElementType(), e.shapeOf(x));
+    contrib = e.fresh("contrib");
+    w.line(llvm::formatv("const moec::gptr<float> {0} = {1};", contrib,
+                         e.bufferExpr(e.argument(contribId),
+                                      xType.getElementType(), true)));
+  }
+  w.line(llvm::formatv("moec::normGradRows<{0}, {1}, {2}>(rows, {3}, {4}, {5}, "
+                       "{6}, {7}, {8});",
+                       d, rms ? "true" : "false", rowsPerBlock,
+                       floatLiteral(eps), xp, gp, dyp, dxp, contrib));
+  e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
+                 32 * rowsPerBlock);
+  if (!needGamma && !needBeta)
+    return success();
+
+  // The second launch sums what the first wrote.
+  e.beginKernel("columns");
+  CodeWriter c;
+  c.indent();
+  c.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                       e.scalar(rows)));
+  if (needGamma) {
+    std::string dg = declared(e, c, dgamma, true, "dgamma");
+    c.line(llvm::formatv("const moec::gptr<const float> contrib = {0};",
+                         e.bufferExpr(e.argument(contribId),
+                                      xType.getElementType(), false)));
+    c.line(llvm::formatv("moec::columnSums(rows, {0}, [=](int64_t r, int64_t "
+                         "k) {{ return contrib[r * {0} + k]; }, [=](int64_t k, "
+                         "float s) {{ {1}[k] = s; });",
+                         d, dg));
+  }
+  if (needBeta) {
+    std::string dyp2 = declared(e, c, dy, false, "dy");
+    std::string db = declared(e, c, dbeta, true, "dbeta");
+    c.line(llvm::formatv("moec::columnSums(rows, {0}, [=](int64_t r, int64_t "
+                         "k) {{ return {1}[r * {0} + k]; }, [=](int64_t k, "
+                         "float s) {{ {2}[k] = s; });",
+                         d, dyp2, db));
+  }
+  e.finishKernel(c.str(), GridDim{SymDim(d), 32}, GridDim(), GridDim(), 256);
+  return success();
+}

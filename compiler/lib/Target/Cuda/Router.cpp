@@ -1,0 +1,255 @@
+//===- Router.cpp - the fused router and the router gradients -------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+const char *gateName(GateWeighting g) {
+  switch (g) {
+  case GateWeighting::Raw:
+    return "Raw";
+  case GateWeighting::RenormDetached:
+    return "RenormDetached";
+  case GateWeighting::SoftmaxTopK:
+    return "SoftmaxTopK";
+  case GateWeighting::Unit:
+    return "Unit";
+  }
+  return "Raw";
+}
+
+const char *capacityName(Capacity c) {
+  switch (c) {
+  case Capacity::None:
+    return "None";
+  case Capacity::Switch:
+    return "Switch";
+  case Capacity::Tutel:
+    return "Tutel";
+  case Capacity::SparseMixer:
+    return "SparseMixer";
+  }
+  return "None";
+}
+
+const char *balanceName(BalanceLoss b) {
+  switch (b) {
+  case BalanceLoss::AllSlots:
+    return "AllSlots";
+  case BalanceLoss::Top1:
+    return "Top1";
+  case BalanceLoss::AnyTopK:
+    return "AnyTopK";
+  }
+  return "AllSlots";
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
+  LinearOp linear;
+  TopKRouterOp router;
+  SwitchLossOp balance;
+  ZLossOp zloss;
+  ExpertLoadOp load;
+  for (Operation *op : e.group().ops) {
+    if (auto l = dyn_cast<LinearOp>(op))
+      linear = l;
+    else if (auto r = dyn_cast<TopKRouterOp>(op))
+      router = r;
+    else if (auto b = dyn_cast<SwitchLossOp>(op))
+      balance = b;
+    else if (auto z = dyn_cast<ZLossOp>(op))
+      zloss = z;
+    else if (auto l = dyn_cast<ExpertLoadOp>(op))
+      load = l;
+  }
+  if (!router)
+    return e.error("a router group needs its moe.topk_router");
+  if (linear && linear.getTransposeWeight())
+    return linear.emitOpError("router logits with a transposed weight are not "
+                              "supported by the CUDA router");
+  Value logits = router.getLogits();
+  int64_t experts = cast<RankedTensorType>(logits.getType()).getShape().back();
+  int64_t k = static_cast<int64_t>(router.getK());
+  if (experts > 64)
+    return router.emitOpError("the CUDA router handles at most 64 experts, "
+                              "got ")
+           << experts;
+  int64_t d = linear
+                  ? cast<RankedTensorType>(linear.getX().getType()).getShape().back()
+                  : 0;
+  int64_t threads = 256, warps = threads / 32;
+  SymDim tokens = e.rowsOf(logits);
+  MLIRContext *ctx = e.first()->getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+  int64_t zPart = e.scratch(f32, {tokens});
+  int64_t pPart = e.scratch(f32, {tokens * SymDim(experts)});
+  int64_t top1 = e.scratch(f32, {tokens});
+  int64_t order = e.scratch(i32, {tokens});
+  int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
+
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line("moec::RouterParams r;");
+  w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});", e.scalar(tokens)));
+  auto set = [&](StringRef field, Value v, bool writable) {
+    if (!v || (writable && !e.escapes(v)))
+      return;
+    w.line(llvm::formatv("r.{0} = {1};", field,
+                         e.bufferExpr(e.buffer(v),
+                                      cast<TensorType>(v.getType()).getElementType(),
+                                      writable)));
+  };
+  if (linear) {
+    set("h", linear.getX(), false);
+    set("w", linear.getWeight(), false);
+    set("bias", linear.getBias(), false);
+    set("logits", linear.getResult(), true);
+  } else {
+    set("logitsIn", logits, false);
+  }
+  set("probs", router.getProbs(), true);
+  set("gates", router.getGates(), true);
+  // expert is also read back by the last block: always stored.
+  w.line(llvm::formatv("r.expert = {0};",
+                       e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
+  set("slot", router.getSlot(), true);
+  if (load)
+    set("load", load.getLoad(), true);
+  if (balance)
+    set("balance", balance.getLoss(), true);
+  if (zloss)
+    set("zloss", zloss.getLoss(), true);
+  w.line(llvm::formatv("r.zPart = {0};", e.bufferExpr(e.argument(zPart), f32, true)));
+  w.line(llvm::formatv("r.pPart = {0};", e.bufferExpr(e.argument(pPart), f32, true)));
+  w.line(llvm::formatv("r.top1 = {0};", e.bufferExpr(e.argument(top1), f32, true)));
+  w.line(llvm::formatv("r.order = {0};", e.bufferExpr(e.argument(order), i32, true)));
+  w.line(llvm::formatv("r.ticket = moec::bufferArg<unsigned>(p, {0});",
+                       e.argument(ticket)));
+  w.line(llvm::formatv("r.capacityFactor = {0};",
+                       doubleLiteral(router.getCapacityFactor().convertToDouble())));
+  w.line(llvm::formatv("r.minCapacity = {0};",
+                       static_cast<int64_t>(router.getMinCapacity())));
+  BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
+  w.line(llvm::formatv(
+      "moec::routerKernel<{0}, {1}, {2}, {3}, {4}, moec::GateKind::{5}, "
+      "moec::CapacityKind::{6}, {7}, moec::BalanceKind::{8}>(r);",
+      std::max<int64_t>(d, 1), experts, k, threads,
+      linear ? "true" : "false", gateName(router.getGate()),
+      capacityName(router.getCapacity()),
+      router.getPriority() == Priority::Bpr ? "true" : "false",
+      balanceName(variant)));
+  e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(), threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
+  auto op = cast<TopKRouterGradOp>(e.first());
+  int64_t experts =
+      cast<RankedTensorType>(op.getProbs().getType()).getShape().back();
+  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  SymDim tokens = e.rowsOf(op.getProbs());
+  int64_t threads = e.tile("threads", 128);
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
+                       e.scalar(tokens)));
+  std::string probs = declared(e, w, op.getProbs(), false, "probs");
+  std::string expert = declared(e, w, op.getExpert(), false, "expert");
+  std::string slot = declared(e, w, op.getSlot(), false, "slot");
+  std::string dgates = op.getDgates()
+                           ? declared(e, w, op.getDgates(), false, "dgates")
+                           : "moec::gptr<const float>()";
+  std::string dprobs = op.getDprobs()
+                           ? declared(e, w, op.getDprobs(), false, "dprobs")
+                           : "moec::gptr<const float>()";
+  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  w.line(llvm::formatv("moec::routerGradRows<{0}, {1}, {2}, "
+                       "moec::GateKind::{3}>(tokens, {4}, {5}, {6}, {7}, {8}, "
+                       "{9});",
+                       experts, k, threads, gateName(op.getGate()), probs,
+                       expert, slot, dgates, dprobs, out));
+  e.finishKernel(w.str(), GridDim{tokens, threads / 32}, GridDim(), GridDim(),
+                 threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitZLossGradGroup(GroupEmitter &e) {
+  auto op = cast<ZLossGradOp>(e.first());
+  int64_t experts =
+      cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
+  SymDim tokens = e.rowsOf(op.getLogits());
+  int64_t threads = e.tile("threads", 128);
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
+                       e.scalar(tokens)));
+  std::string logits = declared(e, w, op.getLogits(), false, "logits");
+  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
+  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  w.line(llvm::formatv("moec::zLossGradRows<{0}, {1}>(tokens, {2}, {3}, {4});",
+                       experts, threads, logits, dloss, out));
+  e.finishKernel(w.str(), GridDim{tokens, threads / 32}, GridDim(), GridDim(),
+                 threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
+  auto op = cast<SwitchLossGradOp>(e.first());
+  int64_t experts =
+      cast<RankedTensorType>(op.getProbs().getType()).getShape().back();
+  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  SymDim tokens = e.rowsOf(op.getProbs());
+  Type f32 = Float32Type::get(e.first()->getContext());
+  int64_t fractions = e.scratch(f32, {SymDim(experts)});
+  e.beginKernel("fractions");
+  {
+    CodeWriter w;
+    w.indent();
+    w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
+                         e.scalar(tokens)));
+    std::string expert = declared(e, w, op.getExpert(), false, "expert");
+    w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, "
+                         "moec::BalanceKind::{2}>(tokens, {3}, {4});",
+                         experts, k, balanceName(op.getVariant()), expert,
+                         e.bufferExpr(e.argument(fractions), f32, true)));
+    e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), 256);
+  }
+  e.beginKernel("rows");
+  CodeWriter w;
+  w.indent();
+  SymDim n = e.numElements(op.getProbs());
+  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
+                       e.scalar(n)));
+  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
+                       e.scalar(tokens)));
+  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
+  std::string out = declared(e, w, op.getDprobs(), true, "dprobs");
+  w.line(llvm::formatv("const moec::gptr<const float> f = {0};",
+                       e.bufferExpr(e.argument(fractions), f32, false)));
+  w.line(llvm::formatv(
+      "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
+      "threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) "
+      "{0}[i] = {1}[0] * {2}.0f * f[i % {2}] / static_cast<float>(tokens);",
+      out, dloss, experts));
+  e.finishKernel(w.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
+  return success();
+}

@@ -1,0 +1,341 @@
+//===- attention.cuh - scaled dot-product attention -------------*- CUDA -*-===//
+//
+// Flash-style attention on CUDA cores: K and V are staged tile by tile in
+// shared memory, each warp owns QPW queries and keeps their running max,
+// normaliser and output in registers (online softmax), and the log-sum-exp
+// is saved for the backward pass. The backward recomputes probabilities
+// from it: dq in one kernel (per query tile, over keys) and dk, dv in
+// another (per key tile, over the queries and query heads that see it), so
+// every gradient is one thread's ordered sum: no atomics.
+//
+// Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
+// Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
+// head h / (H / Hkv). Key j is visible to query i when j < kvLen and, if
+// causal, j <= i + offset.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_ATTENTION_CUH
+#define MOEC_DEVICE_ATTENTION_CUH
+
+namespace moec {
+
+struct AttentionShape {
+  int64_t batch, sq, rowsPerBatch, kvLen, offset;
+  int heads, kvHeads;
+  float scale;
+  bool causal;
+};
+
+MOEC_DEVICE bool visible(const AttentionShape &s, int64_t i, int64_t j) {
+  return j < s.kvLen && (!s.causal || j <= i + s.offset);
+}
+
+/// grid (ceil(Sq / TQ), H, B), THREADS threads.
+template <int HD, int TQ, int TK, int THREADS>
+MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const float> q,
+                                  gptr<const float> k, gptr<const float> v,
+                                  gptr<float> out, gptr<float> lse) {
+  constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
+  constexpr int kPer = (HD + 31) / 32;
+  static_assert(TQ % kWarps == 0, "queries split evenly over warps");
+  MOEC_SHARED(float, Qs, TQ * HD);
+  MOEC_SHARED(float, Ks, TK * HD);
+  MOEC_SHARED(float, Vs, TK * HD);
+  MOEC_SHARED(float, Ps, kWarps * TK);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
+  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
+                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+
+  for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
+    int64_t i = i0 + t / HD;
+    Qs[t] = i < s.sq ? q[(b * s.sq + i) * qStride + h * HD + t % HD] : 0.0f;
+  }
+  float m[QPW], l[QPW], o[QPW][kPer];
+  for (int r = 0; r < QPW; ++r) {
+    m[r] = -3.0e38f;
+    l[r] = 0.0f;
+    for (int j = 0; j < kPer; ++j)
+      o[r][j] = 0.0f;
+  }
+  // The last key any query of this block can see.
+  int64_t iLast = i0 + TQ - 1 < s.sq - 1 ? i0 + TQ - 1 : s.sq - 1;
+  int64_t jEnd = s.causal && iLast + s.offset + 1 < s.kvLen
+                     ? iLast + s.offset + 1
+                     : s.kvLen;
+  for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
+      int64_t j = j0 + t / HD;
+      int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
+      Ks[t] = j < s.kvLen ? k[at] : 0.0f;
+      Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < QPW; ++r) {
+      const int qi = warp * QPW + r;
+      const int64_t i = i0 + qi;
+      if (i >= s.sq)
+        break;
+      float tileMax = -3.0e38f;
+      for (int kk = lane; kk < TK; kk += 32) {
+        float score = -3.0e38f;
+        if (visible(s, i, j0 + kk)) {
+          float dot = 0.0f;
+          for (int d = 0; d < HD; ++d)
+            dot += Qs[qi * HD + d] * Ks[kk * HD + d];
+          score = dot * s.scale;
+        }
+        Ps[warp * TK + kk] = score;
+        tileMax = score > tileMax ? score : tileMax;
+      }
+      tileMax = warpMax(tileMax);
+      if (tileMax <= -3.0e38f)
+        continue; // nothing visible in this tile
+      float mNew = m[r] > tileMax ? m[r] : tileMax;
+      float correction = expf(m[r] - mNew);
+      float sum = 0.0f;
+      for (int kk = lane; kk < TK; kk += 32) {
+        float score = Ps[warp * TK + kk];
+        float pj = score <= -3.0e38f ? 0.0f : expf(score - mNew);
+        Ps[warp * TK + kk] = pj;
+        sum += pj;
+      }
+      __syncwarp();
+      l[r] = l[r] * correction + warpSum(sum);
+      m[r] = mNew;
+      for (int j = 0; j < kPer; ++j) {
+        int d = lane + 32 * j;
+        float acc = o[r][j] * correction;
+        if (d < HD)
+          for (int kk = 0; kk < TK; ++kk)
+            acc += Ps[warp * TK + kk] * Vs[kk * HD + d];
+        o[r][j] = acc;
+      }
+      __syncwarp();
+    }
+  }
+  for (int r = 0; r < QPW; ++r) {
+    const int64_t i = i0 + warp * QPW + r;
+    if (i >= s.sq)
+      break;
+    float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    for (int j = 0; j < kPer; ++j) {
+      int d = lane + 32 * j;
+      if (d < HD)
+        out[(b * s.sq + i) * qStride + h * HD + d] = o[r][j] * inv;
+    }
+    if (lane == 0 && lse)
+      lse[(b * s.heads + h) * s.sq + i] =
+          l[r] > 0.0f ? m[r] + logf(l[r]) : __int_as_float(0xff800000);
+  }
+}
+
+/// delta[b, h, i] = <dout_i, out_i>; one warp per query row.
+template <int HD, int THREADS>
+MOEC_DEVICE void attentionDelta(const AttentionShape s, gptr<const float> out,
+                                gptr<const float> dout, gptr<float> delta) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
+  const int64_t rows = s.batch * s.heads * s.sq;
+  if (row >= rows)
+    return;
+  const int64_t i = row % s.sq, h = row / s.sq % s.heads, b = row / s.sq / s.heads;
+  const int64_t base = (b * s.sq + i) * s.heads * HD + h * HD;
+  float sum = 0.0f;
+  for (int d = lane; d < HD; d += 32)
+    sum += out[base + d] * dout[base + d];
+  sum = warpSum(sum);
+  if (lane == 0)
+    delta[row] = sum;
+}
+
+/// dq: grid (ceil(Sq / TQ), H, B).
+template <int HD, int TQ, int TK, int THREADS>
+MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const float> q,
+                                gptr<const float> k, gptr<const float> v,
+                                gptr<const float> dout, gptr<const float> lse,
+                                gptr<const float> delta, gptr<float> dq) {
+  constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
+  constexpr int kPer = (HD + 31) / 32;
+  MOEC_SHARED(float, Qs, TQ * HD);
+  MOEC_SHARED(float, Gs, TQ * HD);
+  MOEC_SHARED(float, Ks, TK * HD);
+  MOEC_SHARED(float, Vs, TK * HD);
+  MOEC_SHARED(float, Ds, kWarps * TK);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
+  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
+                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
+    int64_t i = i0 + t / HD;
+    int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
+    Qs[t] = i < s.sq ? q[at] : 0.0f;
+    Gs[t] = i < s.sq ? dout[at] : 0.0f;
+  }
+  float acc[QPW][kPer];
+  for (int r = 0; r < QPW; ++r)
+    for (int j = 0; j < kPer; ++j)
+      acc[r][j] = 0.0f;
+  int64_t iLast = i0 + TQ - 1 < s.sq - 1 ? i0 + TQ - 1 : s.sq - 1;
+  int64_t jEnd = s.causal && iLast + s.offset + 1 < s.kvLen
+                     ? iLast + s.offset + 1
+                     : s.kvLen;
+  for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
+      int64_t j = j0 + t / HD;
+      int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
+      Ks[t] = j < s.kvLen ? k[at] : 0.0f;
+      Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < QPW; ++r) {
+      const int qi = warp * QPW + r;
+      const int64_t i = i0 + qi;
+      if (i >= s.sq)
+        break;
+      const int64_t row = (b * s.heads + h) * s.sq + i;
+      const float li = lse[row], di = delta[row];
+      for (int kk = lane; kk < TK; kk += 32) {
+        float ds = 0.0f;
+        if (visible(s, i, j0 + kk)) {
+          float dot = 0.0f, dp = 0.0f;
+          for (int d = 0; d < HD; ++d) {
+            dot += Qs[qi * HD + d] * Ks[kk * HD + d];
+            dp += Gs[qi * HD + d] * Vs[kk * HD + d];
+          }
+          float pj = expf(dot * s.scale - li);
+          ds = pj * (dp - di);
+        }
+        Ds[warp * TK + kk] = ds;
+      }
+      __syncwarp();
+      for (int j = 0; j < kPer; ++j) {
+        int d = lane + 32 * j;
+        if (d < HD)
+          for (int kk = 0; kk < TK; ++kk)
+            acc[r][j] += Ds[warp * TK + kk] * Ks[kk * HD + d];
+      }
+      __syncwarp();
+    }
+  }
+  for (int r = 0; r < QPW; ++r) {
+    const int64_t i = i0 + warp * QPW + r;
+    if (i >= s.sq)
+      break;
+    for (int j = 0; j < kPer; ++j) {
+      int d = lane + 32 * j;
+      if (d < HD)
+        dq[(b * s.sq + i) * qStride + h * HD + d] = acc[r][j] * s.scale;
+    }
+  }
+}
+
+/// dk, dv: grid (ceil(Sk / TK), Hkv, B); each warp owns KPW keys and sums
+/// over every query head of its group and every query that sees the key.
+template <int HD, int TQ, int TK, int THREADS>
+MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const float> q,
+                                 gptr<const float> k, gptr<const float> v,
+                                 gptr<const float> dout, gptr<const float> lse,
+                                 gptr<const float> delta, gptr<float> dk,
+                                 gptr<float> dv) {
+  constexpr int kWarps = THREADS / 32, KPW = TK / kWarps;
+  constexpr int kPer = (HD + 31) / 32;
+  MOEC_SHARED(float, Ks, TK * HD);
+  MOEC_SHARED(float, Vs, TK * HD);
+  MOEC_SHARED(float, Qs, TQ * HD);
+  MOEC_SHARED(float, Gs, TQ * HD);
+  MOEC_SHARED(float, Ls, TQ);
+  MOEC_SHARED(float, Es, TQ);
+  MOEC_SHARED(float, Ps, kWarps * TQ);
+  MOEC_SHARED(float, Ds, kWarps * TQ);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t b = blockIdx.z, j0 = static_cast<int64_t>(blockIdx.x) * TK;
+  const int g = blockIdx.y, group = s.heads / s.kvHeads;
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
+                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
+    int64_t j = j0 + t / HD;
+    int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
+    Ks[t] = j < s.kvLen ? k[at] : 0.0f;
+    Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+  }
+  float dkAcc[KPW][kPer], dvAcc[KPW][kPer];
+  for (int r = 0; r < KPW; ++r)
+    for (int j = 0; j < kPer; ++j)
+      dkAcc[r][j] = dvAcc[r][j] = 0.0f;
+  // The first query that can see key j0 (causal).
+  int64_t iStart = s.causal ? j0 - s.offset : 0;
+  iStart = iStart < 0 ? 0 : iStart / TQ * TQ;
+  for (int hh = 0; hh < group; ++hh) {
+    const int h = g * group + hh;
+    for (int64_t i0 = iStart; i0 < s.sq; i0 += TQ) {
+      __syncthreads();
+      for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
+        int64_t i = i0 + t / HD;
+        int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
+        Qs[t] = i < s.sq ? q[at] : 0.0f;
+        Gs[t] = i < s.sq ? dout[at] : 0.0f;
+      }
+      for (int t = threadIdx.x; t < TQ; t += THREADS) {
+        int64_t i = i0 + t;
+        int64_t row = (b * s.heads + h) * s.sq + i;
+        Ls[t] = i < s.sq ? lse[row] : 0.0f;
+        Es[t] = i < s.sq ? delta[row] : 0.0f;
+      }
+      __syncthreads();
+      for (int r = 0; r < KPW; ++r) {
+        const int kk = warp * KPW + r;
+        const int64_t j = j0 + kk;
+        if (j >= s.kvLen)
+          break;
+        for (int qq = lane; qq < TQ; qq += 32) {
+          const int64_t i = i0 + qq;
+          float pj = 0.0f, ds = 0.0f;
+          if (i < s.sq && visible(s, i, j)) {
+            float dot = 0.0f, dp = 0.0f;
+            for (int d = 0; d < HD; ++d) {
+              dot += Qs[qq * HD + d] * Ks[kk * HD + d];
+              dp += Gs[qq * HD + d] * Vs[kk * HD + d];
+            }
+            pj = expf(dot * s.scale - Ls[qq]);
+            ds = pj * (dp - Es[qq]);
+          }
+          Ps[warp * TQ + qq] = pj;
+          Ds[warp * TQ + qq] = ds;
+        }
+        __syncwarp();
+        for (int jj = 0; jj < kPer; ++jj) {
+          int d = lane + 32 * jj;
+          if (d < HD)
+            for (int qq = 0; qq < TQ; ++qq) {
+              dvAcc[r][jj] += Ps[warp * TQ + qq] * Gs[qq * HD + d];
+              dkAcc[r][jj] += Ds[warp * TQ + qq] * Qs[qq * HD + d];
+            }
+        }
+        __syncwarp();
+      }
+    }
+  }
+  for (int r = 0; r < KPW; ++r) {
+    const int64_t j = j0 + warp * KPW + r;
+    if (j >= s.kvLen)
+      break;
+    for (int jj = 0; jj < kPer; ++jj) {
+      int d = lane + 32 * jj;
+      if (d < HD) {
+        int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + d;
+        dk[at] = dkAcc[r][jj] * s.scale;
+        dv[at] = dvAcc[r][jj];
+      }
+    }
+  }
+}
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_ATTENTION_CUH

@@ -1,0 +1,134 @@
+//===- experts.cuh - gathered expert FFNs -----------------------*- CUDA -*-===//
+//
+// Experts run as grouped GEMMs over the kept (token, choice) assignments,
+// sorted by expert: the dispatch kernel turns the router's capacity
+// positions into per-expert offsets and the assignment order (a scatter with
+// no collisions: positions are unique per expert), the GEMMs gather token
+// rows by index while loading and write gated outputs to one row per
+// assignment, and a combine kernel sums each token's k rows in choice order.
+// No padded [E, C, d] buffers, no atomics on data: deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_EXPERTS_CUH
+#define MOEC_DEVICE_EXPERTS_CUH
+
+namespace moec {
+
+/// One block: offsets[e] (E + 1 entries) = first sorted row of expert e,
+/// tileStart[e] = first GEMM row tile of expert e (tiles of TM rows),
+/// order[offsets[e] + slot] = assignment t * K + j. `zero` (T * K floats,
+/// may be null) is cleared for the gradient kernels.
+template <int E, int K, int TM, int THREADS>
+MOEC_DEVICE void expertDispatch(int64_t tokens, gptr<const int32_t> expert,
+                                gptr<const int32_t> slot, gptr<int32_t> offsets,
+                                gptr<int32_t> tileStart, gptr<int32_t> order,
+                                gptr<float> zero) {
+  MOEC_SHARED(int, counts, E);
+  for (int e = threadIdx.x; e < E; e += THREADS)
+    counts[e] = 0;
+  __syncthreads();
+  const int64_t n = tokens * K;
+  for (int64_t a = threadIdx.x; a < n; a += THREADS) {
+    if (zero)
+      zero[a] = 0.0f;
+    if (slot[a] >= 0)
+      atomicAdd(&counts[expert[a]], 1); // integer: order-free
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int off = 0, tiles = 0;
+    for (int e = 0; e < E; ++e) {
+      offsets[e] = off;
+      tileStart[e] = tiles;
+      off += counts[e];
+      tiles += (counts[e] + TM - 1) / TM;
+    }
+    offsets[E] = off;
+    tileStart[E] = tiles;
+  }
+  __syncthreads();
+  for (int64_t a = threadIdx.x; a < n; a += THREADS)
+    if (slot[a] >= 0)
+      order[offsets[expert[a]] + slot[a]] = static_cast<int32_t>(a);
+}
+
+/// The (expert, first sorted row, row count) of GEMM row tile `tile`;
+/// false for a surplus block.
+template <int E, int TM>
+MOEC_DEVICE bool expertTile(gptr<const int32_t> offsets,
+                            gptr<const int32_t> tileStart, int64_t tile,
+                            int &e, int64_t &row0, int64_t &rows) {
+  if (tile >= tileStart[E])
+    return false;
+  e = 0;
+  while (tileStart[e + 1] <= tile)
+    ++e;
+  row0 = offsets[e] + (tile - tileStart[e]) * TM;
+  int64_t end = offsets[e + 1];
+  rows = end - row0 < TM ? end - row0 : TM;
+  return true;
+}
+
+/// y[t] (+)= sum over kept j, in order, of rows[t * K + j]; `epilogue(i,
+/// value)` stores element i of the token-major output.
+template <int K, int D, typename Epilogue>
+MOEC_DEVICE void expertCombine(int64_t tokens, gptr<const int32_t> slot,
+                               gptr<const float> rows,
+                               const Epilogue &epilogue) {
+  const int64_t n = tokens * D;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / D, c = i % D;
+    float sum = 0.0f;
+    for (int j = 0; j < K; ++j)
+      if (slot[t * K + j] >= 0)
+        sum += rows[(t * K + j) * D + c];
+    epilogue(i, sum);
+  }
+}
+
+/// The gradient rows of the experts' hidden layer, one warp per sorted row:
+/// dgates, and da (and du with GLU) from G = dy W2^T.
+template <int F, int D, int K, bool Glu, typename ActFn, typename ActGradFn>
+MOEC_DEVICE void expertHiddenGrad(gptr<const int32_t> offsets, int E,
+                                  gptr<const int32_t> order,
+                                  gptr<const float> gates,
+                                  gptr<const float> pre, gptr<const float> up,
+                                  gptr<const float> g, gptr<const float> dy,
+                                  gptr<const float> b2, gptr<float> dgates,
+                                  gptr<float> hidden, gptr<float> da,
+                                  gptr<float> du, const ActFn &act,
+                                  const ActGradFn &actGrad, int rowsPerBlock) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * rowsPerBlock + warp;
+  if (r >= offsets[E])
+    return;
+  int e = 0;
+  while (offsets[e + 1] <= r)
+    ++e;
+  const int64_t a = order[r], t = a / K;
+  const float gate = gates[a];
+  float dot = 0.0f;
+  for (int n = lane; n < F; n += 32) {
+    const int64_t i = r * F + n;
+    float h = act(pre[i]);
+    float u = Glu ? up[i] : 1.0f;
+    float hv = h * u;
+    hidden[i] = hv;
+    dot += g[i] * hv;
+    da[i] = gate * g[i] * u * actGrad(pre[i]);
+    if (Glu)
+      du[i] = gate * g[i] * h;
+  }
+  if (b2)
+    for (int c = lane; c < D; c += 32)
+      dot += dy[t * D + c] * b2[static_cast<int64_t>(e) * D + c];
+  dot = warpSum(dot);
+  if (lane == 0)
+    dgates[a] = dot;
+}
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_EXPERTS_CUH

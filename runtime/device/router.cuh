@@ -1,0 +1,360 @@
+//===- router.cuh - the fused tokens-choose router --------------*- CUDA -*-===//
+//
+// One kernel for moe.linear (router logits) + moe.topk_router + moe.z_loss +
+// moe.switch_loss + moe.expert_load. One warp per token computes the logits,
+// the softmax, the top-k (ties to the lower expert) and the gate weights, and
+// each block leaves its loss partial sums in scratch. The last block to
+// finish (integer ticket) adds the partials in block order, assigns capacity
+// positions in priority order (choice-major; tokens in order or by
+// descending top-1 probability) and drops what overflows. Everything is in a
+// fixed order: results do not depend on timing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_ROUTER_CUH
+#define MOEC_DEVICE_ROUTER_CUH
+
+namespace moec {
+
+enum class GateKind { Raw, RenormDetached, SoftmaxTopK, Unit };
+enum class CapacityKind { None, Switch, Tutel, SparseMixer };
+enum class BalanceKind { AllSlots, Top1, AnyTopK };
+
+struct RouterParams {
+  int64_t tokens;
+  // Inputs: h [T, D] and w [D, E] (+ bias [E]) when the logits are computed
+  // here, else logitsIn [T, E].
+  gptr<const float> h, w, bias, logitsIn;
+  // Outputs (null when nobody reads them).
+  gptr<float> logits, probs, gates, load, balance, zloss;
+  gptr<int32_t> expert, slot;
+  // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], order [T],
+  // ticket [1].
+  gptr<float> zPart, pPart, top1;
+  gptr<int32_t> order;
+  gptr<unsigned> ticket;
+  double capacityFactor;
+  int64_t minCapacity;
+};
+
+template <int E, int K, CapacityKind Cap>
+MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
+  int64_t c = 0;
+  if (Cap == CapacityKind::Switch)
+    c = static_cast<int64_t>(ceil(cf * K * static_cast<double>(n) / E));
+  else if (Cap == CapacityKind::Tutel)
+    c = K * static_cast<int64_t>(floor(cf * static_cast<double>((n + E - 1) / E)));
+  else if (Cap == CapacityKind::SparseMixer)
+    c = static_cast<int64_t>(rint(cf * static_cast<double>(n) / E));
+  return c > minimum ? c : minimum;
+}
+
+/// grid ceil(T / (THREADS / 32)); one warp per token.
+template <int D, int E, int K, int THREADS, bool Linear, GateKind Gate,
+          CapacityKind Cap, bool Bpr, BalanceKind Balance>
+MOEC_DEVICE void routerKernel(const RouterParams r) {
+  static_assert(E <= 64, "the router keeps two experts per lane");
+  constexpr int kWarps = THREADS / 32;
+  MOEC_SHARED(float, zWarp, kWarps);
+  MOEC_SHARED(float, pWarp, kWarps * E);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+
+  float z = 0.0f;
+  float p[2] = {0.0f, 0.0f};
+  if (t < r.tokens) {
+    float l[2] = {-3.0e38f, -3.0e38f};
+    for (int s = 0; s < 2; ++s) {
+      int e = lane + 32 * s;
+      if (e >= E)
+        continue;
+      float v;
+      if (Linear) {
+        v = r.bias ? r.bias[e] : 0.0f;
+        float acc = 0.0f;
+        for (int d = 0; d < D; ++d)
+          acc += r.h[t * D + d] * r.w[d * E + e];
+        v += acc;
+      } else {
+        v = r.logitsIn[t * E + e];
+      }
+      l[s] = v;
+      if (r.logits)
+        r.logits[t * E + e] = v;
+    }
+    float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
+    float sum = 0.0f;
+    for (int s = 0; s < 2; ++s)
+      if (lane + 32 * s < E) {
+        p[s] = expf(l[s] - mx);
+        sum += p[s];
+      }
+    sum = warpSum(sum);
+    for (int s = 0; s < 2; ++s)
+      if (lane + 32 * s < E) {
+        p[s] /= sum;
+        if (r.probs)
+          r.probs[t * E + lane + 32 * s] = p[s];
+      }
+    float lse = mx + logf(sum);
+    z = lse * lse;
+    // Top-k: k rounds of a warp argmax, ties to the lower expert.
+    bool taken[2] = {false, false};
+    float chosen[K];
+    int chosenExpert[K];
+    float selSum = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      float best = -1.0f;
+      int bestE = 1 << 30;
+      for (int s = 0; s < 2; ++s) {
+        int e = lane + 32 * s;
+        if (e < E && !taken[s] && (p[s] > best || (p[s] == best && e < bestE))) {
+          best = p[s];
+          bestE = e;
+        }
+      }
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        float ob = __shfl_xor_sync(kFullMask, best, offset);
+        int oe = __shfl_xor_sync(kFullMask, bestE, offset);
+        if (ob > best || (ob == best && oe < bestE)) {
+          best = ob;
+          bestE = oe;
+        }
+      }
+      for (int s = 0; s < 2; ++s)
+        if (lane + 32 * s == bestE)
+          taken[s] = true;
+      chosen[j] = best;
+      chosenExpert[j] = bestE;
+      selSum += best;
+    }
+    if (lane == 0) {
+      for (int j = 0; j < K; ++j) {
+        float g = chosen[j];
+        if (Gate == GateKind::RenormDetached || Gate == GateKind::SoftmaxTopK)
+          g = chosen[j] / selSum;
+        else if (Gate == GateKind::Unit)
+          g = 1.0f;
+        r.expert[t * K + j] = chosenExpert[j];
+        if (r.gates)
+          r.gates[t * K + j] = g;
+      }
+      if (Bpr)
+        r.top1[t] = chosen[0];
+    }
+  }
+  // Block partials: z-loss and the probability mass per expert.
+  if (lane == 0)
+    zWarp[warp] = z;
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E)
+      pWarp[warp * E + lane + 32 * s] = p[s];
+  __syncthreads();
+  const int64_t block = blockIdx.x;
+  if (threadIdx.x == 0) {
+    float zs = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      zs += zWarp[w];
+    r.zPart[block] = zs;
+  }
+  for (int e = threadIdx.x; e < E; e += THREADS) {
+    float ps = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      ps += pWarp[w * E + e];
+    r.pPart[block * E + e] = ps;
+  }
+  if (!isLastBlock(r.ticket))
+    return;
+
+  // ---- The last block: losses, capacity positions, drops, load. ----
+  MOEC_SHARED(int, counts, E);
+  MOEC_SHARED(int, running, E);
+  MOEC_SHARED(int, scanScratch, kWarps);
+  MOEC_SHARED(float, pMean, E);
+  const int64_t n = r.tokens;
+  const int64_t blocks = gridDim.x;
+  for (int e = threadIdx.x; e < E; e += THREADS) {
+    float ps = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b)
+      ps += r.pPart[b * E + e];
+    pMean[e] = ps / static_cast<float>(n);
+    counts[e] = 0;
+    running[e] = 0;
+  }
+  __syncthreads();
+  // f counts (before capacity drops), integer atomics: order-free.
+  for (int64_t a = threadIdx.x; a < n * K; a += THREADS) {
+    int j = static_cast<int>(a % K);
+    if (Balance == BalanceKind::Top1 && j != 0)
+      continue;
+    atomicAdd(&counts[r.expert[a]], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float zs = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b)
+      zs += r.zPart[b];
+    if (r.zloss)
+      r.zloss[0] = zs / static_cast<float>(n);
+    if (r.balance) {
+      float denom = Balance == BalanceKind::AllSlots ? static_cast<float>(n * K)
+                                                     : static_cast<float>(n);
+      float sum = 0.0f;
+      for (int e = 0; e < E; ++e)
+        sum += (counts[e] / denom) * pMean[e];
+      r.balance[0] = E * sum;
+    }
+  }
+  // Priority order of the tokens.
+  if (Bpr) {
+    for (int64_t t1 = threadIdx.x; t1 < n; t1 += THREADS) {
+      float mine = r.top1[t1];
+      int64_t rank = 0;
+      for (int64_t t2 = 0; t2 < n; ++t2) {
+        float other = r.top1[t2];
+        rank += other > mine || (other == mine && t2 < t1);
+      }
+      r.order[rank] = static_cast<int32_t>(t1);
+    }
+    __syncthreads();
+  }
+  const int64_t capacity =
+      Cap == CapacityKind::None ? (int64_t(1) << 62)
+                                : routerCapacity<E, K, Cap>(n, r.capacityFactor,
+                                                            r.minCapacity);
+  for (int e = threadIdx.x; e < E; e += THREADS)
+    counts[e] = 0; // now: kept assignments
+  __syncthreads();
+  for (int j = 0; j < K; ++j)
+    for (int64_t c0 = 0; c0 < n; c0 += THREADS) {
+      int64_t pos = c0 + threadIdx.x;
+      int64_t tok = pos < n ? (Bpr ? r.order[pos] : pos) : -1;
+      int myE = tok >= 0 ? r.expert[tok * K + j] : -1;
+      for (int e = 0; e < E; ++e) {
+        int total;
+        int before = blockExclusiveScan<THREADS>(myE == e ? 1 : 0, scanScratch,
+                                                 total);
+        if (myE == e) {
+          int64_t slot = running[e] + before;
+          bool kept = slot < capacity;
+          if (r.slot)
+            r.slot[tok * K + j] = kept ? static_cast<int32_t>(slot) : -1;
+          if (!kept && r.gates)
+            r.gates[tok * K + j] = 0.0f;
+          if (kept)
+            atomicAdd(&counts[e], 1);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+          running[e] += total;
+        __syncthreads();
+      }
+    }
+  for (int e = threadIdx.x; e < E; e += THREADS)
+    if (r.load)
+      r.load[e] = static_cast<float>(counts[e]);
+}
+
+/// d logits of moe.topk_router for one token per warp (grid ceil(T /
+/// warps)). dgates and dprobs may be null.
+template <int E, int K, int THREADS, GateKind Gate>
+MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
+                                gptr<const int32_t> expert,
+                                gptr<const int32_t> slot,
+                                gptr<const float> dgates,
+                                gptr<const float> dprobs, gptr<float> dlogits) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
+  if (t >= tokens)
+    return;
+  float p[2] = {0.0f, 0.0f}, dp[2] = {0.0f, 0.0f}, direct[2] = {0.0f, 0.0f};
+  for (int s = 0; s < 2; ++s) {
+    int e = lane + 32 * s;
+    if (e < E) {
+      p[s] = probs[t * E + e];
+      dp[s] = dprobs ? dprobs[t * E + e] : 0.0f;
+    }
+  }
+  if (dgates && Gate != GateKind::Unit) {
+    // Every lane walks the k choices; the lane owning expert e adds its part.
+    float sel = 0.0f;
+    for (int j = 0; j < K; ++j)
+      sel += probs[t * E + expert[t * K + j]];
+    float gdg = 0.0f;
+    for (int j = 0; j < K; ++j)
+      if (slot[t * K + j] >= 0)
+        gdg += probs[t * E + expert[t * K + j]] / sel * dgates[t * K + j];
+    for (int j = 0; j < K; ++j) {
+      int e = expert[t * K + j];
+      bool kept = slot[t * K + j] >= 0;
+      float dg = kept ? dgates[t * K + j] : 0.0f;
+      for (int s = 0; s < 2; ++s) {
+        if (lane + 32 * s != e)
+          continue;
+        if (Gate == GateKind::Raw)
+          dp[s] += dg;
+        else if (Gate == GateKind::RenormDetached)
+          dp[s] += dg / sel;
+        else // SoftmaxTopK: softmax over the selected logits
+          direct[s] += p[s] / sel * (dg - gdg);
+      }
+    }
+  }
+  float dot = warpSum(dp[0] * p[0] + dp[1] * p[1]);
+  for (int s = 0; s < 2; ++s) {
+    int e = lane + 32 * s;
+    if (e < E)
+      dlogits[t * E + e] = p[s] * (dp[s] - dot) + direct[s];
+  }
+}
+
+/// d logits of moe.z_loss: dloss * 2 lse_t softmax(logits_t) / N.
+template <int E, int THREADS>
+MOEC_DEVICE void zLossGradRows(int64_t tokens, gptr<const float> logits,
+                               gptr<const float> dloss, gptr<float> dlogits) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
+  if (t >= tokens)
+    return;
+  float l[2] = {-3.0e38f, -3.0e38f};
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E)
+      l[s] = logits[t * E + lane + 32 * s];
+  float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
+  float sum = 0.0f;
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E)
+      sum += expf(l[s] - mx);
+  sum = warpSum(sum);
+  const float lse = mx + logf(sum);
+  const float scale = dloss[0] * 2.0f * lse / static_cast<float>(tokens);
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E)
+      dlogits[t * E + lane + 32 * s] = scale * expf(l[s] - mx) / sum;
+}
+
+/// The f_e of moe.switch_loss (counted before drops) into `f` [E]; one
+/// block.
+template <int E, int K, int THREADS, BalanceKind Balance>
+MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const int32_t> expert,
+                                     gptr<float> f) {
+  MOEC_SHARED(int, counts, E);
+  for (int e = threadIdx.x; e < E; e += THREADS)
+    counts[e] = 0;
+  __syncthreads();
+  for (int64_t a = threadIdx.x; a < tokens * K; a += THREADS) {
+    if (Balance == BalanceKind::Top1 && a % K != 0)
+      continue;
+    atomicAdd(&counts[expert[a]], 1);
+  }
+  __syncthreads();
+  const float denom = Balance == BalanceKind::AllSlots
+                          ? static_cast<float>(tokens * K)
+                          : static_cast<float>(tokens);
+  for (int e = threadIdx.x; e < E; e += THREADS)
+    f[e] = counts[e] / denom;
+}
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_ROUTER_CUH

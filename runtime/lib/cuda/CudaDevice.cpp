@@ -1,0 +1,539 @@
+//===- CudaDevice.cpp - generated kernels on an NVIDIA GPU ----------------===//
+//
+// Every buffer is its own allocation (the plan already shares storage
+// between buffers whose lifetimes do not overlap). Host transfers go
+// through the stream and wait for it, so the Device calls are synchronous;
+// a program's launches are asynchronous and run() waits once at its end.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.h"
+#include "CudaDriver.h"
+#include "KernelCache.h"
+#include "KernelSource.h"
+#include "moec/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+
+namespace moec::detail::cuda {
+
+namespace {
+
+/// Host mirror of moec::KernelParams (runtime/device/prelude.cuh), the one
+/// argument of every generated kernel.
+constexpr int kMaxKernelBuffers = 192;
+constexpr int kMaxKernelScalars = 16;
+struct KernelParams {
+  void *buffers[kMaxKernelBuffers];
+  int64_t scalars[kMaxKernelScalars];
+};
+static_assert(sizeof(KernelParams) == 1664,
+              "KernelParams must match runtime/device/prelude.cuh");
+
+/// Launches need no attribute up to this much dynamic shared memory.
+constexpr int64_t kDefaultDynamicShared = 48 * 1024;
+
+bool environmentFlag(const char *name, bool fallback) {
+  const char *value = std::getenv(name);
+  if (!value || !*value)
+    return fallback;
+  return std::strcmp(value, "0") != 0;
+}
+
+/// The GPU, its primary context and the device's stream. Buffers share it
+/// with the device, so that memory is freed before the context is released.
+struct Gpu {
+  const CudaDriver &driver;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  std::string name;
+  int major = 0, minor = 0;
+  int multiprocessors = 0;
+  int maxSharedOptin = 0;
+  int maxThreadsPerBlock = 0;
+  int maxGrid[3] = {0, 0, 0};
+
+  Gpu() : driver(CudaDriver::get()) {
+    int count = 0;
+    driver.check(driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
+    if (count == 0)
+      throw Error("the CUDA driver found no GPU; use --device cpu or --device "
+                  "emu");
+    driver.check(driver.cuDeviceGet(&device, 0), "cuDeviceGet");
+    char text[256] = {0};
+    driver.check(driver.cuDeviceGetName(text, sizeof(text) - 1, device),
+                 "cuDeviceGetName");
+    name = text;
+    major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    maxSharedOptin =
+        attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    maxThreadsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    maxGrid[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    maxGrid[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    maxGrid[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    if (major < 8)
+      throw Error(fmt::format("the GPU '{}' has compute capability {}.{}; "
+                              "moec's kernels need 8.0 (Ampere) or newer; use "
+                              "--device cpu or --device emu",
+                              name, major, minor));
+    driver.check(driver.cuDevicePrimaryCtxRetain(&context, device),
+                 "cuDevicePrimaryCtxRetain");
+    try {
+      makeCurrent();
+      driver.check(driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                   "cuStreamCreate");
+    } catch (...) {
+      driver.cuDevicePrimaryCtxRelease(device);
+      throw;
+    }
+  }
+
+  ~Gpu() {
+    // Nothing to report to in a destructor; a failure here means the
+    // context is already gone.
+    driver.cuCtxSetCurrent(context);
+    driver.cuStreamDestroy(stream);
+    driver.cuDevicePrimaryCtxRelease(device);
+  }
+
+  Gpu(const Gpu &) = delete;
+  Gpu &operator=(const Gpu &) = delete;
+
+  int attribute(int which) const {
+    int value = 0;
+    driver.check(driver.cuDeviceGetAttribute(&value, which, device),
+                 "cuDeviceGetAttribute");
+    return value;
+  }
+
+  /// The calling thread may differ from the one that made the device.
+  void makeCurrent() const {
+    driver.check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  }
+
+  void synchronize() const {
+    driver.check(driver.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  }
+};
+
+class CudaBuffer : public DeviceBuffer {
+public:
+  CudaBuffer(std::shared_ptr<Gpu> gpu, DType dtype, const Shape &shape)
+      : DeviceBuffer(dtype, shape), gpu(std::move(gpu)),
+        bytes(static_cast<size_t>(numElements(shape)) * dtypeSize(dtype)) {}
+  ~CudaBuffer() override {
+    if (pointer) {
+      gpu->driver.cuCtxSetCurrent(gpu->context);
+      gpu->driver.cuMemFree(pointer);
+    }
+  }
+
+  std::shared_ptr<Gpu> gpu;
+  size_t bytes;
+  CUdeviceptr pointer = 0;
+};
+
+CudaBuffer &cudaBuffer(DeviceBuffer &b) { return static_cast<CudaBuffer &>(b); }
+const CudaBuffer &cudaBuffer(const DeviceBuffer &b) {
+  return static_cast<const CudaBuffer &>(b);
+}
+
+void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
+                     const char *what) {
+  if (dst.dtype != dtype || dst.shape != shape)
+    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
+                            "buffer",
+                            what, dtypeName(dtype), shapeString(shape),
+                            dtypeName(dst.dtype), shapeString(dst.shape)));
+}
+
+/// A kernel loaded into the context.
+struct LoadedKernel {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  int staticShared = 0;
+  /// The dynamic shared memory the function may use (its attribute).
+  int64_t dynamicLimit = kDefaultDynamicShared;
+};
+
+/// What graph replay remembers about one program.
+struct ProgramGraph {
+  bool seen = false;
+  SymbolValues symbols;
+  std::vector<CUdeviceptr> pointers;
+  CUgraphExec exec = nullptr;
+};
+
+class CudaDeviceImpl : public CudaDevice {
+public:
+  CudaDeviceImpl()
+      : gpu(std::make_shared<Gpu>()),
+        archName(fmt::format("sm_{}{}", gpu->major, gpu->minor)),
+        useGraphs(environmentFlag("MOEC_CUDA_GRAPHS", true)),
+        syncEachLaunch(environmentFlag("MOEC_CUDA_SYNC", false)) {
+    // Fail now, not at the first program, when kernels cannot be compiled.
+    Nvrtc::get();
+  }
+
+  ~CudaDeviceImpl() override {
+    const CudaDriver &d = gpu->driver;
+    d.cuCtxSetCurrent(gpu->context);
+    d.cuStreamSynchronize(gpu->stream);
+    for (auto &[program, graph] : graphs)
+      if (graph.exec)
+        d.cuGraphExecDestroy(graph.exec);
+    for (auto &[name, kernel] : kernels)
+      d.cuModuleUnload(kernel.module);
+  }
+
+  std::string name() const override { return "cuda"; }
+  bool runsGroups() const override { return true; }
+  const std::string &arch() const override { return archName; }
+  void setBundle(const BundleData &b) override {
+    checkDeviceLibrary(b);
+    bundle = &b;
+  }
+
+  std::unique_ptr<DeviceBuffer> allocate(DType dtype,
+                                         const Shape &shape) override {
+    auto buffer = std::make_unique<CudaBuffer>(gpu, dtype, shape);
+    if (buffer->bytes == 0)
+      return buffer;
+    const CudaDriver &d = gpu->driver;
+    gpu->makeCurrent();
+    CUresult result = d.cuMemAlloc(&buffer->pointer, buffer->bytes);
+    if (result != CUDA_SUCCESS)
+      throw Error(fmt::format("cannot allocate {} bytes on the GPU for a {} {} "
+                              "buffer: cuMemAlloc failed: {}",
+                              buffer->bytes, dtypeName(dtype),
+                              shapeString(shape), d.errorText(result)));
+    d.check(d.cuMemsetD8Async(buffer->pointer, 0, buffer->bytes, gpu->stream),
+            "cuMemsetD8Async");
+    gpu->synchronize();
+    return buffer;
+  }
+
+  void upload(DeviceBuffer &dst, const Tensor &src) override {
+    checkSameLayout(dst, src.dtype(), src.shape(), "upload");
+    CudaBuffer &b = cudaBuffer(dst);
+    if (b.bytes == 0)
+      return;
+    const CudaDriver &d = gpu->driver;
+    gpu->makeCurrent();
+    d.check(d.cuMemcpyHtoDAsync(b.pointer, src.raw(), b.bytes, gpu->stream),
+            "cuMemcpyHtoDAsync");
+    // The host tensor may go as soon as we return.
+    gpu->synchronize();
+  }
+
+  Tensor download(const DeviceBuffer &src) override {
+    const CudaBuffer &b = cudaBuffer(src);
+    Tensor t(b.dtype, b.shape);
+    if (b.bytes == 0)
+      return t;
+    const CudaDriver &d = gpu->driver;
+    gpu->makeCurrent();
+    d.check(d.cuMemcpyDtoHAsync(t.raw(), b.pointer, b.bytes, gpu->stream),
+            "cuMemcpyDtoHAsync");
+    gpu->synchronize();
+    return t;
+  }
+
+  void copy(DeviceBuffer &dst, const DeviceBuffer &src) override {
+    checkSameLayout(dst, src.dtype, src.shape, "copy");
+    CudaBuffer &to = cudaBuffer(dst);
+    if (to.bytes == 0)
+      return;
+    const CudaDriver &d = gpu->driver;
+    gpu->makeCurrent();
+    d.check(d.cuMemcpyDtoDAsync(to.pointer, cudaBuffer(src).pointer, to.bytes,
+                                gpu->stream),
+            "cuMemcpyDtoDAsync");
+    gpu->synchronize();
+  }
+
+  void prepare(const ProgramDesc &program) override;
+  void run(const ProgramDesc &program, const SymbolValues &symbols,
+           const std::vector<DeviceBuffer *> &buffers) override;
+
+private:
+  LoadedKernel &load(const ProgramDesc &program, const std::string &kernel);
+  /// Launches every group of `program` on the stream.
+  void launchAll(const ProgramDesc &program, const SymbolValues &symbols,
+                 const std::vector<DeviceBuffer *> &buffers, bool timed);
+  CUgraphExec capture(const ProgramDesc &program, const SymbolValues &symbols,
+                      const std::vector<DeviceBuffer *> &buffers);
+  /// Waits for the stream; a failure names the program and, when known,
+  /// the kernel.
+  void finish(const ProgramDesc &program, const std::string &where);
+
+  std::shared_ptr<Gpu> gpu;
+  std::string archName;
+  bool useGraphs;
+  bool syncEachLaunch;
+  const BundleData *bundle = nullptr;
+  std::map<std::string, LoadedKernel> kernels;
+  std::map<const ProgramDesc *, ProgramGraph> graphs;
+};
+
+LoadedKernel &CudaDeviceImpl::load(const ProgramDesc &program,
+                                   const std::string &kernel) {
+  if (auto it = kernels.find(kernel); it != kernels.end())
+    return it->second;
+  auto desc = bundle->kernels.find(kernel);
+  if (desc == bundle->kernels.end())
+    throw Error(fmt::format("program '{}' launches kernel '{}', which the "
+                            "bundle does not define",
+                            program.name, kernel));
+  CompiledKernel compiled =
+      compileCached(kernelTranslationUnit(desc->second), kernel, archName,
+                    /*wantPtx=*/false);
+  const CudaDriver &d = gpu->driver;
+  LoadedKernel loaded;
+  loaded.staticShared = std::max(0, compiled.usage.sharedBytes);
+  CUresult result = d.cuModuleLoadData(&loaded.module, compiled.cubin.data());
+  if (result != CUDA_SUCCESS)
+    throw Error(fmt::format("program '{}': loading kernel '{}' ({} CUBIN) "
+                            "failed: cuModuleLoadData: {}",
+                            program.name, kernel, archName,
+                            d.errorText(result)));
+  result =
+      d.cuModuleGetFunction(&loaded.function, loaded.module, kernel.c_str());
+  if (result != CUDA_SUCCESS) {
+    d.cuModuleUnload(loaded.module);
+    throw Error(fmt::format("program '{}': the CUBIN of kernel '{}' has no "
+                            "function of that name (it must be extern \"C\"): "
+                            "cuModuleGetFunction: {}",
+                            program.name, kernel, d.errorText(result)));
+  }
+  return kernels.emplace(kernel, loaded).first->second;
+}
+
+void CudaDeviceImpl::prepare(const ProgramDesc &program) {
+  if (program.groups.empty())
+    throw Error(fmt::format("program '{}' has no generated kernels, so the "
+                            "cuda device cannot run it; compile the model "
+                            "with CUDA code generation or use --device cpu",
+                            program.name));
+  if (!bundle)
+    throw Error(fmt::format("internal error: the cuda device was given no "
+                            "bundle before preparing program '{}'",
+                            program.name));
+  gpu->makeCurrent();
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    for (const LaunchDesc &launch : program.groups[g].launches) {
+      auto fail = [&](const std::string &what) {
+        return Error(fmt::format("program '{}', group {}, kernel '{}': {}",
+                                 program.name, g, launch.kernel, what));
+      };
+      if (launch.buffers.size() > size_t(kMaxKernelBuffers) ||
+          launch.scalars.size() > size_t(kMaxKernelScalars))
+        throw fail(fmt::format("{} buffers and {} scalars, more than the "
+                               "kernel ABI's {} and {}",
+                               launch.buffers.size(), launch.scalars.size(),
+                               kMaxKernelBuffers, kMaxKernelScalars));
+      for (int64_t id : launch.buffers)
+        if (id >= int64_t(program.buffers.size()))
+          throw fail(fmt::format("buffer {} does not exist", id));
+      int64_t threads = launch.block[0] * launch.block[1] * launch.block[2];
+      if (launch.block[0] < 1 || launch.block[1] < 1 || launch.block[2] < 1 ||
+          threads > gpu->maxThreadsPerBlock)
+        throw fail(fmt::format("a block of {}x{}x{} threads; the GPU allows "
+                               "at most {} per block",
+                               launch.block[0], launch.block[1],
+                               launch.block[2], gpu->maxThreadsPerBlock));
+      LoadedKernel &kernel = load(program, launch.kernel);
+      if (kernel.staticShared + launch.sharedBytes > gpu->maxSharedOptin)
+        throw fail(fmt::format("{} bytes of static and {} of dynamic shared "
+                               "memory; the GPU '{}' allows {} per block",
+                               kernel.staticShared, launch.sharedBytes,
+                               gpu->name, gpu->maxSharedOptin));
+      if (launch.sharedBytes > kernel.dynamicLimit) {
+        const CudaDriver &d = gpu->driver;
+        CUresult result = d.cuFuncSetAttribute(
+            kernel.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(launch.sharedBytes));
+        if (result != CUDA_SUCCESS)
+          throw fail(fmt::format("allowing {} bytes of dynamic shared memory "
+                                 "failed: cuFuncSetAttribute: {}",
+                                 launch.sharedBytes, d.errorText(result)));
+        kernel.dynamicLimit = launch.sharedBytes;
+      }
+    }
+}
+
+void CudaDeviceImpl::launchAll(const ProgramDesc &program,
+                               const SymbolValues &symbols,
+                               const std::vector<DeviceBuffer *> &buffers,
+                               bool timed) {
+  const CudaDriver &d = gpu->driver;
+  for (size_t g = 0; g < program.groups.size(); ++g)
+    for (const LaunchDesc &launch : program.groups[g].launches) {
+      auto fail = [&](const std::string &what) {
+        return Error(fmt::format("program '{}', group {}, kernel '{}': {}",
+                                 program.name, g, launch.kernel, what));
+      };
+      unsigned grid[3];
+      bool empty = false;
+      for (int i = 0; i < 3; ++i) {
+        std::optional<int64_t> extent = launch.grid[i].extent.evaluate(symbols);
+        if (!extent)
+          throw fail(fmt::format("the grid extent {} depends on an unbound "
+                                 "symbol or overflows",
+                                 launch.grid[i].extent.str()));
+        int64_t perBlock = std::max<int64_t>(1, launch.grid[i].perBlock);
+        int64_t blocks = *extent <= 0 ? 0 : (*extent + perBlock - 1) / perBlock;
+        if (blocks > gpu->maxGrid[i])
+          throw fail(fmt::format("{} blocks in grid dimension {}, more than "
+                                 "the GPU's {}",
+                                 blocks, i, gpu->maxGrid[i]));
+        empty |= blocks == 0;
+        grid[i] = static_cast<unsigned>(blocks);
+      }
+      if (empty)
+        continue;
+      KernelParams params;
+      std::memset(&params, 0, sizeof(params));
+      for (size_t i = 0; i < launch.buffers.size(); ++i) {
+        int64_t id = launch.buffers[i];
+        if (id < 0)
+          continue;
+        if (size_t(id) >= buffers.size() || !buffers[id])
+          throw fail(fmt::format("buffer {} has no storage", id));
+        params.buffers[i] =
+            reinterpret_cast<void *>(cudaBuffer(*buffers[id]).pointer);
+      }
+      for (size_t i = 0; i < launch.scalars.size(); ++i) {
+        std::optional<int64_t> value = launch.scalars[i].evaluate(symbols);
+        if (!value)
+          throw fail(fmt::format("the scalar {} depends on an unbound symbol "
+                                 "or overflows",
+                                 launch.scalars[i].str()));
+        params.scalars[i] = *value;
+      }
+      void *args[] = {&params};
+      auto start = std::chrono::steady_clock::now();
+      CUresult result =
+          d.cuLaunchKernel(kernels.at(launch.kernel).function, grid[0], grid[1],
+                           grid[2], static_cast<unsigned>(launch.block[0]),
+                           static_cast<unsigned>(launch.block[1]),
+                           static_cast<unsigned>(launch.block[2]),
+                           static_cast<unsigned>(launch.sharedBytes),
+                           gpu->stream, args, nullptr);
+      if (result != CUDA_SUCCESS)
+        throw fail(fmt::format("cuLaunchKernel failed: {} (grid {}x{}x{}, "
+                               "block {}x{}x{}, {} bytes dynamic shared)",
+                               d.errorText(result), grid[0], grid[1], grid[2],
+                               launch.block[0], launch.block[1],
+                               launch.block[2], launch.sharedBytes));
+      if (timed || syncEachLaunch) {
+        result = d.cuStreamSynchronize(gpu->stream);
+        if (result != CUDA_SUCCESS)
+          throw fail(fmt::format("the kernel failed on the GPU: {}",
+                                 d.errorText(result)));
+      }
+      if (timed) {
+        OpProfile &entry = ops[launch.kernel];
+        ++entry.calls;
+        entry.seconds += std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+      }
+    }
+}
+
+CUgraphExec
+CudaDeviceImpl::capture(const ProgramDesc &program, const SymbolValues &symbols,
+                        const std::vector<DeviceBuffer *> &buffers) {
+  const CudaDriver &d = gpu->driver;
+  d.check(
+      d.cuStreamBeginCapture(gpu->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture");
+  CUgraph graph = nullptr;
+  try {
+    launchAll(program, symbols, buffers, /*timed=*/false);
+  } catch (...) {
+    // Leave the stream usable: a capture must be ended.
+    if (d.cuStreamEndCapture(gpu->stream, &graph) == CUDA_SUCCESS && graph)
+      d.cuGraphDestroy(graph);
+    throw;
+  }
+  CUresult result = d.cuStreamEndCapture(gpu->stream, &graph);
+  if (result != CUDA_SUCCESS)
+    throw Error(fmt::format("program '{}': capturing a CUDA graph failed: "
+                            "cuStreamEndCapture: {}; set MOEC_CUDA_GRAPHS=0 "
+                            "to run without graphs",
+                            program.name, d.errorText(result)));
+  CUgraphExec exec = nullptr;
+  result = d.cuGraphInstantiateWithFlags(&exec, graph, 0);
+  d.cuGraphDestroy(graph);
+  if (result != CUDA_SUCCESS)
+    throw Error(fmt::format("program '{}': instantiating its CUDA graph "
+                            "failed: cuGraphInstantiateWithFlags: {}; set "
+                            "MOEC_CUDA_GRAPHS=0 to run without graphs",
+                            program.name, d.errorText(result)));
+  return exec;
+}
+
+void CudaDeviceImpl::finish(const ProgramDesc &program,
+                            const std::string &where) {
+  CUresult result = gpu->driver.cuStreamSynchronize(gpu->stream);
+  if (result != CUDA_SUCCESS)
+    throw Error(fmt::format("program '{}': {} failed on the GPU: {}; run with "
+                            "MOEC_CUDA_SYNC=1 to find the kernel",
+                            program.name, where,
+                            gpu->driver.errorText(result)));
+}
+
+void CudaDeviceImpl::run(const ProgramDesc &program,
+                         const SymbolValues &symbols,
+                         const std::vector<DeviceBuffer *> &buffers) {
+  gpu->makeCurrent();
+  if (profiling || syncEachLaunch || !useGraphs) {
+    launchAll(program, symbols, buffers, profiling);
+    return finish(program, "a kernel");
+  }
+  // Replay a graph when the sizes and every buffer address are those of the
+  // last run; capture it on the second such run, so that a program run once
+  // costs no capture.
+  std::vector<CUdeviceptr> pointers(buffers.size(), 0);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i])
+      pointers[i] = cudaBuffer(*buffers[i]).pointer;
+  ProgramGraph &graph = graphs[&program];
+  const CudaDriver &d = gpu->driver;
+  bool same =
+      graph.seen && graph.symbols == symbols && graph.pointers == pointers;
+  if (!same) {
+    if (graph.exec)
+      d.cuGraphExecDestroy(graph.exec);
+    graph = ProgramGraph{true, symbols, std::move(pointers), nullptr};
+    launchAll(program, symbols, buffers, /*timed=*/false);
+    return finish(program, "a kernel");
+  }
+  if (!graph.exec)
+    graph.exec = capture(program, symbols, buffers);
+  if (CUresult result = d.cuGraphLaunch(graph.exec, gpu->stream);
+      result != CUDA_SUCCESS)
+    throw Error(fmt::format("program '{}': replaying its CUDA graph failed: "
+                            "cuGraphLaunch: {}; set MOEC_CUDA_GRAPHS=0 to run "
+                            "without graphs",
+                            program.name, d.errorText(result)));
+  finish(program, "a kernel (replayed from a CUDA graph)");
+}
+
+} // namespace
+
+std::unique_ptr<CudaDevice> createCudaDevice() {
+  return std::make_unique<CudaDeviceImpl>();
+}
+
+} // namespace moec::detail::cuda

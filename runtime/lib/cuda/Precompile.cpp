@@ -1,0 +1,63 @@
+//===- Precompile.cpp - compile a bundle's kernels ahead of time ----------===//
+
+#include "Precompile.h"
+#include "BundleData.h"
+#include "KernelCache.h"
+#include "KernelSource.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace moec::detail::cuda {
+
+std::vector<PrecompiledKernel>
+precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs) {
+  const BundleData &data = bundle.internals();
+  checkDeviceLibrary(data);
+  archNumber(arch);
+  std::vector<const KernelDesc *> kernels;
+  for (const auto &[name, kernel] : data.kernels)
+    kernels.push_back(&kernel);
+  std::vector<PrecompiledKernel> results(kernels.size());
+  if (kernels.empty())
+    return results;
+  // Load NVRTC once, up front, so that its absence is one clear error.
+  Nvrtc::get();
+
+  std::atomic<size_t> next{0};
+  std::mutex failureMutex;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t i = next++; i < kernels.size(); i = next++) {
+      try {
+        const KernelDesc &kernel = *kernels[i];
+        CompiledKernel compiled = compileCached(kernelTranslationUnit(kernel),
+                                                kernel.name, arch, false);
+        results[i] = {kernel.name, compiled.cacheHit, compiled.seconds,
+                      compiled.usage, compiled.cubin.size()};
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failureMutex);
+        if (!failure)
+          failure = std::current_exception();
+        next = kernels.size();
+      }
+    }
+  };
+  if (jobs == 0)
+    jobs = std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, kernels.size()));
+  std::vector<std::thread> workers;
+  for (unsigned j = 1; j < jobs; ++j)
+    workers.emplace_back(work);
+  work();
+  for (std::thread &worker : workers)
+    worker.join();
+  if (failure)
+    std::rethrow_exception(failure);
+  return results;
+}
+
+} // namespace moec::detail::cuda

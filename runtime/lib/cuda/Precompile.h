@@ -1,0 +1,43 @@
+//===- Precompile.h - compile a bundle's kernels ahead of time --*- C++ -*-===//
+//
+// `moec precompile` fills the kernel cache for a GPU architecture before a
+// run (or on a machine without a GPU), and reports what ptxas made of each
+// kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_CUDA_PRECOMPILE_H
+#define MOEC_RUNTIME_CUDA_PRECOMPILE_H
+
+#include "PtxasLog.h"
+#include "moec/Bundle.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace moec::detail::cuda {
+
+/// What compiling one kernel of a bundle gave.
+struct PrecompiledKernel {
+  std::string name;
+  bool cacheHit = false;
+  /// Time to compile it, or to fetch it from the cache.
+  double seconds = 0;
+  ResourceUsage usage;
+  size_t cubinBytes = 0;
+};
+
+/// Compiles every kernel of `bundle` for `arch` ("sm_80", "sm_90") through
+/// the process-wide kernel cache, `jobs` at a time (0: one per hardware
+/// thread), and returns the results in kernel-name order; empty when the
+/// bundle has no CUDA kernels. Throws moec::Error when the bundle was
+/// generated against another device library, when NVRTC is unavailable, or
+/// when a kernel does not compile (with NVRTC's log).
+std::vector<PrecompiledKernel> precompileBundle(const Bundle &bundle,
+                                                const std::string &arch,
+                                                unsigned jobs = 0);
+
+} // namespace moec::detail::cuda
+
+#endif // MOEC_RUNTIME_CUDA_PRECOMPILE_H

@@ -1,0 +1,56 @@
+//===- FakeCudaDriver.h - a host-memory stand-in for libcuda ----*- C++ -*-===//
+//
+// The cuda device's host logic (allocation, transfers, kernel loading, grid
+// and parameter set-up, graph capture and replay, error paths) is tested
+// against this fake driver, loaded through $MOEC_CUDA_DRIVER_LIBRARY. It
+// keeps "device" memory on the host and records launches instead of
+// running them. The tests read and steer it through fakeCudaState().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_TEST_UNIT_CUDA_FAKECUDADRIVER_H
+#define MOEC_TEST_UNIT_CUDA_FAKECUDADRIVER_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace moec::fake {
+
+/// One kernel launch as the driver saw it.
+struct Launch {
+  std::string kernel;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedBytes;
+  /// The bytes of the single kernel argument (moec::KernelParams).
+  std::vector<uint8_t> params;
+  /// Whether it ran as part of a replayed graph.
+  bool fromGraph = false;
+};
+
+struct State {
+  /// Executed launches, in order.
+  std::vector<Launch> launches;
+  int64_t liveAllocations = 0;
+  int64_t modulesLoaded = 0;
+  int64_t modulesUnloaded = 0;
+  int64_t captures = 0;
+  int64_t graphLaunches = 0;
+  int64_t procAddressLookups = 0;
+  /// cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) by kernel.
+  std::map<std::string, int> dynamicSharedLimit;
+  /// Failure injection: cuLaunchKernel of this kernel returns
+  /// CUDA_ERROR_INVALID_VALUE; the next cuStreamSynchronize returns
+  /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
+  std::string failLaunchOf;
+  bool failNextSynchronize = false;
+};
+
+} // namespace moec::fake
+
+/// The fake driver's state (exported by the fake library).
+extern "C" moec::fake::State *fakeCudaState();
+
+#endif // MOEC_TEST_UNIT_CUDA_FAKECUDADRIVER_H

@@ -1,0 +1,141 @@
+//===- PrecompileTest.cpp - a bundle's kernels through the cache ----------===//
+
+#include "cuda/Precompile.h"
+#include "BundleData.h"
+#include "CudaTestUtil.h"
+#include "cuda/KernelSource.h"
+#include "moec/Bundle.h"
+#include "moec/DeviceLibrary.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace moec;
+using namespace moec::detail::cuda;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// The kernel part of a source made by the test helpers.
+std::string ownSource(const std::string &translationUnit) {
+  return translationUnit.substr(deviceLibrarySource().size() + 1);
+}
+
+/// A bundle with no programs and the two test kernels.
+Bundle testBundle(const std::string &libraryHash, const std::string &tag) {
+  nlohmann::json doc = {
+      {"format", "moec-bundle"},
+      {"version", 1},
+      {"moec_version", "0.1.0"},
+      {"model",
+       {{"name", "t"},
+        {"kind", "decoder"},
+        {"vocab", 16},
+        {"d_model", 8},
+        {"max_seq", 8},
+        {"dtype", "f32"},
+        {"moe_layers", nlohmann::json::array()}}},
+      {"training",
+       {{"optimizer", "adamw"},
+        {"schedule", "constant"},
+        {"lr", 0.001},
+        {"batch", 1},
+        {"seq_len", 8},
+        {"steps", 1},
+        {"seed", 1},
+        {"log_every", 1}}},
+      {"data",
+       {{"kind", "synthetic"},
+        {"task", "copy"},
+        {"path", ""},
+        {"task_seed", 0},
+        {"branching", 2},
+        {"valid_fraction", 0.1}}},
+      {"params", nlohmann::json::array()},
+      {"states", nlohmann::json::array()},
+      {"cuda",
+       {{"device_library", libraryHash},
+        {"kernels",
+         {{{"name", "moek_test_scale"},
+           {"source",
+            ownSource(test::scaleKernelSource("moek_test_scale", tag))}},
+          {{"name", "moek_test_mma"},
+           {"source", ownSource(test::mmaKernelSource("moek_test_mma"))}}}}}},
+      {"programs", nlohmann::json::object()}};
+  return Bundle::parse(doc.dump(), "test.bundle.json");
+}
+
+TEST(KernelSource, IsTheDeviceLibraryThenTheKernel) {
+  detail::KernelDesc kernel{"k", "extern \"C\" __global__ void k() {}\n"};
+  std::string unit = detail::kernelTranslationUnit(kernel);
+  EXPECT_EQ(unit, std::string(deviceLibrarySource()) + "\n" + kernel.source);
+}
+
+TEST(KernelSource, ADifferentDeviceLibraryIsRefused) {
+  Bundle bundle = testBundle("0123456789abcdef0123", "x");
+  try {
+    detail::checkDeviceLibrary(bundle.internals());
+    FAIL() << "a bundle for another device library passed";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("test.bundle.json"));
+    EXPECT_THAT(e.what(), HasSubstr("another device library"));
+    EXPECT_THAT(e.what(), HasSubstr("recompile the model with this moec"));
+  }
+  EXPECT_NO_THROW(detail::checkDeviceLibrary(
+      testBundle(std::string(deviceLibraryHash()), "x").internals()));
+}
+
+TEST(Precompile, RefusesABundleForAnotherDeviceLibrary) {
+  Bundle bundle = testBundle("0123456789abcdef0123", "x");
+  EXPECT_THROW(precompileBundle(bundle, "sm_90"), Error);
+}
+
+TEST(Precompile, CompilesEveryKernelThenHitsTheCache) {
+  MOEC_REQUIRE_NVRTC();
+  // A tag no other test uses, so that the first pass really compiles.
+  Bundle bundle = testBundle(std::string(deviceLibraryHash()), "precompile");
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    std::vector<PrecompiledKernel> cold = precompileBundle(bundle, arch, 2);
+    ASSERT_EQ(cold.size(), 2u);
+    EXPECT_EQ(cold[0].name, "moek_test_mma");
+    EXPECT_EQ(cold[1].name, "moek_test_scale");
+    for (const PrecompiledKernel &k : cold) {
+      EXPECT_FALSE(k.cacheHit) << k.name;
+      EXPECT_GT(k.usage.registers, 0) << k.name;
+      EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
+      EXPECT_GT(k.cubinBytes, 0u) << k.name;
+    }
+    EXPECT_EQ(cold[1].usage.sharedBytes, 512);
+    std::vector<PrecompiledKernel> warm = precompileBundle(bundle, arch);
+    for (size_t i = 0; i < warm.size(); ++i) {
+      EXPECT_TRUE(warm[i].cacheHit) << warm[i].name;
+      EXPECT_EQ(warm[i].usage.registers, cold[i].usage.registers);
+    }
+  }
+}
+
+TEST(Precompile, NamesAKernelThatDoesNotCompile) {
+  MOEC_REQUIRE_NVRTC();
+  nlohmann::json doc = nlohmann::json::parse(
+      testBundle(std::string(deviceLibraryHash()), "x").json());
+  doc["cuda"]["kernels"][0]["source"] =
+      "extern \"C\" __global__ void moek_test_scale(const moec::KernelParams "
+      "p) { broken }\n";
+  Bundle bundle = Bundle::parse(doc.dump(), "broken.bundle.json");
+  try {
+    precompileBundle(bundle, "sm_80", 1);
+    FAIL() << "a broken kernel compiled";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("could not compile kernel "
+                                    "'moek_test_scale' for sm_80"));
+    EXPECT_THAT(e.what(), HasSubstr("moek_test_scale.cu"));
+  }
+}
+
+TEST(Precompile, ABadArchitectureIsRefused) {
+  Bundle bundle = testBundle(std::string(deviceLibraryHash()), "x");
+  EXPECT_THROW(precompileBundle(bundle, "ampere"), Error);
+}
+
+} // namespace
