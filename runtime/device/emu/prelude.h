@@ -16,7 +16,10 @@
 // With MOEC_EMU_CHECK, moec::gptr<T> is a bounds-checked pointer, shared
 // memory is tracked per byte (out-of-bounds accesses and reads of bytes no
 // thread of the block has written are reported) and shuffles that read a
-// lane outside their mask are errors.
+// lane outside their mask are errors. Tracked shared arrays are objects, so
+// code that hands one to a template deducing T from a T* parameter does not
+// compile: such parameters should be moec::sptr<T> (T* on the GPU), or the
+// tracking can be left out with MOEC_EMU_UNTRACKED_SHARED.
 //
 // It is self-contained: each kernel .so carries its own copy, compiled with
 // hidden visibility, and exports only moec_emu_launch_<kernel> (see
@@ -48,6 +51,23 @@
 #include <utility>
 #include <vector>
 
+// Under AddressSanitizer every fiber switch is announced, so that ASan
+// knows which stack is live (exceptions unwind fiber stacks).
+#if defined(__SANITIZE_ADDRESS__)
+#define MOEC_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MOEC_EMU_ASAN 1
+#endif
+#endif
+#ifdef MOEC_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(MOEC_EMU_CHECK) && !defined(MOEC_EMU_UNTRACKED_SHARED)
+#define MOEC_EMU_TRACK_SHARED 1
+#endif
+
 //===----------------------------------------------------------------------===//
 // The launcher ABI (plain C, shared with runtime/lib/emu/EmuCompiler.h)
 //===----------------------------------------------------------------------===//
@@ -58,18 +78,22 @@
 extern "C" {
 /// One launch of one kernel; the host fills it, the .so reads it.
 typedef struct moec_emu_launch {
-  unsigned version;      ///< MOEC_EMU_ABI_VERSION
-  unsigned flags;        ///< reserved, 0
-  unsigned grid[3];      ///< gridDim
-  unsigned block[3];     ///< blockDim
-  unsigned hostThreads;  ///< host threads running blocks; 0 or 1: sequential
-  unsigned reserved;     ///< 0
+  unsigned version;     ///< MOEC_EMU_ABI_VERSION
+  unsigned flags;       ///< reserved, 0
+  unsigned grid[3];     ///< gridDim
+  unsigned block[3];    ///< blockDim
+  unsigned hostThreads; ///< host threads running blocks; 0 or 1: sequential
+  unsigned reserved;    ///< 0
   unsigned long long sharedBytes; ///< dynamic shared memory per block
   unsigned long long stackBytes;  ///< fiber stack per thread; 0: 64 KiB
   /// Byte size of each buffer of KernelParams (0: unknown, not checked).
   unsigned long long bufferBytes[192];
 } moec_emu_launch;
 }
+static_assert(offsetof(moec_emu_launch, sharedBytes) == 40 &&
+                  offsetof(moec_emu_launch, bufferBytes) == 56 &&
+                  sizeof(moec_emu_launch) == 1592,
+              "the launcher ABI is fixed (EmuCompiler.cpp mirrors it)");
 
 //===----------------------------------------------------------------------===//
 // Qualifiers and built-in types
@@ -97,15 +121,33 @@ struct dim3 {
   constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
-struct __align__(8) float2 { float x, y; };
-struct float3 { float x, y, z; };
-struct __align__(16) float4 { float x, y, z, w; };
-struct __align__(8) int2 { int x, y; };
-struct int3 { int x, y, z; };
-struct __align__(16) int4 { int x, y, z, w; };
-struct __align__(8) uint2 { unsigned x, y; };
-struct __align__(16) uint4 { unsigned x, y, z, w; };
-struct __align__(16) double2 { double x, y; };
+struct __align__(8) float2 {
+  float x, y;
+};
+struct float3 {
+  float x, y, z;
+};
+struct __align__(16) float4 {
+  float x, y, z, w;
+};
+struct __align__(8) int2 {
+  int x, y;
+};
+struct int3 {
+  int x, y, z;
+};
+struct __align__(16) int4 {
+  int x, y, z, w;
+};
+struct __align__(8) uint2 {
+  unsigned x, y;
+};
+struct __align__(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct __align__(16) double2 {
+  double x, y;
+};
 
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
@@ -143,6 +185,11 @@ constexpr unsigned kMaxHostThreads = 256;
 /// Thrown through kernel frames to stop a thread of a failed block.
 struct AbortBlock {};
 
+/// Index operands of the pointer classes: any integer type, so that they
+/// beat the built-in operators reached through the pointer conversions.
+template <typename I>
+using EnableIfIndex = std::enable_if_t<std::is_integral<I>::value, int>;
+
 /// Why a thread is not running.
 enum class Wait : unsigned char { Ready, Barrier, Warp, ActiveMask, Done };
 
@@ -165,11 +212,11 @@ enum Op : unsigned {
 
 /// A lane's part in a warp collective; lives until the collective completes.
 struct LaneSlot {
-  unsigned op;      // Op | shuffle mode << 8 | operand bytes << 16
-  uint64_t value;   // operand (shuffle value, predicate, reduce operand)
-  int src;          // shuffles: the lane read after PTX clamping
-  uint64_t result;  // filled in by the lane that completes the collective
-  const char *what; // the intrinsic's name, for messages
+  unsigned op;           // Op | shuffle mode << 8 | operand bytes << 16
+  uint64_t value;        // operand (shuffle value, predicate, reduce operand)
+  int src;               // shuffles: the lane read after PTX clamping
+  uint64_t result;       // filled in by the lane that completes the collective
+  const char *what;      // the intrinsic's name, for messages
   const uint32_t *a, *b; // mma fragments
   const float *c;
   float *d;
@@ -183,6 +230,9 @@ struct Thread {
   bool started;
   boost::context::fiber fiber; // resumed by the scheduler
   boost::context::fiber sink;  // resumed by the thread to yield
+  const void *stackBottom;     // for AddressSanitizer
+  size_t stackBytes;
+  void *fakeStack;
   const char *barrierFile;
   int barrierLine, barrierKind, barrierPred, barrierResult;
   LaneSlot slot;
@@ -208,7 +258,7 @@ struct BufferInfo {
 };
 
 /// A shared-memory array or the dynamic shared memory, tracked per byte in
-/// check mode. Plain data so that a thread_local one costs no init code.
+/// check mode.
 struct SharedRegion {
   unsigned char *data;
   uint64_t *written;
@@ -364,7 +414,8 @@ private:
 /// between the blocks the worker runs without locking.
 class StackPool {
 public:
-  explicit StackPool(size_t bytes) : bytes(bytes) {}
+  /// A pool for at most `count` live fibers (deallocate cannot allocate).
+  StackPool(size_t bytes, size_t count) : bytes(bytes) { free.reserve(count); }
   ~StackPool() { GlobalStacks::get().give(free, bytes); }
   StackPool(const StackPool &) = delete;
   StackPool &operator=(const StackPool &) = delete;
@@ -395,7 +446,13 @@ private:
 /// The stack allocator Boost.Context is handed for each fiber.
 struct PooledStack {
   StackPool *pool;
-  boost::context::stack_context allocate() { return pool->allocate(); }
+  Thread *thread;
+  boost::context::stack_context allocate() {
+    boost::context::stack_context sctx = pool->allocate();
+    thread->stackBottom = static_cast<char *>(sctx.sp) - sctx.size;
+    thread->stackBytes = sctx.size;
+    return sctx;
+  }
   void deallocate(boost::context::stack_context &sctx) noexcept {
     pool->deallocate(sctx);
   }
@@ -415,6 +472,7 @@ struct Block {
   dim3 dim, grid;
   unsigned nThreads;
   unsigned long long linear;
+  StackPool stacks; // outlives the fibers, which return their stacks to it
   std::vector<Thread> threads;
   std::vector<unsigned> ready; // ring buffer of thread indices
   unsigned readyHead = 0, readyCount = 0;
@@ -422,17 +480,18 @@ struct Block {
   unsigned live = 0;
   bool failed = false, aborting = false;
   std::string error;
-  StackPool stacks;
   std::vector<unsigned char> dynamicStorage;
   std::vector<uint64_t> dynamicWritten;
   SharedRegion dynamic;
+  const void *hostStackBottom = nullptr; // for AddressSanitizer
+  size_t hostStackBytes = 0;
 
   Block(Launch &launch)
       : launch(&launch), dim(launch.block), grid(launch.grid),
-        nThreads(launch.nThreads), threads(launch.nThreads),
-        ready(launch.nThreads),
+        nThreads(launch.nThreads), stacks(launch.stackBytes, launch.nThreads),
+        threads(launch.nThreads), ready(launch.nThreads),
         warps((launch.nThreads + kWarpSize - 1) / kWarpSize),
-        stacks(launch.stackBytes), dynamicStorage(launch.sharedBytes + 128),
+        dynamicStorage(launch.sharedBytes + 128),
         dynamicWritten((launch.sharedBytes + 63) / 64) {
     for (unsigned i = 0; i < nThreads; ++i) {
       Thread &t = threads[i];
@@ -442,13 +501,13 @@ struct Block {
       t.lane = i % kWarpSize;
     }
     uintptr_t base = reinterpret_cast<uintptr_t>(dynamicStorage.data());
-    dynamic = SharedRegion{reinterpret_cast<unsigned char *>((base + 127) &
-                                                             ~uintptr_t(127)),
-                           dynamicWritten.data(),
-                           launch.sharedBytes,
-                           0,
-                           false,
-                           nullptr};
+    dynamic = SharedRegion{
+        reinterpret_cast<unsigned char *>((base + 127) & ~uintptr_t(127)),
+        dynamicWritten.data(),
+        launch.sharedBytes,
+        0,
+        false,
+        nullptr};
   }
 
   void push(unsigned i) {
@@ -471,7 +530,8 @@ struct Block {
   }
 
   std::string where(const Thread *t) const {
-    std::string s = format("%s: block %s", launch->kernel, describe(idx).c_str());
+    std::string s =
+        format("%s: block %s", launch->kernel, describe(idx).c_str());
     if (t)
       s += format(", thread %s", describe(t->idx).c_str());
     return s;
@@ -508,11 +568,26 @@ inline const dim3 &currentGridDim() { return tls.block->grid; }
   throw AbortBlock{};
 }
 
+#ifdef MOEC_EMU_ASAN
+inline void startSwitch(void **fakeStack, const void *bottom, size_t bytes) {
+  __sanitizer_start_switch_fiber(fakeStack, bottom, bytes);
+}
+inline void finishSwitch(void *fakeStack, const void **bottom, size_t *bytes) {
+  __sanitizer_finish_switch_fiber(fakeStack, bottom, bytes);
+}
+#else
+inline void startSwitch(void **, const void *, size_t) {}
+inline void finishSwitch(void *, const void **, size_t *) {}
+#endif
+
 /// Suspends the calling thread until the scheduler resumes it.
 inline void suspend(Thread &t, Wait wait) {
   t.wait = wait;
+  Block &b = *tls.block;
+  startSwitch(&t.fakeStack, b.hostStackBottom, b.hostStackBytes);
   t.sink = std::move(t.sink).resume();
-  if (tls.block->aborting)
+  finishSwitch(t.fakeStack, &b.hostStackBottom, &b.hostStackBytes);
+  if (b.aborting)
     throw AbortBlock{};
 }
 
@@ -520,6 +595,7 @@ inline boost::context::fiber threadMain(Thread &t,
                                         boost::context::fiber &&sink) {
   t.sink = std::move(sink);
   Block &b = *tls.block;
+  finishSwitch(nullptr, &b.hostStackBottom, &b.hostStackBytes);
   if (!b.aborting) {
     try {
       b.launch->invoke(b.launch->fn, b.launch->params);
@@ -535,6 +611,7 @@ inline boost::context::fiber threadMain(Thread &t,
   t.wait = Wait::Done;
   --b.live;
   b.warps[t.warp].exited |= 1u << t.lane;
+  startSwitch(nullptr, b.hostStackBottom, b.hostStackBytes);
   return std::move(t.sink);
 }
 
@@ -543,14 +620,17 @@ inline void Block::resume(Thread &t) {
   if (!t.started) {
     t.started = true;
     Thread *self = &t;
-    t.fiber = boost::context::fiber(
-        std::allocator_arg, PooledStack{&stacks},
-        [self](boost::context::fiber &&sink) {
-          return threadMain(*self, std::move(sink));
-        });
+    t.fiber =
+        boost::context::fiber(std::allocator_arg, PooledStack{&stacks, &t},
+                              [self](boost::context::fiber &&sink) {
+                                return threadMain(*self, std::move(sink));
+                              });
   }
   t.wait = Wait::Ready;
+  void *fakeStack = nullptr;
+  startSwitch(&fakeStack, t.stackBottom, t.stackBytes);
   t.fiber = std::move(t.fiber).resume();
+  finishSwitch(fakeStack, nullptr, nullptr);
   tls.thread = nullptr;
 }
 
@@ -570,7 +650,8 @@ inline void Block::run(unsigned long long blockLinear) {
   dynamic.serial = ++tls.serial;
   dynamic.escaped = false;
   // Shared memory starts with garbage on a GPU; here with a fixed pattern
-  // (NaN as float) so that results never depend on earlier blocks.
+  // (NaN as float, -1 as int) so that results never depend on earlier
+  // blocks.
   if (dynamic.bytes) {
     std::memset(dynamic.data, 0xff, dynamic.bytes);
     std::memset(dynamic.written, 0, dynamicWritten.size() * sizeof(uint64_t));
@@ -684,12 +765,12 @@ inline bool Block::resolveStall() {
         t.barrierKind != first->barrierKind ||
         (t.barrierFile != first->barrierFile &&
          std::strcmp(t.barrierFile, first->barrierFile) != 0)) {
-      setError(first, format("waits at the barrier at %s:%d while thread %s "
-                             "waits at the one at %s:%d; the threads of a "
-                             "block must reach the same barrier",
-                             first->barrierFile, first->barrierLine,
-                             describe(t.idx).c_str(), t.barrierFile,
-                             t.barrierLine));
+      setError(first,
+               format("waits at the barrier at %s:%d while thread %s "
+                      "waits at the one at %s:%d; the threads of a "
+                      "block must reach the same barrier",
+                      first->barrierFile, first->barrierLine,
+                      describe(t.idx).c_str(), t.barrierFile, t.barrierLine));
       return false;
     }
     count += t.barrierPred;
@@ -1053,7 +1134,8 @@ inline void mmaM16N8K8Tf32(float (&d)[4], const uint32_t (&a)[4],
 // CUDA synchronization and warp intrinsics
 //===----------------------------------------------------------------------===//
 
-#define __syncthreads() ::moec_emu::detail::syncThreads(__FILE__, __LINE__, 0, 0)
+#define __syncthreads()                                                        \
+  ::moec_emu::detail::syncThreads(__FILE__, __LINE__, 0, 0)
 #define __syncthreads_count(p)                                                 \
   ::moec_emu::detail::syncThreads(__FILE__, __LINE__, 1, (p))
 #define __syncthreads_and(p)                                                   \
@@ -1067,8 +1149,7 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 }
 inline unsigned __activemask() { return ::moec_emu::detail::activeMask(); }
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-  return ::moec_emu::detail::vote(mask, predicate,
-                                  ::moec_emu::detail::OpBallot,
+  return ::moec_emu::detail::vote(mask, predicate, ::moec_emu::detail::OpBallot,
                                   "__ballot_sync");
 }
 inline int __any_sync(unsigned mask, int predicate) {
@@ -1086,27 +1167,25 @@ inline int __all_sync(unsigned mask, int predicate) {
                                       false, #name);                           \
   }                                                                            \
   inline int name(unsigned mask, int value) {                                  \
-    return static_cast<int>(::moec_emu::detail::reduce(                        \
-        mask, static_cast<uint32_t>(value), ::moec_emu::detail::op, true,      \
-        #name));                                                               \
+    return static_cast<int>(                                                   \
+        ::moec_emu::detail::reduce(mask, static_cast<uint32_t>(value),         \
+                                   ::moec_emu::detail::op, true, #name));      \
   }
 MOEC_EMU_REDUCE_SYNC(__reduce_add_sync, OpReduceAdd)
 MOEC_EMU_REDUCE_SYNC(__reduce_min_sync, OpReduceMin)
 MOEC_EMU_REDUCE_SYNC(__reduce_max_sync, OpReduceMax)
 #undef MOEC_EMU_REDUCE_SYNC
 inline unsigned __reduce_and_sync(unsigned mask, unsigned value) {
-  return ::moec_emu::detail::reduce(mask, value,
-                                    ::moec_emu::detail::OpReduceAnd, false,
-                                    "__reduce_and_sync");
+  return ::moec_emu::detail::reduce(
+      mask, value, ::moec_emu::detail::OpReduceAnd, false, "__reduce_and_sync");
 }
 inline unsigned __reduce_or_sync(unsigned mask, unsigned value) {
-  return ::moec_emu::detail::reduce(
-      mask, value, ::moec_emu::detail::OpReduceOr, false, "__reduce_or_sync");
+  return ::moec_emu::detail::reduce(mask, value, ::moec_emu::detail::OpReduceOr,
+                                    false, "__reduce_or_sync");
 }
 inline unsigned __reduce_xor_sync(unsigned mask, unsigned value) {
-  return ::moec_emu::detail::reduce(mask, value,
-                                    ::moec_emu::detail::OpReduceXor, false,
-                                    "__reduce_xor_sync");
+  return ::moec_emu::detail::reduce(
+      mask, value, ::moec_emu::detail::OpReduceXor, false, "__reduce_xor_sync");
 }
 
 // The shuffles, for every type CUDA has them for (long and unsigned long
@@ -1120,8 +1199,8 @@ inline unsigned __reduce_xor_sync(unsigned mask, unsigned value) {
   inline T __shfl_up_sync(unsigned mask, T var, unsigned delta,                \
                           int width = 32) {                                    \
     return ::moec_emu::detail::shuffle<T>(                                     \
-        mask, var, ::moec_emu::detail::ShflUp, static_cast<int>(delta),        \
-        width, "__shfl_up_sync");                                              \
+        mask, var, ::moec_emu::detail::ShflUp, static_cast<int>(delta), width, \
+        "__shfl_up_sync");                                                     \
   }                                                                            \
   inline T __shfl_down_sync(unsigned mask, T var, unsigned delta,              \
                             int width = 32) {                                  \
@@ -1151,7 +1230,8 @@ inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 /// A device-side trap stops the launch with an error.
-#define __trap() ::moec_emu::detail::fail("__trap() called at %s:%d", __FILE__, __LINE__)
+#define __trap()                                                               \
+  ::moec_emu::detail::fail("__trap() called at %s:%d", __FILE__, __LINE__)
 
 //===----------------------------------------------------------------------===//
 // Shared memory
@@ -1166,17 +1246,36 @@ inline SharedRegion &dynamicRegion() { return tls.block->dynamic; }
 } // namespace detail
 } // namespace moec_emu
 
-#ifndef MOEC_EMU_CHECK
+#ifndef MOEC_EMU_TRACK_SHARED
+
+namespace moec_emu {
+namespace detail {
+/// Fills a static shared array with the garbage pattern when the first
+/// thread of a new block reaches its declaration, so that what a kernel
+/// reads before writing never depends on earlier blocks or launches.
+inline bool freshen(void *data, size_t bytes, unsigned long long &serial) {
+  if (serial != tls.serial) {
+    serial = tls.serial;
+    std::memset(data, 0xff, bytes);
+  }
+  return true;
+}
+} // namespace detail
+} // namespace moec_emu
 
 // All fibers of a block run on one host thread, so a thread_local array is
-// the block's own. Contents carry over from the previous block, as garbage
-// does on a GPU.
+// the block's own.
 #define MOEC_SHARED(type, name, count)                                         \
-  alignas(16) static thread_local type name[count]
+  alignas(16) static thread_local type name[count];                            \
+  static thread_local unsigned long long moec_shared_serial_##name;            \
+  [[maybe_unused]] const bool moec_shared_fresh_##name =                       \
+      ::moec_emu::detail::freshen(name, sizeof(name),                          \
+                                  moec_shared_serial_##name)
 #define MOEC_DYNAMIC_SHARED(type, name)                                        \
-  type *name = reinterpret_cast<type *>(::moec_emu::detail::dynamicRegion().data)
+  type *name =                                                                 \
+      reinterpret_cast<type *>(::moec_emu::detail::dynamicRegion().data)
 
-#else // MOEC_EMU_CHECK
+#else // MOEC_EMU_TRACK_SHARED
 
 namespace moec_emu {
 
@@ -1190,12 +1289,23 @@ inline std::string regionName(const SharedRegion &r) {
                 : std::string("dynamic shared memory");
 }
 
+/// Forgets what an earlier block wrote to `r` (contents become garbage).
+inline void refresh(SharedRegion &r) {
+  if (r.serial == tls.serial)
+    return;
+  r.serial = tls.serial;
+  r.escaped = false;
+  std::memset(r.written, 0, (r.bytes + 63) / 64 * sizeof(uint64_t));
+  std::memset(r.data, 0xff, r.bytes);
+}
+
 /// Checks one access of `size` bytes at byte `offset` of `r`; a read also
 /// needs every byte written by some thread of the block since it started.
 inline void sharedAccess(SharedRegion *r, ptrdiff_t offset, size_t size,
                          size_t align, bool read, bool write) {
   if (!r)
     fail("access through a null shared-memory pointer");
+  refresh(*r);
   if (offset < 0 || static_cast<size_t>(offset) + size > r->bytes)
     fail("out-of-bounds access to %s: byte offset %td, %zu bytes, but it has "
          "%zu bytes",
@@ -1224,13 +1334,9 @@ template <typename T> struct SharedFields {
   SharedFields(SharedRegion *, ptrdiff_t) {}
 };
 
-template <typename I>
-using EnableIfIndex = std::enable_if_t<std::is_integral<I>::value, int>;
-
 /// The value of an operand of a compound assignment (a proxy is loaded).
 template <typename U> const U &operandValue(const U &u) { return u; }
-template <typename U>
-std::remove_cv_t<U> operandValue(const SharedRef<U> &r) {
+template <typename U> std::remove_cv_t<U> operandValue(const SharedRef<U> &r) {
   return r.load();
 }
 
@@ -1261,11 +1367,10 @@ public:
 
   operator V() const && { return load(); }
   /// Class elements (a bf16) convert on to what they convert to.
-  template <typename U,
-            std::enable_if_t<std::is_class<V>::value &&
-                                 std::is_arithmetic<U>::value &&
-                                 std::is_convertible<V, U>::value,
-                             int> = 0>
+  template <typename U, std::enable_if_t<std::is_class<V>::value &&
+                                             std::is_arithmetic<U>::value &&
+                                             std::is_convertible<V, U>::value,
+                                         int> = 0>
   operator U() const && {
     return static_cast<U>(load());
   }
@@ -1339,20 +1444,18 @@ private:
   ptrdiff_t offset;
 };
 
-/// A pointer into tracked shared memory: checked on every access. Turning
-/// it into a raw pointer (passing it where a T* is expected) stops checking
-/// its array for the rest of the block, since writes through a raw pointer
-/// cannot be seen.
+/// A pointer into tracked shared memory (moec::sptr<T> in check mode):
+/// checked on every access. Turning it into a raw pointer (passing it where
+/// a T* is expected) stops checking its array for the rest of the block,
+/// since writes through a raw pointer cannot be seen.
 template <typename T> class SharedPtr {
 public:
   SharedPtr() = default;
   SharedPtr(std::nullptr_t) {}
-  SharedPtr(detail::SharedRegion *r, ptrdiff_t offset)
-      : r(r), offset(offset) {}
-  template <typename U,
-            std::enable_if_t<std::is_convertible<U *, T *>::value &&
-                                 sizeof(U) == sizeof(T),
-                             int> = 0>
+  SharedPtr(detail::SharedRegion *r, ptrdiff_t offset) : r(r), offset(offset) {}
+  template <typename U, std::enable_if_t<std::is_convertible<U *, T *>::value &&
+                                             sizeof(U) == sizeof(T),
+                                         int> = 0>
   SharedPtr(const SharedPtr<U> &other) : r(other.r), offset(other.offset) {}
 
   SharedRef<T> operator*() const { return SharedRef<T>(r, offset); }
@@ -1421,6 +1524,7 @@ private:
   T *escape() const {
     if (!r)
       return nullptr;
+    detail::refresh(*r);
     r->escaped = true;
     return reinterpret_cast<T *>(r->data + offset);
   }
@@ -1455,39 +1559,26 @@ MOEC_EMU_FIELDS2(double2, double)
 #undef MOEC_EMU_FIELDS2
 #undef MOEC_EMU_FIELDS4
 
-/// A static shared array (MOEC_SHARED) with its written bits. Plain data,
-/// so a thread_local one needs no initialization; it resets itself the
-/// first time a new block touches it.
-template <typename T, size_t N, typename Tag> struct SharedArray {
+/// A static shared array (MOEC_SHARED) with its written bits. It is a
+/// SharedPtr to its own storage, so it converts to moec::sptr<T> even where
+/// T is deduced; it resets itself the first time a new block touches it.
+template <typename T, size_t N, typename Tag>
+class SharedArray : public SharedPtr<T> {
   static_assert(std::is_trivially_copyable<T>::value,
                 "shared-memory elements must be trivially copyable");
   static constexpr size_t kBytes = N * sizeof(T);
 
+public:
+  SharedArray()
+      : SharedPtr<T>(&region, 0), region{storage, written, kBytes,
+                                         0,       false,   Tag::str()} {}
+  SharedArray(const SharedArray &) = delete;
+  SharedArray &operator=(const SharedArray &) = delete;
+
+private:
   SharedRegion region;
   uint64_t written[(kBytes + 63) / 64];
   alignas(16) unsigned char storage[kBytes];
-
-  SharedRegion *get() {
-    if (region.serial != tls.serial) {
-      region = SharedRegion{storage, written, kBytes, tls.serial, false,
-                            Tag::str()};
-      std::memset(written, 0, sizeof written);
-      std::memset(storage, 0xff, kBytes);
-    }
-    return &region;
-  }
-
-  template <typename I, EnableIfIndex<I> = 0> SharedRef<T> operator[](I i) {
-    return SharedRef<T>(get(), static_cast<ptrdiff_t>(i) *
-                                   static_cast<ptrdiff_t>(sizeof(T)));
-  }
-  SharedRef<T> operator*() { return SharedRef<T>(get(), 0); }
-  template <typename I, EnableIfIndex<I> = 0> SharedPtr<T> operator+(I i) {
-    return SharedPtr<T>(get(), 0) + i;
-  }
-  operator SharedPtr<T>() { return SharedPtr<T>(get(), 0); }
-  operator SharedPtr<const T>() { return SharedPtr<const T>(get(), 0); }
-  operator T *() { return static_cast<T *>(SharedPtr<T>(get(), 0)); }
 };
 
 } // namespace detail
@@ -1503,7 +1594,18 @@ template <typename T, size_t N, typename Tag> struct SharedArray {
 #define MOEC_DYNAMIC_SHARED(type, name)                                        \
   ::moec_emu::SharedPtr<type> name(&::moec_emu::detail::dynamicRegion(), 0)
 
-#endif // MOEC_EMU_CHECK
+#endif // MOEC_EMU_TRACK_SHARED
+
+namespace moec {
+/// A pointer to shared memory, for device functions that take a shared
+/// array: T* on the GPU and in emu, a checked pointer when emu tracks
+/// shared memory.
+#ifdef MOEC_EMU_TRACK_SHARED
+template <typename T> using sptr = ::moec_emu::SharedPtr<T>;
+#else
+template <typename T> using sptr = T *;
+#endif
+} // namespace moec
 
 //===----------------------------------------------------------------------===//
 // Global memory: moec::gptr and bufferArg
@@ -1639,8 +1741,8 @@ template <typename T> T *moec::gptr<T>::check(ptrdiff_t i) const {
     fail("access through a null global pointer");
   }
   if (buffer && buffer->bytes) {
-    ptrdiff_t offset = reinterpret_cast<const unsigned char *>(q) -
-                       buffer->base;
+    ptrdiff_t offset =
+        reinterpret_cast<const unsigned char *>(q) - buffer->base;
     if (offset < 0 ||
         static_cast<unsigned long long>(offset) + sizeof(T) > buffer->bytes)
       fail("out-of-bounds access to buffer %d: byte offset %td (%zu-byte %s "
@@ -1772,46 +1874,43 @@ inline unsigned atomicDec(unsigned *address, unsigned limit) {
 /// Read-only cached load: a plain load on the host.
 template <typename T> inline T __ldg(const T *address) { return *address; }
 
-#ifdef MOEC_EMU_CHECK
-// Checked forms: the atomics on a checked pointer check the element and
-// then run the plain atomic on it.
-#define MOEC_EMU_CHECKED_ATOMIC(name)                                          \
-  template <typename T, typename U>                                            \
-  inline auto name(::moec::gptr<T> address, U value)                           \
-      ->decltype(name(static_cast<T *>(nullptr), value)) {                     \
-    return name(address.check(0), value);                                      \
-  }                                                                            \
-  template <typename T, typename U>                                            \
-  inline auto name(::moec_emu::SharedPtr<T> address, U value)                  \
-      ->decltype(name(static_cast<T *>(nullptr), value)) {                     \
-    return name(address.atomicTarget(), value);                                \
+// Checked forms: the atomics on a checked pointer check the element (an
+// atomic reads it, so shared memory must have been written) and then run
+// the plain atomic on it.
+#define MOEC_EMU_CHECKED_ATOMICS(Ptr, target)                                  \
+  MOEC_EMU_CHECKED_ATOMIC(atomicAdd, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicSub, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicAnd, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicOr, Ptr, target)                               \
+  MOEC_EMU_CHECKED_ATOMIC(atomicXor, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicExch, Ptr, target)                             \
+  MOEC_EMU_CHECKED_ATOMIC(atomicMax, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicMin, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicInc, Ptr, target)                              \
+  MOEC_EMU_CHECKED_ATOMIC(atomicDec, Ptr, target)                              \
+  template <typename T, typename U, typename W>                                \
+  inline auto atomicCAS(Ptr<T> address, U compare, W value)                    \
+      ->decltype(atomicCAS(static_cast<T *>(nullptr), compare, value)) {       \
+    return atomicCAS(address.target, compare, value);                          \
   }
-MOEC_EMU_CHECKED_ATOMIC(atomicAdd)
-MOEC_EMU_CHECKED_ATOMIC(atomicSub)
-MOEC_EMU_CHECKED_ATOMIC(atomicAnd)
-MOEC_EMU_CHECKED_ATOMIC(atomicOr)
-MOEC_EMU_CHECKED_ATOMIC(atomicXor)
-MOEC_EMU_CHECKED_ATOMIC(atomicExch)
-MOEC_EMU_CHECKED_ATOMIC(atomicMax)
-MOEC_EMU_CHECKED_ATOMIC(atomicMin)
-MOEC_EMU_CHECKED_ATOMIC(atomicInc)
-MOEC_EMU_CHECKED_ATOMIC(atomicDec)
-#undef MOEC_EMU_CHECKED_ATOMIC
-template <typename T, typename U, typename W>
-inline auto atomicCAS(::moec::gptr<T> address, U compare, W value)
-    -> decltype(atomicCAS(static_cast<T *>(nullptr), compare, value)) {
-  return atomicCAS(address.check(0), compare, value);
-}
-template <typename T, typename U, typename W>
-inline auto atomicCAS(::moec_emu::SharedPtr<T> address, U compare, W value)
-    -> decltype(atomicCAS(static_cast<T *>(nullptr), compare, value)) {
-  return atomicCAS(address.atomicTarget(), compare, value);
-}
+#define MOEC_EMU_CHECKED_ATOMIC(name, Ptr, target)                             \
+  template <typename T, typename U>                                            \
+  inline auto name(Ptr<T> address, U value)                                    \
+      ->decltype(name(static_cast<T *>(nullptr), value)) {                     \
+    return name(address.target, value);                                        \
+  }
+#ifdef MOEC_EMU_CHECK
+MOEC_EMU_CHECKED_ATOMICS(::moec::gptr, check(0))
 template <typename T>
 inline std::remove_cv_t<T> __ldg(::moec::gptr<T> address) {
   return *address;
 }
-#endif // MOEC_EMU_CHECK
+#endif
+#ifdef MOEC_EMU_TRACK_SHARED
+MOEC_EMU_CHECKED_ATOMICS(::moec_emu::SharedPtr, atomicTarget())
+#endif
+#undef MOEC_EMU_CHECKED_ATOMIC
+#undef MOEC_EMU_CHECKED_ATOMICS
 
 //===----------------------------------------------------------------------===//
 // Math (CUDA names on <cmath>)
@@ -1947,7 +2046,8 @@ inline void runBlocks(Launch &launch) {
           launch.error = block.error;
         }
         unsigned long long stop = launch.stopAt.load();
-        while (next < stop && !launch.stopAt.compare_exchange_weak(stop, next)) {
+        while (next < stop &&
+               !launch.stopAt.compare_exchange_weak(stop, next)) {
         }
         break;
       }
@@ -1978,6 +2078,8 @@ inline std::string validate(const moec_emu_launch &c) {
     return format("launcher ABI version %u, but this kernel was built for "
                   "version %u; rebuild it",
                   c.version, MOEC_EMU_ABI_VERSION);
+  if (c.flags != 0 || c.reserved != 0)
+    return format("unknown launch flags 0x%x", c.flags | c.reserved);
   for (int i = 0; i < 3; ++i)
     if (c.grid[i] == 0 || c.block[i] == 0)
       return format("grid (%u,%u,%u) and block (%u,%u,%u) must be positive",
@@ -2014,15 +2116,13 @@ inline int launch(const char *kernel, void (*fn)(Params),
                 "moec_emu_launch::bufferBytes has one entry per buffer");
   try {
     if (!config || !params) {
-      copyMessage(format("%s: null launch configuration or parameters",
-                         kernel),
+      copyMessage(format("%s: null launch configuration or parameters", kernel),
                   error, errorBytes);
       return 1;
     }
     std::string invalid = validate(*config);
     if (!invalid.empty()) {
-      copyMessage(format("%s: %s", kernel, invalid.c_str()), error,
-                  errorBytes);
+      copyMessage(format("%s: %s", kernel, invalid.c_str()), error, errorBytes);
       return 1;
     }
     Launch launch;
@@ -2040,12 +2140,11 @@ inline int launch(const char *kernel, void (*fn)(Params),
                                       : kDefaultStackBytes;
     launch.stackBytes = (stack + page - 1) / page * page;
     for (unsigned i = 0; i < kMaxBuffers; ++i)
-      launch.buffers[i] = BufferInfo{
-          static_cast<const unsigned char *>(params->buffers[i]),
-          config->bufferBytes[i], static_cast<int>(i)};
-    unsigned long long workers =
-        std::min<unsigned long long>({std::max(config->hostThreads, 1u),
-                                      launch.nBlocks, kMaxHostThreads});
+      launch.buffers[i] =
+          BufferInfo{static_cast<const unsigned char *>(params->buffers[i]),
+                     config->bufferBytes[i], static_cast<int>(i)};
+    unsigned long long workers = std::min<unsigned long long>(
+        {std::max(config->hostThreads, 1u), launch.nBlocks, kMaxHostThreads});
     std::vector<std::thread> helpers;
     try {
       for (unsigned long long i = 1; i < workers; ++i)
@@ -2076,10 +2175,10 @@ inline int launch(const char *kernel, void (*fn)(Params),
 /// params, error, errorBytes)`, which runs the grid and returns 0, or
 /// non-zero with a message in `error`.
 #define MOEC_EMU_EXPORT_KERNEL(name)                                           \
-  extern "C" __attribute__((visibility("default"))) int                        \
-      moec_emu_launch_##name(const moec_emu_launch *config,                    \
-                             const ::moec::KernelParams *params, char *error,  \
-                             unsigned long errorBytes) {                       \
+  extern "C"                                                                   \
+      __attribute__((visibility("default"))) int moec_emu_launch_##name(       \
+          const moec_emu_launch *config, const ::moec::KernelParams *params,   \
+          char *error, unsigned long errorBytes) {                             \
     return ::moec_emu::detail::launch(#name, &name, config, params, error,     \
                                       errorBytes);                             \
   }

@@ -29,6 +29,10 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
               .Case("switch_loss_grad", emitSwitchLossGradGroup)
               .Case("experts", emitExpertsGroup)
               .Case("experts_grad", emitExpertsGradGroup)
+              .Case("cross_entropy", emitCrossEntropyGroup)
+              .Case("cross_entropy_grad", emitCrossEntropyGradGroup)
+              .Case("global_norm", emitGlobalNormGroup)
+              .Case("optimizer", emitOptimizerGroup)
               .Default(nullptr);
   if (!fn)
     return e.error("is in a '")

@@ -1,0 +1,81 @@
+//===- Losses.cpp - cross-entropy and its gradient ------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
+  auto op = cast<CrossEntropyOp>(e.first());
+  int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
+  int64_t threads = e.tile("threads", 256);
+  SymDim rows = e.rowsOf(op.getLogits());
+  Type f32 = Float32Type::get(op->getContext());
+  Type i32 = IntegerType::get(op->getContext(), 32);
+  int64_t rowLoss = e.scratch(f32, {rows});
+  int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                       e.scalar(rows)));
+  std::string logits = declared(e, w, op.getLogits(), false, "logits");
+  std::string targets = declared(e, w, op.getTargets(), false, "targets");
+  std::string loss = declared(e, w, op.getLoss(), true, "loss");
+  w.line(llvm::formatv("moec::crossEntropyForward<{0}, {1}>(rows, {2}, {3}, "
+                       "{4}, {5}, {6}, moec::bufferArg<unsigned>(p, {7}));",
+                       vocab, threads,
+                       floatLiteral(op.getLabelSmoothing().convertToDouble()),
+                       logits, targets,
+                       e.bufferExpr(e.argument(rowLoss), f32, true), loss,
+                       e.argument(ticket)));
+  e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
+  auto op = cast<CrossEntropyGradOp>(e.first());
+  int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
+  int64_t threads = e.tile("threads", 256);
+  SymDim rows = e.rowsOf(op.getLogits());
+  Type f32 = Float32Type::get(op->getContext());
+  int64_t count = e.scratch(f32, {SymDim(1)});
+  e.beginKernel("count");
+  {
+    CodeWriter w;
+    w.indent();
+    w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
+                         e.scalar(rows)));
+    std::string targets = declared(e, w, op.getTargets(), false, "targets");
+    w.line(llvm::formatv("moec::countTargets<256>(rows, {0}, {1});", targets,
+                         e.bufferExpr(e.argument(count), f32, true)));
+    e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), 256);
+  }
+  e.beginKernel("rows");
+  CodeWriter w;
+  w.indent();
+  std::string logits = declared(e, w, op.getLogits(), false, "logits");
+  std::string targets = declared(e, w, op.getTargets(), false, "targets");
+  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
+  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  w.line(llvm::formatv("moec::crossEntropyBackward<{0}, {1}>({2}, {3}, {4}, "
+                       "{5}, {6}, {7});",
+                       vocab, threads,
+                       floatLiteral(op.getLabelSmoothing().convertToDouble()),
+                       logits, targets, dloss,
+                       e.bufferExpr(e.argument(count), f32, false), out));
+  e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
+  return success();
+}

@@ -1,0 +1,182 @@
+//===- Optimizer.cpp - the gradient norm and the optimizer updates --------===//
+//
+// global_norm: a fixed grid of blocks each adds the squares of its share of
+// every gradient (in double), the last block adds the block sums in order,
+// takes the root and evaluates the group's clipping arithmetic. optimizer:
+// every parameter update of the program in one multi-tensor launch (split
+// when the pointers would not fit the kernel parameter block).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GroupEmitter.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cuda;
+
+namespace {
+
+constexpr int64_t kNormBlocks = 64;
+
+std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
+                     StringRef prefix) {
+  std::string name = e.fresh(prefix);
+  e.declare(w, name, v, writable);
+  return name;
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
+  auto norm = cast<GlobalNormOp>(e.first());
+  MLIRContext *ctx = norm->getContext();
+  Type f64 = Float64Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+  int64_t partials = e.scratch(f64, {SymDim(kNormBlocks)});
+  int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
+  const int64_t threads = 256;
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  w.line("MOEC_SHARED(double, warpSums, 8);");
+  w.line("double s = 0.0;");
+  for (Value g : norm.getInputs()) {
+    auto type = cast<RankedTensorType>(g.getType());
+    if (!type.getElementType().isF32() || !type.hasStaticShape())
+      return norm.emitOpError("the CUDA gradient norm takes static f32 tensors");
+    std::string p = declared(e, w, g, false, "g");
+    w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});", p,
+                         type.getNumElements()));
+  }
+  w.line(llvm::formatv("const moec::gptr<double> partials = {0};",
+                       e.bufferExpr(e.argument(partials), f64, true)));
+  w.line(llvm::formatv("s = moec::blockSum<{0}>(s, warpSums);", threads));
+  w.line("if (threadIdx.x == 0) partials[blockIdx.x] = s;");
+  w.line(llvm::formatv("if (!moec::isLastBlock(moec::bufferArg<unsigned>(p, "
+                       "{0})) || threadIdx.x != 0) return;",
+                       e.argument(ticket)));
+  w.line("double total = 0.0;");
+  w.line(llvm::formatv("for (int b = 0; b < {0}; ++b) total += partials[b];",
+                       kNormBlocks));
+  // The norm, then the clipping arithmetic fused after it, on one thread.
+  llvm::DenseMap<Value, std::string> names;
+  std::string root = e.fresh();
+  w.line("const float " + root + " = static_cast<float>(sqrt(total));");
+  names[norm.getNorm()] = root;
+  auto store = [&](Value v) {
+    if (e.escapes(v)) {
+      std::string out = declared(e, w, v, true, "out");
+      w.line(out + "[0] = " + names[v] + ";");
+    }
+  };
+  store(norm.getNorm());
+  for (Operation *op : llvm::drop_begin(e.group().ops)) {
+    llvm::SmallVector<std::string> in;
+    for (Value v : op->getOperands()) {
+      if (!names.count(v)) {
+        std::string p = declared(e, w, v, false, "in");
+        names[v] = p + "[0]";
+      }
+      in.push_back(names[v]);
+    }
+    FailureOr<std::string> v = e.elementwise(w, op, in, "0");
+    if (failed(v))
+      return op->emitOpError("cannot follow the gradient norm in its kernel");
+    names[op->getResult(0)] = *v;
+    store(op->getResult(0));
+  }
+  e.finishKernel(w.str(), GridDim{SymDim(kNormBlocks), 1}, GridDim(), GridDim(),
+                 threads);
+  return success();
+}
+
+LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
+  const auto &ops = e.group().ops;
+  // Each update takes up to 6 pointers; the kernel block holds 192.
+  constexpr size_t kPerLaunch = 30;
+  for (size_t begin = 0; begin < ops.size(); begin += kPerLaunch) {
+    size_t end = std::min(ops.size(), begin + kPerLaunch);
+    e.beginKernel(ops.size() > kPerLaunch
+                      ? "part" + std::to_string(begin / kPerLaunch)
+                      : "");
+    CodeWriter w;
+    w.indent();
+    int64_t total = 0;
+    w.line("const int64_t stride = static_cast<int64_t>(gridDim.x) * "
+           "blockDim.x;");
+    w.line("const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) "
+           "+ threadIdx.x;");
+    for (size_t i = begin; i < end; ++i) {
+      Operation *op = ops[i];
+      auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+      if (!type.getElementType().isF32())
+        return op->emitOpError("the CUDA optimizer updates f32 parameters");
+      int64_t n = type.getNumElements();
+      total += n;
+      CodeWriter::Scope scope(w, "");
+      if (auto adam = dyn_cast<AdamUpdateOp>(op)) {
+        std::string p = declared(e, w, adam.getParam(), false, "p");
+        std::string g = declared(e, w, adam.getGrad(), false, "g");
+        std::string m = declared(e, w, adam.getM(), false, "m");
+        std::string v = declared(e, w, adam.getV(), false, "v");
+        std::string step = declared(e, w, adam.getStep(), false, "step");
+        std::string lr = declared(e, w, adam.getLr(), false, "lr");
+        std::string scale = declared(e, w, adam.getGradScale(), false, "scale");
+        std::string po = declared(e, w, adam.getNewParam(), true, "po");
+        std::string mo = declared(e, w, adam.getNewM(), true, "mo");
+        std::string vo = declared(e, w, adam.getNewV(), true, "vo");
+        double b1 = adam.getBeta1().convertToDouble(),
+               b2 = adam.getBeta2().convertToDouble();
+        w.line(llvm::formatv("const double s = static_cast<double>({0}[0]);",
+                             step));
+        w.line(llvm::formatv("const double bc1 = 1.0 - pow({0}, s), bc2 = 1.0 "
+                             "- pow({1}, s);",
+                             doubleLiteral(b1), doubleLiteral(b2)));
+        w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
+                             n));
+        w.line(llvm::formatv(
+            "  float pv = {0}[i], mv = {1}[i], vv = {2}[i];", p, m, v));
+        w.line(llvm::formatv(
+            "  moec::adamStep(pv, mv, vv, {0}[i], {1}[0], static_cast<float>({2}"
+            "[0]), {3}, {4}, {5}, {6}, {7}, bc1, bc2);",
+            g, lr, scale, floatLiteral(b1), floatLiteral(b2),
+            floatLiteral(adam.getEps().convertToDouble()),
+            floatLiteral(adam.getWeightDecay().convertToDouble()),
+            adam.getDecoupled() ? "true" : "false"));
+        w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv; {2}[i] = vv;", po, mo,
+                             vo));
+        w.line("}");
+      } else {
+        auto sgd = cast<SgdUpdateOp>(op);
+        std::string p = declared(e, w, sgd.getParam(), false, "p");
+        std::string g = declared(e, w, sgd.getGrad(), false, "g");
+        std::string m = declared(e, w, sgd.getM(), false, "m");
+        std::string lr = declared(e, w, sgd.getLr(), false, "lr");
+        std::string scale = declared(e, w, sgd.getGradScale(), false, "scale");
+        std::string po = declared(e, w, sgd.getNewParam(), true, "po");
+        std::string mo = declared(e, w, sgd.getNewM(), true, "mo");
+        w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
+                             n));
+        w.line(llvm::formatv("  float pv = {0}[i], mv = {1}[i];", p, m));
+        w.line(llvm::formatv(
+            "  moec::sgdStep(pv, mv, {0}[i], {1}[0], static_cast<float>({2}[0]), "
+            "{3}, {4});",
+            g, lr, scale, floatLiteral(sgd.getMomentum().convertToDouble()),
+            floatLiteral(sgd.getWeightDecay().convertToDouble())));
+        w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv;", po, mo));
+        w.line("}");
+      }
+    }
+    // Enough blocks for the largest tensor of the launch.
+    int64_t largest = 0;
+    for (size_t i = begin; i < end; ++i)
+      largest = std::max<int64_t>(
+          largest,
+          cast<RankedTensorType>(ops[i]->getOperand(0).getType()).getNumElements());
+    (void)total;
+    e.finishKernel(w.str(), GridDim{SymDim(largest), 256 * 4}, GridDim(),
+                   GridDim(), 256);
+  }
+  return success();
+}

@@ -1,0 +1,385 @@
+//===- EmuCompiler.cpp - generated CUDA built for the host ----------------===//
+//
+// Cache layout, in one directory: prelude-<hash>.h (the prelude the kernels
+// were built with) and, per translation unit, <name>-<key>.cu (the source),
+// .so (the library) and .key (what it was built from). A cached library is
+// used only when its .key, source and prelude match byte for byte, so a
+// hash collision can cost a rebuild but never run the wrong code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "emu/EmuCompiler.h"
+
+#include "AtomicFile.h"
+#include "moec/Error.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <unordered_map>
+
+extern char **environ;
+
+namespace moec::emu {
+
+namespace {
+
+#include "emu/EmuPrelude.inc"
+
+/// The C struct moec_emu_launch of prelude.h, field for field.
+struct LaunchAbi {
+  unsigned version;
+  unsigned flags;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned hostThreads;
+  unsigned reserved;
+  unsigned long long sharedBytes;
+  unsigned long long stackBytes;
+  unsigned long long bufferBytes[kMaxKernelBuffers];
+};
+static_assert(offsetof(LaunchAbi, sharedBytes) == 40 &&
+                  offsetof(LaunchAbi, bufferBytes) == 56 &&
+                  sizeof(LaunchAbi) == 1592,
+              "layout of moec_emu_launch in runtime/device/emu/prelude.h");
+constexpr unsigned kAbiVersion = 1; // MOEC_EMU_ABI_VERSION
+
+using LaunchFn = int (*)(const LaunchAbi *, const KernelParams *, char *,
+                         unsigned long);
+
+constexpr size_t kMaxSourceBytes = size_t(1) << 30;
+
+uint64_t fnv1a(const std::string &text, uint64_t hash = 0xcbf29ce484222325ull) {
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+std::string hex(uint64_t value) { return fmt::format("{:016x}", value); }
+
+std::string getEnv(const char *name) {
+  const char *value = std::getenv(name);
+  return value ? value : "";
+}
+
+/// Letters, digits, '-' and '_' of `name`, at most 64 of them.
+std::string fileStem(const std::string &name) {
+  std::string stem;
+  for (char c : name) {
+    if (stem.size() == 64)
+      break;
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '-' || c == '_';
+    stem += plain ? c : '_';
+  }
+  return stem.empty() ? "tu" : stem;
+}
+
+struct ProcessResult {
+  int exitStatus; // -1: killed by a signal
+  std::string output;
+};
+
+/// Runs `argv` (looked up in PATH) with stdout and stderr captured.
+ProcessResult runProcess(const std::vector<std::string> &argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error(
+        fmt::format("emu: cannot create a pipe: {}", std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char *> args;
+  for (const std::string &arg : argv)
+    args.push_back(const_cast<char *>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int spawned =
+      posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    throw Error(fmt::format("emu: cannot run '{}': {}; set $MOEC_EMU_CXX to "
+                            "a C++17 compiler",
+                            argv[0], std::strerror(spawned)));
+  }
+  ProcessResult result{0, ""};
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    if (result.output.size() < (size_t(1) << 22))
+      result.output.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exitStatus = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+/// `compiler --version`, once per compiler per process.
+std::string compilerIdentity(const std::string &compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(compiler);
+  if (it != known.end())
+    return it->second;
+  ProcessResult result = runProcess({compiler, "--version"});
+  if (result.exitStatus != 0)
+    throw Error(fmt::format("emu: '{} --version' failed (exit status {}): {}",
+                            compiler, result.exitStatus, result.output));
+  return known[compiler] = result.output;
+}
+
+/// The first lines of a compiler log: the first errors are the useful ones.
+std::string trimLog(const std::string &log) {
+  constexpr size_t kMaxLines = 60, kMaxChars = 8000;
+  size_t lines = 0, end = 0;
+  while (end < log.size() && lines < kMaxLines && end < kMaxChars) {
+    size_t next = log.find('\n', end);
+    end = next == std::string::npos ? log.size() : next + 1;
+    ++lines;
+  }
+  end = std::min(end, kMaxChars);
+  std::string trimmed = log.substr(0, end);
+  if (end < log.size())
+    trimmed += fmt::format("[... {} more bytes of compiler output]\n",
+                           log.size() - end);
+  return trimmed;
+}
+
+bool fileEquals(const std::string &path, const std::string &expected) {
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) != expected.size() || ec)
+    return false;
+  try {
+    return detail::readWholeFile(path, kMaxSourceBytes) == expected;
+  } catch (const Error &) {
+    return false;
+  }
+}
+
+void writeFile(const std::string &path, const std::string &text) {
+  detail::writeFileAtomically(path, {{text.data(), text.size()}});
+}
+
+/// Serializes builds of one cache entry within this process.
+std::shared_ptr<std::mutex> entryMutex(const std::string &path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<std::mutex>> entries;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto &entry = entries[path];
+  if (!entry)
+    entry = std::make_shared<std::mutex>();
+  return entry;
+}
+
+std::string compileCommandText(const std::vector<std::string> &argv) {
+  std::string text;
+  for (const std::string &arg : argv)
+    text += (text.empty() ? "" : " ") + arg;
+  return text;
+}
+
+} // namespace
+
+const std::string &emuPrelude() {
+  static const std::string text(
+      reinterpret_cast<const char *>(kEmuPreludeBytes),
+      sizeof kEmuPreludeBytes - 1);
+  return text;
+}
+
+std::string defaultEmuCacheDir() {
+  std::string dir = getEnv("MOEC_CACHE_DIR");
+  if (!dir.empty())
+    return dir + "/emu";
+  dir = getEnv("XDG_CACHE_HOME");
+  if (!dir.empty())
+    return dir + "/moec/emu";
+  dir = getEnv("HOME");
+  if (!dir.empty())
+    return dir + "/.cache/moec/emu";
+  return fmt::format("/tmp/moec-cache-{}/emu", ::getuid());
+}
+
+struct EmuModule::Impl {
+  std::string libraryPath, sourcePath;
+  bool fromCache = false;
+  void *handle = nullptr;
+  mutable std::mutex mutex;
+  mutable std::unordered_map<std::string, LaunchFn> launchers;
+
+  ~Impl() {
+    if (handle)
+      ::dlclose(handle);
+  }
+
+  /// The launcher of `kernel`, or null.
+  LaunchFn find(const std::string &kernel) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = launchers.find(kernel);
+    if (it != launchers.end())
+      return it->second;
+    std::string symbol = "moec_emu_launch_" + kernel;
+    auto fn = reinterpret_cast<LaunchFn>(::dlsym(handle, symbol.c_str()));
+    if (fn)
+      launchers.emplace(kernel, fn);
+    return fn;
+  }
+};
+
+EmuModule::EmuModule(std::shared_ptr<const Impl> impl)
+    : impl(std::move(impl)) {}
+
+EmuModule EmuModule::load(const std::string &source, const std::string &name,
+                          const EmuOptions &options) {
+  std::string compiler = options.compiler;
+  if (compiler.empty())
+    compiler = getEnv("MOEC_EMU_CXX");
+  if (compiler.empty())
+    compiler = "c++";
+  std::string dir =
+      options.cacheDir.empty() ? defaultEmuCacheDir() : options.cacheDir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw Error(fmt::format("emu: cannot create the kernel cache directory "
+                            "'{}': {}; set $MOEC_CACHE_DIR to a writable one",
+                            dir, ec.message()));
+
+  const std::string &prelude = emuPrelude();
+  std::vector<std::string> flags = {
+      "-std=c++17", options.optimization,  "-g",       "-fPIC",
+      "-shared",    "-fvisibility=hidden", "-pthread", "-DMOEC_EMU"};
+  if (options.check)
+    flags.push_back("-DMOEC_EMU_CHECK");
+  if (options.check && !options.trackShared)
+    flags.push_back("-DMOEC_EMU_UNTRACKED_SHARED");
+  for (const std::string &flag : options.extraFlags)
+    flags.push_back(flag);
+
+  std::string key = fmt::format(
+      "moec-emu-cache 1\ncompiler: {}\nversion: {}\nflags: {}\nprelude: {} "
+      "{}\nsource: {} {}\n",
+      compiler, compilerIdentity(compiler), compileCommandText(flags),
+      hex(fnv1a(prelude)), prelude.size(), hex(fnv1a(source)), source.size());
+  std::string stem =
+      fmt::format("{}/{}-{}", dir, fileStem(name), hex(fnv1a(key)));
+  std::string preludePath =
+      fmt::format("{}/prelude-{}.h", dir, hex(fnv1a(prelude)));
+  auto impl = std::make_shared<Impl>();
+  impl->sourcePath = stem + ".cu";
+  impl->libraryPath = stem + ".so";
+
+  std::shared_ptr<std::mutex> entry = entryMutex(stem);
+  std::lock_guard<std::mutex> lock(*entry);
+  bool cached = fileEquals(stem + ".key", key) &&
+                fileEquals(impl->sourcePath, source) &&
+                fileEquals(preludePath, prelude) &&
+                std::filesystem::exists(impl->libraryPath, ec);
+  if (cached) {
+    impl->handle = ::dlopen(impl->libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    impl->fromCache = impl->handle != nullptr;
+    // A damaged cached library is rebuilt below.
+  }
+  if (!impl->handle) {
+    if (!fileEquals(preludePath, prelude))
+      writeFile(preludePath, prelude);
+    writeFile(impl->sourcePath, source);
+    static std::atomic<uint64_t> counter{0};
+    std::string temporary =
+        fmt::format("{}.so.tmp.{}.{}", stem, ::getpid(), counter++);
+    std::vector<std::string> argv = {compiler};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const char *arg : {"-include", preludePath.c_str(), "-x", "c++",
+                            impl->sourcePath.c_str(), "-x", "none", "-o",
+                            temporary.c_str(), "-lboost_context"})
+      argv.push_back(arg);
+    ProcessResult result = runProcess(argv);
+    if (result.exitStatus != 0) {
+      ::unlink(temporary.c_str());
+      throw Error(fmt::format(
+          "emu: compiling '{}' failed (exit status {}):\n{}the source is "
+          "saved as {}\ncommand: {}",
+          name, result.exitStatus, trimLog(result.output), impl->sourcePath,
+          compileCommandText(argv)));
+    }
+    if (::rename(temporary.c_str(), impl->libraryPath.c_str()) != 0) {
+      int error = errno;
+      ::unlink(temporary.c_str());
+      throw Error(fmt::format("emu: cannot move the compiled '{}' to '{}': {}",
+                              name, impl->libraryPath, std::strerror(error)));
+    }
+    writeFile(stem + ".key", key);
+    impl->handle = ::dlopen(impl->libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!impl->handle)
+      throw Error(fmt::format("emu: cannot load '{}' built from {}: {}",
+                              impl->libraryPath, impl->sourcePath,
+                              ::dlerror()));
+  }
+  return EmuModule(std::move(impl));
+}
+
+void EmuModule::launch(const std::string &kernel, const EmuLaunchConfig &config,
+                       const KernelParams &params) const {
+  LaunchFn fn = impl->find(kernel);
+  if (!fn)
+    throw Error(fmt::format("emu: {} has no kernel '{}' (no "
+                            "MOEC_EMU_EXPORT_KERNEL({}) in {})",
+                            impl->libraryPath, kernel, kernel,
+                            impl->sourcePath));
+  if (config.bufferBytes.size() > static_cast<size_t>(kMaxKernelBuffers))
+    throw Error(fmt::format("emu: launch of '{}' gives {} buffer sizes; a "
+                            "kernel has at most {} buffers",
+                            kernel, config.bufferBytes.size(),
+                            kMaxKernelBuffers));
+  LaunchAbi abi{};
+  abi.version = kAbiVersion;
+  for (int i = 0; i < 3; ++i) {
+    abi.grid[i] = config.grid[i];
+    abi.block[i] = config.block[i];
+  }
+  abi.hostThreads = config.hostThreads;
+  abi.sharedBytes = config.sharedBytes;
+  abi.stackBytes = config.stackBytes;
+  for (size_t i = 0; i < config.bufferBytes.size(); ++i)
+    abi.bufferBytes[i] = config.bufferBytes[i];
+  char error[8192] = "";
+  if (fn(&abi, &params, error, sizeof error) != 0)
+    throw Error(fmt::format("emu: {}", error));
+}
+
+bool EmuModule::hasKernel(const std::string &kernel) const {
+  return impl->find(kernel) != nullptr;
+}
+
+bool EmuModule::fromCache() const { return impl->fromCache; }
+
+const std::string &EmuModule::libraryPath() const { return impl->libraryPath; }
+
+const std::string &EmuModule::sourcePath() const { return impl->sourcePath; }
+
+} // namespace moec::emu

@@ -1,0 +1,81 @@
+//===- EmuMmaTest.cpp - mma tiles against a reference matmul --------------===//
+
+#include "EmuTestUtil.h"
+
+#include <cstring>
+#include <gtest/gtest.h>
+#include <random>
+
+using namespace moec::emu;
+using namespace moec::emu::test;
+
+namespace {
+
+float truncateToTf32(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  bits &= 0xffffe000u;
+  std::memcpy(&value, &bits, sizeof bits);
+  return value;
+}
+
+} // namespace
+
+TEST(EmuMma, M16N8K16Bf16MatchesAReferenceMatmul) {
+  const int tiles = 4; // 2 blocks of 2 warps
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<uint16_t> A(tiles * 256), B(tiles * 128);
+  std::vector<float> C(tiles * 128), D(tiles * 128, 0.0f);
+  for (auto &a : A)
+    a = toBf16Bits(uniform(rng));
+  for (auto &b : B)
+    b = toBf16Bits(uniform(rng));
+  for (auto &c : C)
+    c = uniform(rng);
+  Launch(2, 64).buffer(0, A).buffer(1, B).buffer(2, C).buffer(3, D).run(
+      correctModule(), "mmaBf16");
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        float acc = C[tile * 128 + i * 8 + j];
+        for (int pass = 0; pass < 2; ++pass)
+          for (int k = 0; k < 16; ++k)
+            acc += fromBf16Bits(A[tile * 256 + i * 16 + k]) *
+                   fromBf16Bits(B[tile * 128 + k * 8 + j]);
+        EXPECT_EQ(D[tile * 128 + i * 8 + j], acc)
+            << "tile " << tile << " (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
+TEST(EmuMma, M16N8K8Tf32MatchesAReferenceMatmul) {
+  const int tiles = 3; // 1 block of 3 warps
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> A(tiles * 128), B(tiles * 64), C(tiles * 128),
+      D(tiles * 128, 0.0f);
+  for (auto *v : {&A, &B, &C})
+    for (auto &x : *v)
+      x = uniform(rng);
+  Launch(1, 96).buffer(0, A).buffer(1, B).buffer(2, C).buffer(3, D).run(
+      correctModule(), "mmaTf32");
+  int inexact = 0;
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        float acc = C[tile * 128 + i * 8 + j], full = acc;
+        for (int k = 0; k < 8; ++k) {
+          acc += truncateToTf32(A[tile * 128 + i * 8 + k]) *
+                 truncateToTf32(B[tile * 64 + k * 8 + j]);
+          full += A[tile * 128 + i * 8 + k] * B[tile * 64 + k * 8 + j];
+        }
+        EXPECT_EQ(D[tile * 128 + i * 8 + j], acc)
+            << "tile " << tile << " (" << i << ", " << j << ")";
+        inexact += acc != full;
+      }
+    }
+  }
+  EXPECT_GT(inexact, 0) << "the inputs should exercise tf32 truncation";
+}
