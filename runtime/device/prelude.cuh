@@ -49,6 +49,8 @@ struct KernelParams {
 #ifndef MOEC_EMU
 /// A pointer to global memory; bounds-checked in emu's checking mode.
 template <typename T> using gptr = T *;
+/// A pointer to shared memory; emu's checking mode tracks what it reads.
+template <typename T> using sptr = T *;
 
 /// Buffer `i` of the launch as a typed pointer.
 template <typename T>

@@ -30,7 +30,7 @@ template <typename T> MOEC_DEVICE T warpMax(T v) {
 /// Sum over a block of `Threads` threads (a multiple of 32); every thread
 /// gets the result. `scratch` holds at least Threads / 32 values.
 template <int Threads, typename T>
-MOEC_DEVICE T blockSum(T v, T *scratch) {
+MOEC_DEVICE T blockSum(T v, sptr<T> scratch) {
   constexpr int kWarps = Threads / 32;
   v = warpSum(v);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -45,7 +45,7 @@ MOEC_DEVICE T blockSum(T v, T *scratch) {
 }
 
 template <int Threads, typename T>
-MOEC_DEVICE T blockMax(T v, T *scratch) {
+MOEC_DEVICE T blockMax(T v, sptr<T> scratch) {
   constexpr int kWarps = Threads / 32;
   v = warpMax(v);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -129,7 +129,7 @@ namespace moec {
 /// threads (a multiple of 32), in thread order; `total` gets the sum.
 /// `scratch` holds at least Threads / 32 ints.
 template <int Threads>
-MOEC_DEVICE int blockExclusiveScan(int v, int *scratch, int &total) {
+MOEC_DEVICE int blockExclusiveScan(int v, sptr<int> scratch, int &total) {
   constexpr int kWarps = Threads / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int inclusive = v;

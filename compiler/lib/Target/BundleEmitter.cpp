@@ -292,7 +292,7 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
   bundle["states"] = std::move(states);
 
   json::Object programs;
-  std::vector<cuda::Kernel> kernels;
+  cuda::KernelTable kernels;
   std::map<std::string, cuda::ProgramCode> codes;
   std::string skipped;
   for (auto func : module.getOps<func::FuncOp>()) {
@@ -327,7 +327,7 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
     cudaSection["device_library"] = std::string(moec::deviceLibraryHash());
     cudaSection["arch"] = options.arch;
     json::Array kernelTable;
-    for (const cuda::Kernel &k : kernels)
+    for (const cuda::Kernel &k : kernels.kernels())
       kernelTable.push_back(json::Object{{"name", k.name}, {"source", k.source}});
     cudaSection["kernels"] = std::move(kernelTable);
     bundle["cuda"] = std::move(cudaSection);

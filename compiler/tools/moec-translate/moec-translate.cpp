@@ -39,13 +39,13 @@ static LogicalResult toCuda(ModuleOp module, llvm::raw_ostream &os) {
     auto entry = func->getAttrOfType<StringAttr>(moe::attrs::kEntry);
     if (!entry)
       continue;
-    std::vector<moe::cuda::Kernel> kernels;
+    moe::cuda::KernelTable kernels;
     FailureOr<moe::cuda::ProgramCode> code =
         moe::cuda::emitProgram(func, entry.getValue(), kernels);
     if (failed(code))
       return failure();
     os << "// ===== program " << entry.getValue() << "\n";
-    for (const moe::cuda::Kernel &k : kernels)
+    for (const moe::cuda::Kernel &k : kernels.kernels())
       os << k.source << "\n";
     for (const moe::cuda::GroupCode &g : code->groups)
       for (const moe::cuda::Launch &l : g.launches) {

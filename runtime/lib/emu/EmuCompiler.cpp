@@ -271,9 +271,13 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
                             dir, ec.message()));
 
   const std::string &prelude = emuPrelude();
+  // Hidden visibility: kernel libraries export only their launchers, so
+  // two loaded libraries never interpose each other's prelude.
   std::vector<std::string> flags = {
-      "-std=c++17", options.optimization,  "-g",       "-fPIC",
-      "-shared",    "-fvisibility=hidden", "-pthread", "-DMOEC_EMU"};
+      "-std=c++17",          "-g",       "-fPIC",     "-shared",
+      "-fvisibility=hidden", "-pthread", "-DMOEC_EMU"};
+  if (!options.optimization.empty())
+    flags.insert(flags.begin() + 1, options.optimization);
   if (options.check)
     flags.push_back("-DMOEC_EMU_CHECK");
   if (options.check && !options.trackShared)

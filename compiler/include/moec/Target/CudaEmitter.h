@@ -13,8 +13,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "moe/IR/SymbolicShape.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include <string>
-#include <vector>
 #include <vector>
 
 namespace mlir::moe::cuda {
@@ -57,15 +57,35 @@ struct Kernel {
   std::string source;
 };
 
+/// The kernels of a bundle. A kernel whose code equals an earlier one's up
+/// to its name (the same group compiled into several programs: forward,
+/// loss, train_step) is not added again; its launches use the earlier one,
+/// so NVRTC and the emu device build each distinct kernel once.
+class KernelTable {
+public:
+  /// Adds the kernel `name` whose source is `header` (comments) followed by
+  /// `code`, where `code` spells the kernel's name as kNamePlaceholder.
+  /// Returns the name its launches must use.
+  std::string add(const std::string &name, const std::string &header,
+                  const std::string &code);
+  const std::vector<Kernel> &kernels() const { return list; }
+
+  static constexpr const char *kNamePlaceholder = "@KERNEL@";
+
+private:
+  std::vector<Kernel> list;
+  llvm::StringMap<std::string> nameByCode;
+};
+
 struct ProgramCode {
   std::vector<GroupCode> groups;
   std::vector<Scratch> scratch;
 };
 
 /// Emits the kernels of one planned entry function named `program`,
-/// appending them to `kernels`. Reports unsupported ops at their location.
+/// adding them to `kernels`. Reports unsupported ops at their location.
 FailureOr<ProgramCode> emitProgram(func::FuncOp func, StringRef program,
-                                   std::vector<Kernel> &kernels);
+                                   KernelTable &kernels);
 
 } // namespace mlir::moe::cuda
 

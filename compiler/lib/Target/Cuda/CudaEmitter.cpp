@@ -42,7 +42,7 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
 }
 
 FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
-    func::FuncOp func, StringRef program, std::vector<Kernel> &kernels) {
+    func::FuncOp func, StringRef program, KernelTable &kernels) {
   ProgramContext ctx;
   ctx.program = program.str();
   ctx.kernels = &kernels;
@@ -64,4 +64,20 @@ FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
       return failure();
   }
   return std::move(ctx.code);
+}
+
+std::string mlir::moe::cuda::KernelTable::add(const std::string &name,
+                                              const std::string &header,
+                                              const std::string &code) {
+  auto [it, inserted] = nameByCode.try_emplace(code, name);
+  if (!inserted)
+    return it->second;
+  // Spell the kernel's name wherever the code names itself.
+  std::string source = header + code;
+  const std::string placeholder = kNamePlaceholder;
+  for (size_t at = source.find(placeholder); at != std::string::npos;
+       at = source.find(placeholder, at + name.size()))
+    source.replace(at, placeholder.size(), name);
+  list.push_back({name, std::move(source)});
+  return name;
 }

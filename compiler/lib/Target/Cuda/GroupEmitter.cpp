@@ -117,10 +117,9 @@ void GroupEmitter::declare(CodeWriter &w, StringRef local, Value v,
 
 void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
                                 GridDim z, int64_t threads,
-                                int64_t sharedBytes,
-                                const std::string &helpers) {
-  std::string source;
-  llvm::raw_string_ostream os(source);
+                                int64_t sharedBytes) {
+  std::string header;
+  llvm::raw_string_ostream os(header);
   os << "// group " << grp.id << " (" << grp.kind << "):";
   for (Operation *op : grp.ops)
     os << " " << op->getName().getStringRef();
@@ -132,17 +131,18 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
          << cast<IntegerAttr>(n.getValue()).getInt();
     os << "\n";
   }
-  if (!helpers.empty())
-    os << "namespace " << name << "_detail {\n" << helpers << "} // namespace "
-       << name << "_detail\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") "
-     << name << "(const moec::KernelParams p) {\n"
-     << body << "}\n"
-     << "#ifdef MOEC_EMU\nMOEC_EMU_EXPORT_KERNEL(" << name << ")\n#endif\n";
-  program.kernels->push_back({name, source});
+  const char *self = KernelTable::kNamePlaceholder;
+  std::string code = (llvm::Twine("extern \"C\" __global__ void "
+                                  "__launch_bounds__(") +
+                      llvm::Twine(threads) + ") " + self +
+                      "(const moec::KernelParams p) {\n" + body + "}\n" +
+                      "#ifdef MOEC_EMU\nMOEC_EMU_EXPORT_KERNEL(" + self +
+                      ")\n#endif\n")
+                         .str();
+  std::string kernel = program.kernels->add(name, header, code);
 
   Launch launch;
-  launch.kernel = name;
+  launch.kernel = kernel;
   launch.grid[0] = x;
   launch.grid[1] = y;
   launch.grid[2] = z;

@@ -27,7 +27,7 @@ struct ProgramContext {
   ProgramCode code;
   /// Scratch ids by "type:shape", so groups reuse each other's scratch.
   std::map<std::string, llvm::SmallVector<int64_t>> scratchPool;
-  std::vector<Kernel> *kernels = nullptr;
+  KernelTable *kernels = nullptr;
 };
 
 class GroupEmitter {
@@ -70,9 +70,7 @@ public:
   /// Finishes the kernel with `body` (the statements of the __global__) and
   /// records its launch.
   void finishKernel(const std::string &body, GridDim x, GridDim y, GridDim z,
-                    int64_t threads, int64_t sharedBytes = 0,
-                    const std::string &helpers = "");
-  const std::string &kernelName() const { return name; }
+                    int64_t threads, int64_t sharedBytes = 0);
 
   /// Elementwise ops as expressions: emits `const T vN = ...;` for `op`
   /// given the expressions of its operands and the flat element `index`,
