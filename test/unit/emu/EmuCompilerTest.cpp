@@ -143,7 +143,7 @@ libraryReduce(const moec::KernelParams p) {
   moec::gptr<float> out = moec::bufferArg<float>(p, 3);
   MOEC_SHARED(float, scratch, 4);
   float v = x[moec::blockLinear() * 128 + threadIdx.x];
-  float sum = moec::blockSum<128>(v, static_cast<float *>(scratch));
+  float sum = moec::blockSum<128>(v, scratch);
   if (threadIdx.x == 0)
     partials[moec::blockLinear()] = sum;
   if (moec::isLastBlock(ticket) && threadIdx.x == 0) {
