@@ -208,6 +208,8 @@ GridDimDesc readGridDim(const JsonReader &r) {
                                        r.stringField("extent")));
   d.extent = *extent;
   d.perBlock = r.field("per_block").integer(1, int64_t(1) << 31);
+  if (r.has("extra"))
+    d.extra = r.field("extra").integer(0, int64_t(1) << 31);
   return d;
 }
 

@@ -33,10 +33,12 @@ struct StepDesc {
   std::string loc;
 };
 
-/// One grid dimension: ceil(extent / perBlock) blocks.
+/// One grid dimension: ceil(extent / perBlock) + extra blocks (none when
+/// the extent is not positive).
 struct GridDimDesc {
   DimExpr extent = DimExpr(1);
   int64_t perBlock = 1;
+  int64_t extra = 0;
 };
 
 /// One kernel launch of a fused group (see compiler/CODEGEN.md).

@@ -7,7 +7,6 @@
 
 #include "CpuDevice.h"
 #include "Kernel.h"
-#include "cuda/CudaDevice.h"
 #include "moec/Error.h"
 
 #include <chrono>
@@ -111,24 +110,8 @@ public:
 
 } // namespace
 
-DeviceBuffer::~DeviceBuffer() = default;
-Device::~Device() = default;
-
 std::unique_ptr<Device> createCpuDevice() {
   return std::make_unique<CpuDevice>();
-}
-
-std::unique_ptr<Device> createDevice(const std::string &name) {
-  if (name == "cpu")
-    return createCpuDevice();
-  if (name == "cuda")
-    return cuda::createCudaDevice();
-  if (name == "emu")
-    throw Error(fmt::format("the {} device is not available in this build of "
-                            "moec (it runs generated CUDA kernels, which this "
-                            "version does not emit yet); use --device cpu",
-                            name));
-  throw Error(fmt::format("unknown device '{}' (cpu, cuda or emu)", name));
 }
 
 } // namespace moec::detail

@@ -11,6 +11,7 @@
 #include "CudaDriver.h"
 #include "KernelCache.h"
 #include "KernelSource.h"
+#include "LaunchShape.h"
 #include "moec/Error.h"
 
 #include <algorithm>
@@ -331,8 +332,7 @@ void CudaDeviceImpl::prepare(const ProgramDesc &program) {
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       auto fail = [&](const std::string &what) {
-        return Error(fmt::format("program '{}', group {}, kernel '{}': {}",
-                                 program.name, g, launch.kernel, what));
+        return launchError(program, g, launch, what);
       };
       if (launch.buffers.size() > size_t(kMaxKernelBuffers) ||
           launch.scalars.size() > size_t(kMaxKernelScalars))
@@ -378,28 +378,14 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       auto fail = [&](const std::string &what) {
-        return Error(fmt::format("program '{}', group {}, kernel '{}': {}",
-                                 program.name, g, launch.kernel, what));
+        return launchError(program, g, launch, what);
       };
-      unsigned grid[3];
-      bool empty = false;
-      for (int i = 0; i < 3; ++i) {
-        std::optional<int64_t> extent = launch.grid[i].extent.evaluate(symbols);
-        if (!extent)
-          throw fail(fmt::format("the grid extent {} depends on an unbound "
-                                 "symbol or overflows",
-                                 launch.grid[i].extent.str()));
-        int64_t perBlock = std::max<int64_t>(1, launch.grid[i].perBlock);
-        int64_t blocks = *extent <= 0 ? 0 : (*extent + perBlock - 1) / perBlock;
-        if (blocks > gpu->maxGrid[i])
-          throw fail(fmt::format("{} blocks in grid dimension {}, more than "
-                                 "the GPU's {}",
-                                 blocks, i, gpu->maxGrid[i]));
-        empty |= blocks == 0;
-        grid[i] = static_cast<unsigned>(blocks);
-      }
-      if (empty)
+      LaunchShape shape =
+          resolveLaunch(program, g, launch, symbols,
+                        {gpu->maxGrid[0], gpu->maxGrid[1], gpu->maxGrid[2]});
+      if (shape.empty())
         continue;
+      const auto &grid = shape.grid;
       KernelParams params;
       std::memset(&params, 0, sizeof(params));
       for (size_t i = 0; i < launch.buffers.size(); ++i) {
@@ -411,14 +397,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
         params.buffers[i] =
             reinterpret_cast<void *>(cudaBuffer(*buffers[id]).pointer);
       }
-      for (size_t i = 0; i < launch.scalars.size(); ++i) {
-        std::optional<int64_t> value = launch.scalars[i].evaluate(symbols);
-        if (!value)
-          throw fail(fmt::format("the scalar {} depends on an unbound symbol "
-                                 "or overflows",
-                                 launch.scalars[i].str()));
-        params.scalars[i] = *value;
-      }
+      std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
       CUresult result =

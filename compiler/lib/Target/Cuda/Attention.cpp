@@ -34,7 +34,7 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
                        e.scalar(qs[1])));
   w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(ks[1])));
-  w.line("moec::AttentionShape s;");
+  w.line("moec::AttentionShape s{};");
   w.line("s.batch = batch;");
   w.line("s.sq = sq;");
   w.line("s.rowsPerBatch = rows;");

@@ -106,7 +106,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line("moec::RouterParams r;");
+  w.line("moec::RouterParams r{};");
   w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});", e.scalar(tokens)));
   auto set = [&](StringRef field, Value v, bool writable) {
     if (!v || (writable && !e.escapes(v)))
