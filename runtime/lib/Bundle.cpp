@@ -261,6 +261,8 @@ LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
 GroupDesc readGroup(const JsonReader &r, const ProgramDesc &program,
                     const BundleData &bundle) {
   GroupDesc g;
+  if (r.has("kind"))
+    g.kind = r.stringField("kind");
   JsonReader steps = r.field("steps").array();
   for (size_t i = 0; i < steps.size(); ++i)
     g.steps.push_back(static_cast<size_t>(steps.at(i).integer(

@@ -57,6 +57,8 @@ struct LaunchDesc {
 /// A fused group: the plan steps it covers and the launches that compute
 /// them on the cuda and emu devices.
 struct GroupDesc {
+  /// What the fusion pass made of it ("gemm", "router", ...).
+  std::string kind;
   std::vector<size_t> steps;
   std::vector<LaunchDesc> launches;
 };

@@ -9,6 +9,32 @@
 
 namespace moec::detail {
 
+Tensor constantValue(const BufferDesc &buffer, const Shape &shape,
+                     const std::string &program) {
+  Tensor value(buffer.dtype, shape);
+  for (size_t i = 0; i < buffer.value.size(); ++i) {
+    switch (buffer.dtype) {
+    case DType::F32:
+      value.data<float>()[i] = static_cast<float>(buffer.value[i]);
+      break;
+    case DType::F64:
+      value.data<double>()[i] = buffer.value[i];
+      break;
+    case DType::I32:
+      value.data<int32_t>()[i] = static_cast<int32_t>(buffer.value[i]);
+      break;
+    case DType::I64:
+      value.data<int64_t>()[i] = static_cast<int64_t>(buffer.value[i]);
+      break;
+    default:
+      throw Error(fmt::format("program '{}': constants of dtype {} are not "
+                              "supported",
+                              program, dtypeName(buffer.dtype)));
+    }
+  }
+  return value;
+}
+
 ProgramRunner::ProgramRunner(Device &device, const ProgramDesc &program)
     : device(device), program(program),
       referenced(program.buffers.size(), false) {
@@ -131,30 +157,9 @@ void ProgramRunner::prepareWorkspace(const SymbolValues &values) {
       continue;
     workspace[id] = device.allocate(
         b.dtype, evaluate(b.dims, values, fmt::format("buffer {}", id)));
-    if (b.kind == BufferKind::Const) {
-      Tensor value(b.dtype, workspace[id]->shape);
-      for (size_t i = 0; i < b.value.size(); ++i) {
-        switch (b.dtype) {
-        case DType::F32:
-          value.data<float>()[i] = static_cast<float>(b.value[i]);
-          break;
-        case DType::F64:
-          value.data<double>()[i] = b.value[i];
-          break;
-        case DType::I32:
-          value.data<int32_t>()[i] = static_cast<int32_t>(b.value[i]);
-          break;
-        case DType::I64:
-          value.data<int64_t>()[i] = static_cast<int64_t>(b.value[i]);
-          break;
-        default:
-          throw Error(fmt::format("program '{}': constants of dtype {} are "
-                                  "not supported",
-                                  program.name, dtypeName(b.dtype)));
-        }
-      }
-      device.upload(*workspace[id], value);
-    }
+    if (b.kind == BufferKind::Const)
+      device.upload(*workspace[id],
+                    constantValue(b, workspace[id]->shape, program.name));
   }
   workspaceSymbols = values;
 }

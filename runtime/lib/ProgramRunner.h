@@ -15,6 +15,11 @@ namespace moec::detail {
 /// Named device storage a program reads and updates.
 using BufferMap = std::map<std::string, std::unique_ptr<DeviceBuffer>>;
 
+/// The value of a constant buffer, of `shape` (its dims under the run's
+/// symbols); `program` names it in errors.
+Tensor constantValue(const BufferDesc &buffer, const Shape &shape,
+                     const std::string &program);
+
 /// Runs one program of a bundle on a device. It binds the run-time symbols
 /// (B, S, ...) from the input shapes, keeps a workspace of temporaries that
 /// is reused while the symbols stay the same, and writes updates back into

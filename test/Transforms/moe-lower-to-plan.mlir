@@ -83,3 +83,30 @@ func.func @unbound(%p: tensor<8xf32> {moe.param = @p}, %q: tensor<8xf32>) -> (te
   %n = moe.global_norm %p, %q : (tensor<8xf32>, tensor<8xf32>) -> tensor<f32>
   return %n : tensor<f32>
 }
+
+// -----
+
+// A fused group runs as one kernel: the residual add may not take the
+// buffer of the linear's input even though the linear read it first, since
+// other blocks of the same GEMM still read it. The buffer is free again
+// after the group.
+
+moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
+
+// CHECK-LABEL: func.func @fused_residual
+func.func @fused_residual(%w: tensor<4x4xf32> {moe.param = @w},
+                          %x: tensor<?x?x4xf32> {moe.input = "x", moe.dims = ["B", "S", 4]})
+    -> (tensor<?x?x4xf32> {moe.output = "y"}) attributes {moe.entry = "forward"} {
+  // CHECK: arith.addf {{.*}} moe.group = 0 {{.*}} moe.out = array<i64: 2>
+  %h = arith.addf %x, %x {moe.group = 0 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
+  // CHECK: moe.linear {{.*}} moe.group = 1 {{.*}} moe.in = array<i64: 2, 0, -1>, moe.out = array<i64: 3>
+  %l = moe.linear %h, %w {moe.group = 1 : i64, moe.kernel = "gemm"} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+  // Not buffer 2: the linear of the same group still reads it.
+  // CHECK: arith.addf {{.*}} moe.group = 1 {{.*}} moe.in = array<i64: 3, 1>, moe.out = array<i64: 4>
+  %r = arith.addf %l, %x {moe.group = 1 : i64} : tensor<?x?x4xf32>
+  // After group 1, its buffers 2 and 3 are free again (the last freed is
+  // taken first).
+  // CHECK: arith.mulf {{.*}} moe.group = 2 {{.*}} moe.in = array<i64: 4, 4>, moe.out = array<i64: 3>
+  %y = arith.mulf %r, %r {moe.group = 2 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
+  return %y : tensor<?x?x4xf32>
+}

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Transforms/EntryPoints.h"
+#include "moec/Transforms/KernelGroups.h"
 #include "moec/Transforms/Passes.h"
 #include "moec/Transforms/PlanAttrs.h"
 #include "moec/Transforms/ShapeAnalysis.h"
@@ -129,6 +130,7 @@ public:
     Operation *terminator = body.getTerminator();
     for (auto [i, op] : llvm::enumerate(body))
       position[&op] = i;
+    computeGroupSpans(body);
 
     if (failed(bindArguments()))
       return failure();
@@ -165,6 +167,7 @@ public:
       op.setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, ins));
       op.setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, outs));
       releaseDeadOperands(&op, terminator);
+      releasePending(position[&op]);
     }
     SmallVector<int64_t> returned;
     for (Value v : terminator->getOperands())
@@ -219,12 +222,33 @@ private:
     return {};
   }
 
+  /// Fused groups run as one kernel (or a few), so a buffer lives from the
+  /// start of the group that writes it to the end of the last group that
+  /// reads it: no op of a group may take a buffer another op of the same
+  /// group reads. Ops outside any group span themselves.
+  void computeGroupSpans(Block &body) {
+    llvm::DenseMap<int64_t, std::pair<size_t, size_t>> spanOfGroup;
+    for (Operation &op : body)
+      if (auto group = op.getAttrOfType<IntegerAttr>(fusion::kGroup)) {
+        auto [it, inserted] = spanOfGroup.try_emplace(
+            group.getInt(), position[&op], position[&op]);
+        it->second.second = position[&op];
+      }
+    for (Operation &op : body) {
+      auto group = op.getAttrOfType<IntegerAttr>(fusion::kGroup);
+      span[&op] = group ? spanOfGroup[group.getInt()]
+                        : std::make_pair(position[&op], position[&op]);
+    }
+  }
+
+  /// Whether `op` may write over `v`: every other reader of `v` runs in an
+  /// earlier group, and `v` is not returned.
   bool isLastUser(Value v, Operation *op) {
     return llvm::all_of(v.getUsers(), [&](Operation *user) {
-      return position[user] <= position[op] || isa<func::ReturnOp>(user);
-    }) && llvm::count_if(v.getUsers(), [](Operation *u) {
-      return isa<func::ReturnOp>(u);
-    }) == 0;
+      if (isa<func::ReturnOp>(user))
+        return false;
+      return user == op || span[user].second < span[op].first;
+    });
   }
 
   int64_t placeResult(Operation *op, Value result, unsigned index,
@@ -258,7 +282,8 @@ private:
     return key;
   }
 
-  /// Returns the temporaries whose last reader is `op` to the free pool.
+  /// Schedules the temporaries whose last reader is `op` for the free pool
+  /// at the end of the last group that reads them.
   void releaseDeadOperands(Operation *op, Operation *terminator) {
     llvm::SmallPtrSet<Value, 8> seen;
     for (Value v : op->getOperands()) {
@@ -271,8 +296,17 @@ private:
         return user == terminator || position[user] > position[op];
       });
       if (!later)
-        freeBuffers[sizeKey(buffers[id].elementType, buffers[id].shape)]
-            .push_back(id);
+        pending.emplace(span[op].second, id);
+    }
+  }
+
+  /// Frees what was scheduled for the end of a group ending by `at`.
+  void releasePending(size_t at) {
+    while (!pending.empty() && pending.begin()->first <= at) {
+      int64_t id = pending.begin()->second;
+      pending.erase(pending.begin());
+      freeBuffers[sizeKey(buffers[id].elementType, buffers[id].shape)]
+          .push_back(id);
     }
   }
 
@@ -303,6 +337,10 @@ private:
   llvm::DenseMap<Value, int64_t> ids;
   std::vector<Buffer> buffers;
   std::map<std::string, SmallVector<int64_t>> freeBuffers;
+  /// First and last position of the group of each op.
+  llvm::DenseMap<Operation *, std::pair<size_t, size_t>> span;
+  /// (position, buffer): temporaries to free once that position is done.
+  std::multimap<size_t, int64_t> pending;
 };
 
 struct MoeLowerToPlanPass

@@ -19,6 +19,8 @@ bool isTrainCommand();
 int runTrain();
 bool isRunCommand();
 int runRun();
+bool isCheckKernelsCommand();
+int runCheckKernels();
 
 /// A model given on the command line: a spec if its name ends in .moe
 /// (compiled now), otherwise a bundle (loaded and validated). `dtype`

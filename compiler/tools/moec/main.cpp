@@ -1,6 +1,6 @@
 //===- main.cpp - the moec driver -----------------------------------------===//
 //
-// moec check | compile | train | run: one binary that links the compiler and
+// moec check | compile | train | run | check-kernels: one binary that links the compiler and
 // the runtime. Every failure ends in located diagnostics or one
 // `moec: error: ...` line, and exit code 1; a crash is a bug.
 //
@@ -38,7 +38,9 @@ int main(int argc, char **argv) {
       "  moec check FILE.moe              check a spec; exit 1 on any error\n"
       "  moec compile FILE.moe -o OUT     compile to a bundle (or --emit mlir)\n"
       "  moec train FILE [--save CKPT]    train on the spec's data\n"
-      "  moec run FILE --weights CKPT     generate from a prompt\n");
+      "  moec run FILE --weights CKPT     generate from a prompt\n"
+      "  moec check-kernels FILE          compare the generated kernels (on\n"
+      "                                   --device emu) with the cpu device\n");
   using namespace moec::driver;
   try {
     if (isCheckCommand())
@@ -49,6 +51,8 @@ int main(int argc, char **argv) {
       return runTrain();
     if (isRunCommand())
       return runRun();
+    if (isCheckKernelsCommand())
+      return runCheckKernels();
   } catch (const moec::Error &e) {
     std::string message = e.what();
     // Compiler diagnostics arrive formatted; everything else gets a prefix.
