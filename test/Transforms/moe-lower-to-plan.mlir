@@ -99,14 +99,14 @@ func.func @fused_residual(%w: tensor<4x4xf32> {moe.param = @w},
     -> (tensor<?x?x4xf32> {moe.output = "y"}) attributes {moe.entry = "forward"} {
   // CHECK: arith.addf {{.*}}moe.group = 0 {{.*}} moe.out = array<i64: 2>
   %h = arith.addf %x, %x {moe.group = 0 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
-  // CHECK: moe.linear {{.*}}moe.group = 1 {{.*}} moe.in = array<i64: 2, 0, -1>, moe.out = array<i64: 3>
+  // CHECK: moe.linear {{.*}}moe.group = 1 {{.*}} moe.in = array<i64: 2, 0, -1>{{.*}}moe.out = array<i64: 3>
   %l = moe.linear %h, %w {moe.group = 1 : i64, moe.kernel = "gemm"} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
   // Not buffer 2: the linear of the same group still reads it.
   // CHECK: arith.addf {{.*}}moe.group = 1 {{.*}} moe.in = array<i64: 3, 1>, moe.out = array<i64: 4>
   %r = arith.addf %l, %x {moe.group = 1 : i64} : tensor<?x?x4xf32>
   // After group 1, its buffers 2 and 3 are free again (the last freed is
   // taken first).
-  // CHECK: arith.mulf {{.*}}moe.group = 2 {{.*}} moe.in = array<i64: 4, 4>, moe.out = array<i64: 3>
+  // CHECK: arith.mulf {{.*}}moe.group = 2 {{.*}} moe.in = array<i64: 4, 4>{{.*}}moe.out = array<i64: 3>
   %y = arith.mulf %r, %r {moe.group = 2 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
   return %y : tensor<?x?x4xf32>
 }
