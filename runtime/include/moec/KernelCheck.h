@@ -56,11 +56,12 @@ struct BufferComparison {
   std::string location;
   DType dtype = DType::F32;
   Shape shape;
-  /// ‖a − b‖ / ‖b‖ for floats (‖a − b‖ when b is zero); for integers the
-  /// fraction of elements that differ.
+  /// ‖a − b‖ / max(‖b‖, 1e-3·√n) for floats (values that cancel to almost
+  /// nothing are measured against a floor, not their rounding noise); for
+  /// integers the fraction of elements that differ.
   double error = 0;
   /// Updated in place (an optimizer step): the float error is relative to
-  /// the change, ‖a − b‖ / ‖b − before‖.
+  /// the change, b − before, instead of b.
   bool inPlace = false;
   double tolerance = 0;
   /// Elements of the checked device's result that are NaN or infinite where

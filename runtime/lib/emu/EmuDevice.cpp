@@ -156,7 +156,10 @@ void EmuDevice::buildKernels() {
   std::vector<std::string> sources(count);
   for (size_t m = 0; m < count; ++m) {
     std::string &unit = sources[m];
-    unit = deviceLibrarySource();
+    if (options.deviceLibrary.empty())
+      unit = deviceLibrarySource();
+    else
+      unit = options.deviceLibrary;
     for (size_t k = m * kKernelsPerModule;
          k < std::min(all.size(), (m + 1) * kKernelsPerModule); ++k) {
       unit += '\n';

@@ -13,6 +13,7 @@
 #include "emu/EmuCompiler.h"
 
 #include <memory>
+#include <string>
 
 namespace moec::detail::emu {
 
@@ -24,6 +25,9 @@ struct EmuDeviceOptions {
   /// Compilers run at once while building a bundle's kernels; 0: one per
   /// core.
   unsigned compileJobs = 0;
+  /// The device library the kernels are built with; empty: the runtime's
+  /// own (tests plant bugs in a copy).
+  std::string deviceLibrary;
 };
 
 /// The options $MOEC_EMU_CHECK (1: check mode), $MOEC_EMU_THREADS and

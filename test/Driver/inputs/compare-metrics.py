@@ -1,0 +1,49 @@
+"""Compares two `moec train --metrics` files step by step.
+
+Usage: compare-metrics.py EXPECTED.jsonl ACTUAL.jsonl TOLERANCE
+
+Every step's loss terms, learning rate, gradient norm and expert loads must
+agree to TOLERANCE relative to the expected value (absolute below 1e-3).
+Prints one summary line; exits 1 on the first disagreement or a missing
+step.
+"""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    expected, actual = load(sys.argv[1]), load(sys.argv[2])
+    tolerance = float(sys.argv[3])
+    if len(expected) != len(actual) or not expected:
+        print(f"steps differ: {len(expected)} expected, {len(actual)} actual")
+        return 1
+    worst = 0.0
+    for e, a in zip(expected, actual):
+        pairs = [(k, e[k], a.get(k)) for k in
+                 ("loss", "ce", "balance_loss", "z_loss", "lr", "grad_norm")]
+        for layer, load_e in e.get("load", {}).items():
+            load_a = a.get("load", {}).get(layer, [])
+            pairs += [(f"load {layer}[{i}]", x, y)
+                      for i, (x, y) in enumerate(zip(load_e, load_a))]
+        for key, x, y in pairs:
+            if y is None:
+                print(f"step {e['step']}: {key} is missing")
+                return 1
+            diff = abs(x - y) / max(abs(x), 1e-3)
+            worst = max(worst, diff)
+            if diff > tolerance:
+                print(f"step {e['step']}: {key} is {y}, expected {x} "
+                      f"(relative difference {diff:.3g})")
+                return 1
+    print(f"{len(expected)} steps agree; largest relative difference "
+          f"{worst:.2g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

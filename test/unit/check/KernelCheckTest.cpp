@@ -1,0 +1,113 @@
+//===- KernelCheckTest.cpp - every example's kernels on the emu device ----===//
+//
+// Every spec in examples/ is compiled and each of its generated kernels is
+// run on the emu device and compared with the cpu device, buffer by buffer
+// (moec/KernelCheck.h). A new example or a new kernel is checked without
+// anyone writing a test for it; a kernel no comparison exercised fails.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BundleData.h"
+#include "KernelCheck.h"
+#include "emu/EmuDevice.h"
+#include "moec/Compiler.h"
+#include "moec/Error.h"
+#include "moec/KernelCheck.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <iostream>
+#include <tuple>
+
+using namespace moec;
+
+namespace {
+
+std::vector<std::string> exampleSpecs() {
+  std::vector<std::string> specs;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(MOEC_SOURCE_DIR "/examples"))
+    if (entry.path().extension() == ".moe")
+      specs.push_back(entry.path().stem().string());
+  std::sort(specs.begin(), specs.end());
+  return specs;
+}
+
+class ExampleKernels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleKernels, MatchTheCpuDevice) {
+  Bundle bundle =
+      compileFile(MOEC_SOURCE_DIR "/examples/" + GetParam() + ".moe");
+  KernelCheckOptions options;
+  options.device = "emu";
+  KernelCheckReport report = checkKernels(bundle, options);
+  EXPECT_TRUE(report.passed()) << report.format();
+  EXPECT_TRUE(report.uncovered.empty()) << report.format();
+  // Every program ran (forward, loss, backward, train_step, decode) and
+  // every kernel the bundle defines was exercised.
+  EXPECT_EQ(report.covered.size(), bundle.internals().kernels.size());
+  std::cout << report.format();
+}
+
+TEST_P(ExampleKernels, PassTheEmuChecks) {
+  // Bounds-checked global memory, tracked shared memory and strict warp
+  // masks: an out-of-bounds access or a read of shared memory no thread
+  // wrote fails the launch, naming the kernel, block and thread.
+  Bundle bundle =
+      compileFile(MOEC_SOURCE_DIR "/examples/" + GetParam() + ".moe");
+  detail::emu::EmuDeviceOptions emu = detail::emu::emuOptionsFromEnvironment();
+  emu.build.check = true;
+  std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
+  std::unique_ptr<detail::Device> device = detail::emu::createEmuDevice(emu);
+  device->setBundle(bundle.internals());
+  KernelCheckReport report =
+      detail::checkKernels(bundle.internals(), *cpu, *device, {});
+  EXPECT_TRUE(report.passed()) << report.format();
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
+                         ::testing::ValuesIn(exampleSpecs()),
+                         [](const auto &info) { return info.param; });
+
+TEST(KernelCheck, FindsEveryExample) {
+  // The examples this project ships; a glob that finds nothing would make
+  // the suite above vacuous.
+  std::vector<std::string> specs = exampleSpecs();
+  for (const char *name : {"glu_moe_lm", "moe_lm", "switch_lm"})
+    EXPECT_NE(std::find(specs.begin(), specs.end(), name), specs.end())
+        << name;
+}
+
+TEST(KernelCheck, OtherSizesAndSeeds) {
+  // One token per sequence, and a batch whose token count fills no tile.
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  for (auto [batch, seq, seed] :
+       {std::tuple<int64_t, int64_t, uint64_t>{3, 1, 5}, {5, 61, 9}}) {
+    KernelCheckOptions options;
+    options.batch = batch;
+    options.seqLen = seq;
+    options.seed = seed;
+    options.programs = {"train_step", "forward"};
+    KernelCheckReport report = checkKernels(bundle, options);
+    EXPECT_TRUE(report.passed())
+        << "B=" << batch << " S=" << seq << "\n"
+        << report.format();
+  }
+}
+
+TEST(KernelCheck, RejectsDevicesWithoutKernels) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  KernelCheckOptions options;
+  options.device = "cpu";
+  try {
+    checkKernels(bundle, options);
+    FAIL() << "the cpu device was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("runs no generated kernels"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+} // namespace

@@ -1,0 +1,112 @@
+//===- PlantedBugTest.cpp - the kernel check notices real bugs ------------===//
+//
+// Plants the two classic kernel bugs and expects the check to fail and to
+// name the kernel: an off-by-one in a generated kernel's loop bound, and a
+// missing barrier between filling a shared-memory tile and reading it in
+// the device library's GEMM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelCheck.h"
+#include "emu/EmuDevice.h"
+#include "moec/Compiler.h"
+#include "moec/DeviceLibrary.h"
+
+#include <gtest/gtest.h>
+#include <set>
+#include <nlohmann/json.hpp>
+
+using namespace moec;
+
+namespace {
+
+/// Replaces the first `from` in `text`; fails the test if there is none.
+bool replaceOnce(std::string &text, const std::string &from,
+                 const std::string &to) {
+  size_t at = text.find(from);
+  if (at == std::string::npos)
+    return false;
+  text.replace(at, from.size(), to);
+  return true;
+}
+
+/// The failed comparisons' kernels.
+std::set<std::string> failingKernels(const KernelCheckReport &report) {
+  std::set<std::string> kernels;
+  for (const BufferComparison &c : report.comparisons)
+    if (!c.passed)
+      kernels.insert(c.kernels.begin(), c.kernels.end());
+  return kernels;
+}
+
+KernelCheckReport checkOnEmu(const Bundle &bundle,
+                             const detail::emu::EmuDeviceOptions &emu) {
+  std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
+  std::unique_ptr<detail::Device> device = detail::emu::createEmuDevice(emu);
+  device->setBundle(bundle.internals());
+  KernelCheckOptions options;
+  options.programs = {"train_step"};
+  return detail::checkKernels(bundle.internals(), *cpu, *device, options);
+}
+
+TEST(PlantedBug, OffByOneInALoopBound) {
+  Bundle clean = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  nlohmann::json document = nlohmann::json::parse(clean.json());
+  std::string victim;
+  for (auto &kernel : document["cuda"]["kernels"]) {
+    std::string source = kernel["source"];
+    if (source.find("(elementwise)") == std::string::npos)
+      continue;
+    // The grid-stride loop stops one element short.
+    ASSERT_TRUE(replaceOnce(source, "i < n;", "i < n - 1;")) << source;
+    kernel["source"] = source;
+    victim = kernel["name"];
+    break;
+  }
+  ASSERT_FALSE(victim.empty()) << "no elementwise kernel to plant a bug in";
+  Bundle buggy = Bundle::parse(document.dump(), "buggy");
+
+  KernelCheckReport report = checkOnEmu(buggy, {});
+  EXPECT_FALSE(report.passed());
+  std::set<std::string> failing = failingKernels(report);
+  EXPECT_EQ(failing, std::set<std::string>{victim}) << report.format();
+  // The element it never wrote is still the poison the check put there.
+  bool sawPoison = false;
+  for (const BufferComparison &c : report.comparisons)
+    sawPoison |= !c.passed && c.nonFinite == 1;
+  EXPECT_TRUE(sawPoison) << report.format();
+}
+
+TEST(PlantedBug, MissingBarrierAfterFillingSharedMemory) {
+  std::string library(deviceLibrarySource());
+  // gemmTile: the barrier between loading the A and B tiles and the
+  // products that read them.
+  ASSERT_TRUE(replaceOnce(library,
+                          "? loadB(k, n) : 0.0f;\n    }\n    __syncthreads();",
+                          "? loadB(k, n) : 0.0f;\n    }\n"))
+      << "gemm.cuh changed: update the planted bug";
+  detail::emu::EmuDeviceOptions emu;
+  emu.deviceLibrary = library;
+
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  KernelCheckReport report = checkOnEmu(bundle, emu);
+  EXPECT_FALSE(report.passed());
+  // Every failure is in a group built on the GEMM tile, and the dense
+  // projections are among them.
+  bool sawGemm = false;
+  for (const BufferComparison &c : report.comparisons) {
+    if (c.passed)
+      continue;
+    EXPECT_TRUE(c.kind == "gemm" || c.kind == "gemm_grad" ||
+                c.kind == "experts" || c.kind == "experts_grad")
+        << c.kind << " failed:\n"
+        << report.format();
+    sawGemm |= c.kind == "gemm";
+  }
+  EXPECT_TRUE(sawGemm) << report.format();
+
+  // The same check with the library intact passes.
+  EXPECT_TRUE(checkOnEmu(bundle, {}).passed());
+}
+
+} // namespace
