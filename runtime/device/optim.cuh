@@ -8,13 +8,14 @@ namespace moec {
 /// One Adam / AdamW step on element i (see moe.adam_update).
 MOEC_DEVICE void adamStep(float &p, float &m, float &v, float grad, float lr,
                           float scale, float beta1, float beta2, float eps,
-                          float decay, bool decoupled, double bc1, double bc2) {
+                          float decay, bool decoupled, float rbc1,
+                          float rbc2) {
   float g = grad * scale;
   if (!decoupled)
     g += decay * p;
   m = beta1 * m + (1.0f - beta1) * g;
   v = beta2 * v + (1.0f - beta2) * g * g;
-  float mh = static_cast<float>(m / bc1), vh = static_cast<float>(v / bc2);
+  float mh = m * rbc1, vh = v * rbc2;
   float next = p - lr * mh / (sqrtf(vh) + eps);
   if (decoupled)
     next -= lr * decay * p;

@@ -18,6 +18,9 @@ namespace moec {
 struct CompileOptions {
   /// Overrides the model's dtype ("f32" or "f64"); empty keeps the spec's.
   std::string dtype;
+  /// The GPU architecture the kernels are tiled for: sm_80 or newer (tiles
+  /// follow the family: sm_80 for Ampere and Ada, sm_90 for Hopper).
+  std::string arch = "sm_80";
 };
 
 /// Compiles the .moe file at `path`. Throws moec::Error whose message holds

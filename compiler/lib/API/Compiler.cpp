@@ -20,6 +20,10 @@ namespace moec {
 Bundle compileSource(const std::string &source, const std::string &name,
                      const std::string &directory,
                      const CompileOptions &options) {
+  if (llvm::Expected<std::string> tiles =
+          driver::tileArchitecture(options.arch);
+      !tiles)
+    throw Error(llvm::toString(tiles.takeError()));
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());
@@ -34,7 +38,7 @@ Bundle compileSource(const std::string &source, const std::string &name,
   if (!module)
     throw Error(diagnostics.empty() ? name + ": compilation failed"
                                     : diagnostics);
-  mlir::FailureOr<llvm::json::Object> bundle = driver::compileToBundle(*module);
+  mlir::FailureOr<llvm::json::Object> bundle = driver::compileToBundle(*module, options.arch);
   if (mlir::failed(bundle))
     throw Error(diagnostics.empty() ? name + ": compilation failed"
                                     : diagnostics);

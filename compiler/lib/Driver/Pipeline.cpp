@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -55,11 +56,30 @@ void buildPlanPipeline(OpPassManager &pm, llvm::StringRef arch) {
   pm.addPass(moe::createMoeLowerToPlan());
 }
 
+llvm::Expected<std::string> tileArchitecture(llvm::StringRef arch) {
+  unsigned number = 0;
+  llvm::StringRef digits = arch;
+  if (!digits.consume_front("sm_") || digits.consumeInteger(10, number) ||
+      !(digits.empty() || (digits.size() == 1 && llvm::isLower(digits[0]))) ||
+      number < 80)
+    return llvm::createStringError(
+        "unsupported GPU architecture '" + arch.str() +
+        "': moec generates kernels for sm_80 (Ampere) and newer, e.g. "
+        "sm_80, sm_86, sm_89, sm_90");
+  return number >= 90 ? "sm_90" : "sm_80";
+}
+
 FailureOr<llvm::json::Object> compileToBundle(ModuleOp module,
                                               llvm::StringRef arch,
                                               std::string *cudaSkipped) {
+  llvm::Expected<std::string> tiles = tileArchitecture(arch);
+  if (!tiles) {
+    emitError(UnknownLoc::get(module.getContext()))
+        << llvm::toString(tiles.takeError());
+    return failure();
+  }
   PassManager pm(module.getContext());
-  buildPlanPipeline(pm, arch);
+  buildPlanPipeline(pm, *tiles);
   if (failed(pm.run(module)))
     return failure();
   moe::BundleOptions options;

@@ -21,11 +21,14 @@ bool isRunCommand();
 int runRun();
 bool isCheckKernelsCommand();
 int runCheckKernels();
+bool isPrecompileCommand();
+int runPrecompile();
 
 /// A model given on the command line: a spec if its name ends in .moe
-/// (compiled now), otherwise a bundle (loaded and validated). `dtype`
-/// overrides a spec's dtype.
-Bundle loadModel(const std::string &path, const std::string &dtype = "");
+/// (compiled now, with kernels tiled for `arch`), otherwise a bundle
+/// (loaded and validated). `dtype` overrides a spec's dtype.
+Bundle loadModel(const std::string &path, const std::string &dtype = "",
+                 const std::string &arch = "sm_80");
 
 } // namespace moec::driver
 

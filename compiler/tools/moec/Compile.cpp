@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "moec/Driver/Pipeline.h"
+#include "moec/Cuda.h"
 #include "moec/Error.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -16,7 +17,7 @@
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { Mlir, Plan, Bundle };
+enum class Emit { Mlir, Plan, Bundle, Cuda, Ptx };
 } // namespace
 
 static cl::SubCommand compileCommand("compile",
@@ -35,12 +36,24 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Plan, "plan",
                           "the module after the plan pipeline (MLIR)"),
                clEnumValN(Emit::Bundle, "bundle",
-                          "the bundle the runtime loads (JSON)")),
+                          "the bundle the runtime loads (JSON)"),
+               clEnumValN(Emit::Cuda, "cuda",
+                          "the device library and every generated kernel "
+                          "as one CUDA C++ file"),
+               clEnumValN(Emit::Ptx, "ptx",
+                          "every generated kernel as one PTX module for "
+                          "--arch (needs NVRTC)")),
     cl::sub(compileCommand));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Override the model dtype (f32, "
                                            "f64)"),
                                   cl::sub(compileCommand));
+
+static cl::opt<std::string> arch("arch",
+                                 cl::desc("GPU architecture the kernels are "
+                                          "for: sm_80 (default), sm_86, "
+                                          "sm_89, sm_90, ..."),
+                                 cl::init("sm_80"), cl::sub(compileCommand));
 
 bool moec::driver::isCompileCommand() {
   return static_cast<bool>(compileCommand);
@@ -51,6 +64,11 @@ int moec::driver::runCompile() {
   if (std::error_code ec = buffer.getError()) {
     llvm::errs() << "moec: error: cannot read '" << input
                  << "': " << ec.message() << "\n";
+    return 1;
+  }
+  if (llvm::Expected<std::string> tiles = tileArchitecture(arch); !tiles) {
+    llvm::errs() << "moec: error: " << llvm::toString(tiles.takeError())
+                 << "\n";
     return 1;
   }
   if (!dtype.empty() && dtype != "f32" && dtype != "f64") {
@@ -84,13 +102,32 @@ int moec::driver::runCompile() {
       return 1;
     module->print(os);
   } else {
-    mlir::FailureOr<llvm::json::Object> bundle = compileToBundle(*module);
+    std::string cudaSkipped;
+    mlir::FailureOr<llvm::json::Object> bundle =
+        compileToBundle(*module, arch, &cudaSkipped);
     if (mlir::failed(bundle))
       return 1;
+    std::string json;
+    llvm::raw_string_ostream(json)
+        << llvm::formatv("{0:1}", llvm::json::Value(std::move(*bundle)))
+        << "\n";
     // Validate what we are about to hand out with the runtime's reader.
-    os << llvm::formatv("{0:1}", llvm::json::Value(std::move(*bundle)));
-    os << "\n";
-    (void)moec::Bundle::parse(text, input);
+    moec::Bundle parsed = moec::Bundle::parse(json, input);
+    if (emit == Emit::Bundle) {
+      os << json;
+      if (!cudaSkipped.empty())
+        llvm::errs() << "moec: warning: no CUDA kernels for this model, so "
+                        "only --device cpu runs it: "
+                     << cudaSkipped << "\n";
+    } else if (!cudaSkipped.empty()) {
+      llvm::errs() << "moec: error: no CUDA code for this model: "
+                   << cudaSkipped << "\n";
+      return 1;
+    } else if (emit == Emit::Cuda) {
+      os << moec::cudaTranslationUnit(parsed);
+    } else {
+      os << moec::cudaPtx(parsed, arch);
+    }
   }
 
   // writeToOutput writes a temporary and renames it: an interrupted compile

@@ -1,6 +1,6 @@
 //===- main.cpp - the moec driver -----------------------------------------===//
 //
-// moec check | compile | train | run | check-kernels: one binary that links the compiler and
+// moec check | compile | train | run | check-kernels | precompile: one binary that links the compiler and
 // the runtime. Every failure ends in located diagnostics or one
 // `moec: error: ...` line, and exit code 1; a crash is a bug.
 //
@@ -15,11 +15,13 @@
 
 namespace moec::driver {
 
-Bundle loadModel(const std::string &path, const std::string &dtype) {
+Bundle loadModel(const std::string &path, const std::string &dtype,
+                 const std::string &arch) {
   // A .moe file is a spec; anything else must be a bundle.
   if (llvm::StringRef(path).ends_with(".moe")) {
     CompileOptions options;
     options.dtype = dtype;
+    options.arch = arch;
     return compileFile(path, options);
   }
   if (!dtype.empty())
@@ -40,7 +42,9 @@ int main(int argc, char **argv) {
       "  moec train FILE [--save CKPT]    train on the spec's data\n"
       "  moec run FILE --weights CKPT     generate from a prompt\n"
       "  moec check-kernels FILE          compare the generated kernels (on\n"
-      "                                   --device emu) with the cpu device\n");
+      "                                   --device emu) with the cpu device\n"
+      "  moec precompile FILE --arch sm_90  compile every kernel into the\n"
+      "                                   kernel cache ahead of a GPU run\n");
   using namespace moec::driver;
   try {
     if (isCheckCommand())
@@ -53,6 +57,8 @@ int main(int argc, char **argv) {
       return runRun();
     if (isCheckKernelsCommand())
       return runCheckKernels();
+    if (isPrecompileCommand())
+      return runPrecompile();
   } catch (const moec::Error &e) {
     std::string message = e.what();
     // Compiler diagnostics arrive formatted; everything else gets a prefix.

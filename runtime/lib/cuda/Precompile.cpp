@@ -4,6 +4,11 @@
 #include "BundleData.h"
 #include "KernelCache.h"
 #include "KernelSource.h"
+#include "CacheDirectory.h"
+#include "moec/DeviceLibrary.h"
+#include "moec/Error.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -61,3 +66,37 @@ precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs) {
 }
 
 } // namespace moec::detail::cuda
+
+namespace moec {
+
+std::string cudaTranslationUnit(const Bundle &bundle) {
+  const detail::BundleData &data = bundle.internals();
+  if (data.kernels.empty())
+    throw Error(fmt::format("{}: the bundle has no generated CUDA kernels",
+                            data.origin));
+  detail::checkDeviceLibrary(data);
+  std::string unit(deviceLibrarySource());
+  for (const auto &[name, kernel] : data.kernels) {
+    unit += '\n';
+    unit += kernel.source;
+  }
+  return unit;
+}
+
+std::string cudaPtx(const Bundle &bundle, const std::string &arch) {
+  std::string unit = cudaTranslationUnit(bundle);
+  std::string name = bundle.model().name.empty() ? "model" : bundle.model().name;
+  return detail::cuda::Nvrtc::get().compile(unit, name, arch, true).ptx;
+}
+
+std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
+                                                 const std::string &arch,
+                                                 unsigned jobs) {
+  return detail::cuda::precompileBundle(bundle, arch, jobs);
+}
+
+std::string kernelCacheDirectory() {
+  return detail::cuda::KernelCache::global().directory();
+}
+
+} // namespace moec

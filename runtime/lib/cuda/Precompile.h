@@ -18,15 +18,7 @@
 
 namespace moec::detail::cuda {
 
-/// What compiling one kernel of a bundle gave.
-struct PrecompiledKernel {
-  std::string name;
-  bool cacheHit = false;
-  /// Time to compile it, or to fetch it from the cache.
-  double seconds = 0;
-  ResourceUsage usage;
-  size_t cubinBytes = 0;
-};
+using PrecompiledKernel = moec::PrecompiledKernel;
 
 /// Compiles every kernel of `bundle` for `arch` ("sm_80", "sm_90") through
 /// the process-wide kernel cache, `jobs` at a time (0: one per hardware

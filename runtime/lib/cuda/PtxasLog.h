@@ -9,18 +9,13 @@
 #ifndef MOEC_RUNTIME_CUDA_PTXASLOG_H
 #define MOEC_RUNTIME_CUDA_PTXASLOG_H
 
+#include "moec/Cuda.h"
+
 #include <string>
 
 namespace moec::detail::cuda {
 
-/// What ptxas reports for one kernel; -1 where the log says nothing.
-struct ResourceUsage {
-  int registers = -1;
-  int sharedBytes = -1;
-  int spillStoreBytes = -1;
-  int spillLoadBytes = -1;
-  int stackBytes = -1;
-};
+using ResourceUsage = moec::KernelResources;
 
 /// The usage of entry function `kernel` in a ptxas -v log. When the log does
 /// not name `kernel` but has exactly one entry function, that one is used.

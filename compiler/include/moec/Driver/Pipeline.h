@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -29,11 +30,17 @@ buildModule(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context,
 void buildPlanPipeline(mlir::OpPassManager &pm,
                        llvm::StringRef arch = "sm_80");
 
-/// Runs the plan pipeline and serialises the bundle, with CUDA kernels for
-/// `arch` when code generation succeeds; otherwise `cudaSkipped` says why.
+/// Runs the plan pipeline and serialises the bundle, with CUDA kernels tiled
+/// for `arch` (any sm_80 or newer, see tileArchitecture) when code
+/// generation succeeds; otherwise `cudaSkipped` says why.
 mlir::FailureOr<llvm::json::Object>
 compileToBundle(mlir::ModuleOp module, llvm::StringRef arch = "sm_80",
                 std::string *cudaSkipped = nullptr);
+
+/// The tile family of a GPU architecture: "sm_80" for sm_80 up to sm_89
+/// (Ampere, Ada), "sm_90" from sm_90 on (Hopper and newer). Fails with a
+/// message for anything else.
+llvm::Expected<std::string> tileArchitecture(llvm::StringRef arch);
 
 /// Registers the dialects moec programs use.
 void loadDialects(mlir::MLIRContext *context);

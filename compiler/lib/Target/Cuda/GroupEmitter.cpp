@@ -132,9 +132,14 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
     os << "\n";
   }
   const char *self = KernelTable::kNamePlaceholder;
+  // At least 512 resident threads per SM, i.e. at most 128 registers a
+  // thread: with a block size alone ptxas may squeeze a kernel into 32
+  // registers and spill.
+  int64_t minBlocks = std::clamp<int64_t>(512 / threads, 1, 32);
   std::string code = (llvm::Twine("extern \"C\" __global__ void "
                                   "__launch_bounds__(") +
-                      llvm::Twine(threads) + ") " + self +
+                      llvm::Twine(threads) + ", " + llvm::Twine(minBlocks) +
+                      ") " + self +
                       "(const moec::KernelParams p) {\n" + body + "}\n" +
                       "#ifdef MOEC_EMU\nMOEC_EMU_EXPORT_KERNEL(" + self +
                       ")\n#endif\n")

@@ -12,6 +12,8 @@
 #include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
@@ -91,9 +93,60 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
   return success();
 }
 
+namespace {
+
+/// The per-launch values every update of a multi-tensor launch shares (the
+/// step, the learning rate, the gradient scale, Adam's bias corrections),
+/// each read or computed once at the top of the kernel.
+class SharedScalars {
+public:
+  SharedScalars(GroupEmitter &e, CodeWriter &w) : e(e), w(w) {}
+
+  /// `v[0]` as a float local.
+  std::string value(Value v) {
+    auto [it, inserted] = loaded.try_emplace(v);
+    if (inserted) {
+      std::string buffer = declared(e, w, v, false, "in");
+      it->second = e.fresh("s");
+      w.line(llvm::formatv("const float {0} = static_cast<float>({1}[0]);",
+                           it->second, buffer));
+    }
+    return it->second;
+  }
+
+  /// 1 / (1 - beta^step) as a float local.
+  std::string inverseCorrection(Value step, double beta) {
+    auto [it, inserted] =
+        corrections.try_emplace({step.getAsOpaquePointer(), beta});
+    if (inserted) {
+      auto [s, stepInserted] = steps.try_emplace(step);
+      if (stepInserted) {
+        std::string buffer = declared(e, w, step, false, "step");
+        s->second = e.fresh("t");
+        w.line(llvm::formatv("const double {0} = static_cast<double>({1}[0]);",
+                             s->second, buffer));
+      }
+      it->second = e.fresh("rbc");
+      w.line(llvm::formatv("const float {0} = static_cast<float>(1.0 / (1.0 - "
+                           "pow({1}, {2})));",
+                           it->second, doubleLiteral(beta), s->second));
+    }
+    return it->second;
+  }
+
+private:
+  GroupEmitter &e;
+  CodeWriter &w;
+  llvm::DenseMap<Value, std::string> loaded, steps;
+  std::map<std::pair<void *, double>, std::string> corrections;
+};
+
+} // namespace
+
 LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
   const auto &ops = e.group().ops;
-  // Each update takes up to 6 pointers; the kernel block holds 192.
+  // Each update takes up to 4 pointers of its own; the kernel block holds
+  // 192 with the shared scalars.
   constexpr size_t kPerLaunch = 30;
   for (size_t begin = 0; begin < ops.size(); begin += kPerLaunch) {
     size_t end = std::min(ops.size(), begin + kPerLaunch);
@@ -102,79 +155,71 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
                       : "");
     CodeWriter w;
     w.indent();
-    int64_t total = 0;
     w.line("const int64_t stride = static_cast<int64_t>(gridDim.x) * "
            "blockDim.x;");
     w.line("const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) "
            "+ threadIdx.x;");
+    SharedScalars shared(e, w);
+    int64_t largest = 0;
     for (size_t i = begin; i < end; ++i) {
       Operation *op = ops[i];
       auto type = cast<RankedTensorType>(op->getOperand(0).getType());
       if (!type.getElementType().isF32())
         return op->emitOpError("the CUDA optimizer updates f32 parameters");
       int64_t n = type.getNumElements();
-      total += n;
-      CodeWriter::Scope scope(w, "");
+      largest = std::max(largest, n);
       if (auto adam = dyn_cast<AdamUpdateOp>(op)) {
+        double b1 = adam.getBeta1().convertToDouble(),
+               b2 = adam.getBeta2().convertToDouble();
+        std::string lr = shared.value(adam.getLr());
+        std::string scale = shared.value(adam.getGradScale());
+        std::string rbc1 = shared.inverseCorrection(adam.getStep(), b1);
+        std::string rbc2 = shared.inverseCorrection(adam.getStep(), b2);
+        CodeWriter::Scope scope(w, "");
         std::string p = declared(e, w, adam.getParam(), false, "p");
         std::string g = declared(e, w, adam.getGrad(), false, "g");
         std::string m = declared(e, w, adam.getM(), false, "m");
         std::string v = declared(e, w, adam.getV(), false, "v");
-        std::string step = declared(e, w, adam.getStep(), false, "step");
-        std::string lr = declared(e, w, adam.getLr(), false, "lr");
-        std::string scale = declared(e, w, adam.getGradScale(), false, "scale");
         std::string po = declared(e, w, adam.getNewParam(), true, "po");
         std::string mo = declared(e, w, adam.getNewM(), true, "mo");
         std::string vo = declared(e, w, adam.getNewV(), true, "vo");
-        double b1 = adam.getBeta1().convertToDouble(),
-               b2 = adam.getBeta2().convertToDouble();
-        w.line(llvm::formatv("const double s = static_cast<double>({0}[0]);",
-                             step));
-        w.line(llvm::formatv("const double bc1 = 1.0 - pow({0}, s), bc2 = 1.0 "
-                             "- pow({1}, s);",
-                             doubleLiteral(b1), doubleLiteral(b2)));
         w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
                              n));
         w.line(llvm::formatv(
             "  float pv = {0}[i], mv = {1}[i], vv = {2}[i];", p, m, v));
         w.line(llvm::formatv(
-            "  moec::adamStep(pv, mv, vv, {0}[i], {1}[0], static_cast<float>({2}"
-            "[0]), {3}, {4}, {5}, {6}, {7}, bc1, bc2);",
+            "  moec::adamStep(pv, mv, vv, {0}[i], {1}, {2}, {3}, {4}, {5}, {6}, "
+            "{7}, {8}, {9});",
             g, lr, scale, floatLiteral(b1), floatLiteral(b2),
             floatLiteral(adam.getEps().convertToDouble()),
             floatLiteral(adam.getWeightDecay().convertToDouble()),
-            adam.getDecoupled() ? "true" : "false"));
+            adam.getDecoupled() ? "true" : "false", rbc1, rbc2));
         w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv; {2}[i] = vv;", po, mo,
                              vo));
         w.line("}");
       } else {
         auto sgd = cast<SgdUpdateOp>(op);
+        std::string lr = shared.value(sgd.getLr());
+        std::string scale = shared.value(sgd.getGradScale());
+        CodeWriter::Scope scope(w, "");
         std::string p = declared(e, w, sgd.getParam(), false, "p");
         std::string g = declared(e, w, sgd.getGrad(), false, "g");
         std::string m = declared(e, w, sgd.getM(), false, "m");
-        std::string lr = declared(e, w, sgd.getLr(), false, "lr");
-        std::string scale = declared(e, w, sgd.getGradScale(), false, "scale");
         std::string po = declared(e, w, sgd.getNewParam(), true, "po");
         std::string mo = declared(e, w, sgd.getNewM(), true, "mo");
         w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
                              n));
         w.line(llvm::formatv("  float pv = {0}[i], mv = {1}[i];", p, m));
-        w.line(llvm::formatv(
-            "  moec::sgdStep(pv, mv, {0}[i], {1}[0], static_cast<float>({2}[0]), "
-            "{3}, {4});",
-            g, lr, scale, floatLiteral(sgd.getMomentum().convertToDouble()),
-            floatLiteral(sgd.getWeightDecay().convertToDouble())));
+        w.line(llvm::formatv("  moec::sgdStep(pv, mv, {0}[i], {1}, {2}, {3}, "
+                             "{4});",
+                             g, lr, scale,
+                             floatLiteral(sgd.getMomentum().convertToDouble()),
+                             floatLiteral(sgd.getWeightDecay().convertToDouble())));
         w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv;", po, mo));
         w.line("}");
       }
     }
     // Enough blocks for the largest tensor of the launch.
-    int64_t largest = 0;
-    for (size_t i = begin; i < end; ++i)
-      largest = std::max<int64_t>(
-          largest,
-          cast<RankedTensorType>(ops[i]->getOperand(0).getType()).getNumElements());
-    (void)total;
     e.finishKernel(w.str(), GridDim{SymDim(largest), 256 * 4}, GridDim(),
                    GridDim(), 256);
   }

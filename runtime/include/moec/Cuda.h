@@ -1,0 +1,62 @@
+//===- Cuda.h - the generated CUDA code of a bundle -------------*- C++ -*-===//
+//
+// Tools around a bundle's generated kernels that need no GPU: the whole CUDA
+// translation unit, its PTX, and ahead-of-time compilation into the kernel
+// cache ($MOEC_CACHE_DIR, else $XDG_CACHE_HOME/moec, else ~/.cache/moec)
+// with ptxas's resource report for every kernel. NVRTC is loaded at first
+// use; without it these throw moec::Error saying what to install.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_CUDA_H
+#define MOEC_CUDA_H
+
+#include "moec/Bundle.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace moec {
+
+/// What ptxas reports for one kernel; -1 where it says nothing.
+struct KernelResources {
+  int registers = -1;
+  int sharedBytes = -1;
+  int spillStoreBytes = -1;
+  int spillLoadBytes = -1;
+  int stackBytes = -1;
+};
+
+/// What compiling one kernel gave.
+struct PrecompiledKernel {
+  std::string name;
+  bool cacheHit = false;
+  /// Time to compile it, or to fetch it from the cache.
+  double seconds = 0;
+  KernelResources usage;
+  size_t cubinBytes = 0;
+};
+
+/// The device library followed by every kernel of the bundle: one CUDA C++
+/// translation unit that nvcc or NVRTC compiles as it is. Throws when the
+/// bundle has no kernels or was generated against another device library.
+std::string cudaTranslationUnit(const Bundle &bundle);
+
+/// The translation unit compiled by NVRTC to one PTX module for `arch`
+/// ("sm_80", "sm_90"), with the options the cuda device uses.
+std::string cudaPtx(const Bundle &bundle, const std::string &arch);
+
+/// Compiles every kernel of the bundle for `arch` into the kernel cache,
+/// `jobs` at a time (0: one per hardware thread); results in kernel-name
+/// order. A kernel already cached is fetched, not compiled.
+std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
+                                                 const std::string &arch,
+                                                 unsigned jobs = 0);
+
+/// The directory compiled kernels are cached in.
+std::string kernelCacheDirectory();
+
+} // namespace moec
+
+#endif // MOEC_CUDA_H

@@ -1,0 +1,78 @@
+//===- KernelResourcesTest.cpp - every kernel through NVRTC and ptxas -----===//
+//
+// Every kernel of every example compiles with NVRTC for sm_80 and sm_90
+// with its kernels tiled for that architecture; the test prints ptxas's
+// registers, shared memory and stack for each (the record of what the
+// generated code costs) and fails on any spill. No GPU is needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Compiler.h"
+#include "moec/Cuda.h"
+#include "moec/Error.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <iostream>
+
+using namespace moec;
+
+namespace {
+
+struct Case {
+  std::string spec;
+  std::string arch;
+};
+
+std::vector<Case> cases() {
+  std::vector<std::string> specs;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(MOEC_SOURCE_DIR "/examples"))
+    if (entry.path().extension() == ".moe")
+      specs.push_back(entry.path().stem().string());
+  std::sort(specs.begin(), specs.end());
+  std::vector<Case> all;
+  for (const std::string &spec : specs)
+    for (const char *arch : {"sm_80", "sm_90"})
+      all.push_back({spec, arch});
+  return all;
+}
+
+class KernelResources : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KernelResources, CompileWithoutSpills) {
+#ifndef MOEC_HAVE_NVRTC
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#endif
+  const Case &c = GetParam();
+  CompileOptions options;
+  options.arch = c.arch;
+  Bundle bundle =
+      compileFile(MOEC_SOURCE_DIR "/examples/" + c.spec + ".moe", options);
+  std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, c.arch);
+  ASSERT_FALSE(kernels.empty());
+  std::cout << fmt::format("{} for {}: {} kernels\n", c.spec, c.arch,
+                           kernels.size());
+  for (const PrecompiledKernel &k : kernels) {
+    std::cout << fmt::format("  {:<34} {:>3} registers {:>6} B shared {:>4} B "
+                             "stack\n",
+                             k.name, k.usage.registers, k.usage.sharedBytes,
+                             k.usage.stackBytes);
+    EXPECT_GT(k.usage.registers, 0) << k.name;
+    EXPECT_LE(k.usage.registers, 128) << k.name;
+    EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
+    EXPECT_EQ(k.usage.spillLoadBytes, 0) << k.name;
+    // Static shared memory within the 48 KiB a launch gets without opting in.
+    EXPECT_LE(k.usage.sharedBytes, 48 * 1024) << k.name;
+    EXPECT_GT(k.cubinBytes, 0u) << k.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, KernelResources,
+                         ::testing::ValuesIn(cases()), [](const auto &info) {
+                           return info.param.spec + "_" + info.param.arch;
+                         });
+
+} // namespace
