@@ -4,6 +4,7 @@
 #include "BundleData.h"
 #include "Device.h"
 #include "Initializers.h"
+#include "InputCheck.h"
 #include "ProgramRunner.h"
 #include "Sampling.h"
 #include "moec/Checkpoint.h"
@@ -63,6 +64,7 @@ struct Session::Impl {
   std::map<std::string, Tensor> run(const std::string &name,
                                     std::map<std::string, Tensor> inputs) {
     ProgramRunner &r = runner(name);
+    checkTokenInputs(data, name, inputs);
     std::map<std::string, Tensor> outputs = r.run(inputs, params, states);
     for (auto &[output, tensor] : outputs)
       if (output.rfind("load:", 0) == 0) {

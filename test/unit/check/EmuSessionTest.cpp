@@ -1,0 +1,124 @@
+//===- EmuSessionTest.cpp - the emu device behind the Session API ---------===//
+//
+// What an embedding program sees with SessionOptions::device = "emu": the
+// same results as the cpu device for generation and checkpoints, and clear
+// errors for inputs the generated kernels would read out of bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Compiler.h"
+#include "moec/Error.h"
+#include "moec/Session.h"
+
+#include <filesystem>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using namespace moec;
+using ::testing::HasSubstr;
+
+namespace {
+
+const char *kSpec = R"moe(moe 1
+model tiny {
+  vocab = 64
+  d_model = 32
+  max_seq = 16
+  repeat 2 as i {
+    attention(heads = 2)
+    moe(experts = 4, k = 2, hidden = 48)
+  }
+}
+train {
+  batch = 2
+  seq_len = 16
+  seed = 5
+  balance_loss = 0.01
+}
+data {
+  source = synthetic("markov")
+}
+)moe";
+
+Session sessionOn(const std::string &device) {
+  SessionOptions options;
+  options.device = device;
+  return Session(compileSource(kSpec, "tiny.moe"), options);
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(EmuSession, GeneratesWhatTheCpuDeviceGenerates) {
+  Session cpu = sessionOn("cpu"), emu = sessionOn("emu");
+  EXPECT_EQ(emu.deviceName(), "emu");
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  options.temperature = 0; // greedy: the KV cache path, token by token
+  std::vector<int32_t> prompt = {3, 14, 15, 9, 26};
+  EXPECT_EQ(emu.generate(prompt, options), cpu.generate(prompt, options));
+}
+
+TEST(EmuSession, CheckpointsMoveBetweenDevices) {
+  Session emu = sessionOn("emu");
+  Batch batch;
+  batch.tokens = Tensor::of<int32_t>({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  batch.targets = Tensor::of<int32_t>({2, 4}, {2, 3, 4, 5, 6, 7, 8, 9});
+  for (int i = 0; i < 3; ++i)
+    emu.trainStep(batch);
+  std::string path =
+      (std::filesystem::temp_directory_path() / "moec-emu-session.safetensors")
+          .string();
+  emu.saveCheckpoint(path);
+  Session cpu = sessionOn("cpu");
+  cpu.loadCheckpoint(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(cpu.step(), 3);
+  std::map<std::string, double> a = emu.evaluate(batch), b = cpu.evaluate(batch);
+  EXPECT_NEAR(a.at("ce"), b.at("ce"), 1e-5 * std::abs(b.at("ce")));
+}
+
+TEST(EmuSession, RejectsTokensOutsideTheVocabulary) {
+  Session emu = sessionOn("emu");
+  Batch batch;
+  batch.tokens = Tensor::of<int32_t>({1, 3}, {1, 64, 2});
+  batch.targets = Tensor::of<int32_t>({1, 3}, {1, 2, 3});
+  EXPECT_THAT(errorOf([&] { emu.trainStep(batch); }),
+              HasSubstr("tokens[0, 1] = 64 is outside the vocabulary [0, 64)"));
+  batch.tokens = Tensor::of<int32_t>({1, 3}, {1, -3, 2});
+  EXPECT_THAT(errorOf([&] { emu.evaluate(batch); }),
+              HasSubstr("tokens[0, 1] = -3 is outside the vocabulary"));
+  batch.tokens = Tensor::of<int32_t>({1, 3}, {1, 2, 3});
+  batch.targets = Tensor::of<int32_t>({1, 3}, {-1, 2, 99});
+  EXPECT_THAT(errorOf([&] { emu.trainStep(batch); }),
+              HasSubstr("targets[0, 2] = 99 is outside the vocabulary [0, 64) "
+                        "(negative targets are ignored)"));
+  // An ignored target is fine.
+  batch.targets = Tensor::of<int32_t>({1, 3}, {-1, 2, 3});
+  EXPECT_NO_THROW(emu.trainStep(batch));
+}
+
+TEST(EmuSession, RejectsPositionsBeyondMaxSeq) {
+  Session emu = sessionOn("emu");
+  std::vector<int32_t> long_(17, 1);
+  EXPECT_THAT(errorOf([&] {
+                emu.run("forward",
+                        {{"tokens", Tensor::of<int32_t>({1, 17}, long_)}});
+              }),
+              HasSubstr("17 positions reach beyond the model's max_seq of 16"));
+  EXPECT_THAT(errorOf([&] {
+                emu.run("decode",
+                        {{"tokens", Tensor::of<int32_t>({1, 2}, {1, 2})},
+                         {"past", Tensor::of<int64_t>({}, {15})}});
+              }),
+              HasSubstr("2 positions after 15 cached ones reach beyond the "
+                        "model's max_seq of 16"));
+}
+
+} // namespace
