@@ -13,6 +13,15 @@ namespace moec::detail {
 DeviceBuffer::~DeviceBuffer() = default;
 Device::~Device() = default;
 
+void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
+                     const char *what) {
+  if (dst.dtype != dtype || dst.shape != shape)
+    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
+                            "buffer",
+                            what, dtypeName(dtype), shapeString(shape),
+                            dtypeName(dst.dtype), shapeString(dst.shape)));
+}
+
 std::unique_ptr<Device> createDevice(const std::string &name) {
   if (name == "cpu")
     return createCpuDevice();

@@ -36,6 +36,11 @@ public:
   const Shape shape;
 };
 
+/// Throws an internal error unless `dst` has this dtype and shape; `what`
+/// names the transfer ("upload", "copy").
+void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
+                     const char *what);
+
 class Device {
 public:
   virtual ~Device();

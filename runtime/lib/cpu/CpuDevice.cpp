@@ -29,15 +29,6 @@ const CpuBuffer &cpuBuffer(const DeviceBuffer &b) {
   return static_cast<const CpuBuffer &>(b);
 }
 
-void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
-                     const char *what) {
-  if (dst.dtype != dtype || dst.shape != shape)
-    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
-                            "buffer",
-                            what, dtypeName(dtype), shapeString(shape),
-                            dtypeName(dst.dtype), shapeString(dst.shape)));
-}
-
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }

@@ -147,15 +147,6 @@ const CudaBuffer &cudaBuffer(const DeviceBuffer &b) {
   return static_cast<const CudaBuffer &>(b);
 }
 
-void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
-                     const char *what) {
-  if (dst.dtype != dtype || dst.shape != shape)
-    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
-                            "buffer",
-                            what, dtypeName(dtype), shapeString(shape),
-                            dtypeName(dst.dtype), shapeString(dst.shape)));
-}
-
 /// A kernel loaded into the context.
 struct LoadedKernel {
   CUmodule module = nullptr;

@@ -82,15 +82,6 @@ const EmuBuffer &emuBuffer(const DeviceBuffer &b) {
   return static_cast<const EmuBuffer &>(b);
 }
 
-void checkSameLayout(const DeviceBuffer &dst, DType dtype, const Shape &shape,
-                     const char *what) {
-  if (dst.dtype != dtype || dst.shape != shape)
-    throw Error(fmt::format("internal error: {} of a {} {} tensor into a {} {} "
-                            "buffer",
-                            what, dtypeName(dtype), shapeString(shape),
-                            dtypeName(dst.dtype), shapeString(dst.shape)));
-}
-
 class EmuDevice : public Device {
 public:
   explicit EmuDevice(const EmuDeviceOptions &options)

@@ -10,12 +10,12 @@
 #include "BundleData.h"
 #include "KernelCheck.h"
 #include "emu/EmuDevice.h"
+#include "Examples.h"
 #include "moec/Compiler.h"
 #include "moec/Error.h"
 #include "moec/KernelCheck.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <gtest/gtest.h>
 #include <iostream>
 #include <tuple>
@@ -23,16 +23,6 @@
 using namespace moec;
 
 namespace {
-
-std::vector<std::string> exampleSpecs() {
-  std::vector<std::string> specs;
-  for (const auto &entry :
-       std::filesystem::directory_iterator(MOEC_SOURCE_DIR "/examples"))
-    if (entry.path().extension() == ".moe")
-      specs.push_back(entry.path().stem().string());
-  std::sort(specs.begin(), specs.end());
-  return specs;
-}
 
 class ExampleKernels : public ::testing::TestWithParam<std::string> {};
 
@@ -67,13 +57,13 @@ TEST_P(ExampleKernels, PassTheEmuChecks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
-                         ::testing::ValuesIn(exampleSpecs()),
+                         ::testing::ValuesIn(test::exampleSpecs()),
                          [](const auto &info) { return info.param; });
 
 TEST(KernelCheck, FindsEveryExample) {
   // The examples this project ships; a glob that finds nothing would make
   // the suite above vacuous.
-  std::vector<std::string> specs = exampleSpecs();
+  std::vector<std::string> specs = test::exampleSpecs();
   for (const char *name : {"glu_moe_lm", "moe_lm", "switch_lm"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), name), specs.end())
         << name;

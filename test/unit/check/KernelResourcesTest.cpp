@@ -7,12 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Examples.h"
 #include "moec/Compiler.h"
 #include "moec/Cuda.h"
 #include "moec/Error.h"
 
-#include <algorithm>
-#include <filesystem>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <iostream>
@@ -27,14 +26,8 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  std::vector<std::string> specs;
-  for (const auto &entry :
-       std::filesystem::directory_iterator(MOEC_SOURCE_DIR "/examples"))
-    if (entry.path().extension() == ".moe")
-      specs.push_back(entry.path().stem().string());
-  std::sort(specs.begin(), specs.end());
   std::vector<Case> all;
-  for (const std::string &spec : specs)
+  for (const std::string &spec : test::exampleSpecs())
     for (const char *arch : {"sm_80", "sm_90"})
       all.push_back({spec, arch});
   return all;

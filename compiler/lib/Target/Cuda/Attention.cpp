@@ -10,12 +10,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 struct Geometry {
   int64_t heads, kvHeads, headDim;
@@ -66,14 +60,14 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   CodeWriter w;
   w.indent();
   std::string past =
-      op.getPast() ? declared(e, w, op.getPast(), false, "past") : "";
+      op.getPast() ? e.declared(w, op.getPast(), false, "past") : "";
   shapeDecl(e, w, op.getQ(), op.getK(), geo, past);
-  std::string q = declared(e, w, op.getQ(), false, "q");
-  std::string k = declared(e, w, op.getK(), false, "k");
-  std::string v = declared(e, w, op.getV(), false, "v");
-  std::string out = declared(e, w, op.getResult(), true, "out");
+  std::string q = e.declared(w, op.getQ(), false, "q");
+  std::string k = e.declared(w, op.getK(), false, "k");
+  std::string v = e.declared(w, op.getV(), false, "v");
+  std::string out = e.declared(w, op.getResult(), true, "out");
   std::string lse = e.escapes(op.getLse())
-                        ? declared(e, w, op.getLse(), true, "lse")
+                        ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
   w.line(llvm::formatv("moec::attentionForward<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
                        "{6}, {7}, {8});",
@@ -103,8 +97,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     CodeWriter w;
     w.indent();
     shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
-    std::string out = declared(e, w, op.getOut(), false, "out");
-    std::string dout = declared(e, w, op.getDout(), false, "dout");
+    std::string out = e.declared(w, op.getOut(), false, "out");
+    std::string dout = e.declared(w, op.getDout(), false, "dout");
     w.line(llvm::formatv("moec::attentionDelta<{0}, {1}>(s, {2}, {3}, {4});",
                          geo.headDim, threads, out, dout,
                          e.bufferExpr(e.argument(delta), f32, true)));
@@ -114,11 +108,11 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   }
   auto common = [&](CodeWriter &w) {
     shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
-    return std::make_tuple(declared(e, w, op.getQ(), false, "q"),
-                           declared(e, w, op.getK(), false, "k"),
-                           declared(e, w, op.getV(), false, "v"),
-                           declared(e, w, op.getDout(), false, "dout"),
-                           declared(e, w, op.getLse(), false, "lse"),
+    return std::make_tuple(e.declared(w, op.getQ(), false, "q"),
+                           e.declared(w, op.getK(), false, "k"),
+                           e.declared(w, op.getV(), false, "v"),
+                           e.declared(w, op.getDout(), false, "dout"),
+                           e.declared(w, op.getLse(), false, "lse"),
                            e.bufferExpr(e.argument(delta), f32, false));
   };
   if (e.escapes(op.getDq())) {
@@ -126,7 +120,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     CodeWriter w;
     w.indent();
     auto [q, k, v, dout, lse, dl] = common(w);
-    std::string dq = declared(e, w, op.getDq(), true, "dq");
+    std::string dq = e.declared(w, op.getDq(), true, "dq");
     w.line(llvm::formatv("moec::attentionGradQ<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
                          "{6}, {7}, {8}, {9}, {10});",
                          geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,
@@ -139,8 +133,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     CodeWriter w;
     w.indent();
     auto [q, k, v, dout, lse, dl] = common(w);
-    std::string dk = declared(e, w, op.getDk(), true, "dk");
-    std::string dv = declared(e, w, op.getDv(), true, "dv");
+    std::string dk = e.declared(w, op.getDk(), true, "dk");
+    std::string dv = e.declared(w, op.getDv(), true, "dv");
     w.line(llvm::formatv("moec::attentionGradKV<{0}, {1}, {2}, {3}>(s, {4}, "
                          "{5}, {6}, {7}, {8}, {9}, {10}, {11});",
                          geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,

@@ -17,12 +17,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 const char *kGridStride =
     "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
@@ -44,7 +38,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
   llvm::DenseMap<Value, std::string> stores;
   for (Operation *op : g.ops)
     if (e.escapes(op->getResult(0)))
-      stores[op->getResult(0)] = declared(e, w, op->getResult(0), true, "out");
+      stores[op->getResult(0)] = e.declared(w, op->getResult(0), true, "out");
   // Per-op operands declared up front.
   struct Piece {
     Operation *op;
@@ -55,7 +49,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
     Piece piece{op, {}};
     for (Value v : op->getOperands())
       piece.ptrs.push_back(e.inGroup(v) ? std::string()
-                                        : declared(e, w, v, false, "in"));
+                                        : e.declared(w, v, false, "in"));
     pieces.push_back(piece);
   }
   // S: the sequence length, for the position of row t (= t % S).
@@ -112,9 +106,9 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGradGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
                        e.scalar(e.numElements(grad.getIds()))));
-  std::string ids = declared(e, w, grad.getIds(), false, "ids");
-  std::string dy = declared(e, w, grad.getDy(), false, "dy");
-  std::string out = declared(e, w, grad.getDtable(), true, "dtable");
+  std::string ids = e.declared(w, grad.getIds(), false, "ids");
+  std::string dy = e.declared(w, grad.getDy(), false, "dy");
+  std::string out = e.declared(w, grad.getDtable(), true, "dtable");
   // Block v sums the rows of the tokens whose id is v, in token order.
   w.line("const int64_t v = blockIdx.x;");
   {
@@ -146,9 +140,9 @@ LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
   w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
                        e.scalar(shape[1])));
   w.line(llvm::formatv("const int64_t n = {0};", maxLen * d));
-  std::string dy = declared(e, w, grad.getDy(), false, "dy");
-  std::string start = declared(e, w, grad.getStart(), false, "start");
-  std::string out = declared(e, w, grad.getDtable(), true, "dtable");
+  std::string dy = e.declared(w, grad.getDy(), false, "dy");
+  std::string start = e.declared(w, grad.getStart(), false, "start");
+  std::string out = e.declared(w, grad.getDtable(), true, "dtable");
   {
     CodeWriter::Scope loop(w, kGridStride);
     w.line(llvm::formatv("const int64_t s = i / {0} - {1}[0], c = i % {0};", d,
@@ -180,8 +174,8 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
     SymDim n = e.numElements(write.getCache());
     c.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
                          e.scalar(n)));
-    std::string from = declared(e, c, write.getCache(), false, "from");
-    std::string to = declared(e, c, write.getResult(), true, "to");
+    std::string from = e.declared(c, write.getCache(), false, "from");
+    std::string to = e.declared(c, write.getResult(), true, "to");
     {
       CodeWriter::Scope loop(c, kGridStride);
       c.line(to + "[i] = " + from + "[i];");
@@ -197,9 +191,9 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
                        e.scalar(updateShape[1])));
   (void)cacheShape;
-  std::string update = declared(e, w, write.getUpdate(), false, "update");
-  std::string past = declared(e, w, write.getPast(), false, "past");
-  std::string cache = declared(e, w, write.getResult(), true, "cache");
+  std::string update = e.declared(w, write.getUpdate(), false, "update");
+  std::string past = e.declared(w, write.getPast(), false, "past");
+  std::string cache = e.declared(w, write.getResult(), true, "cache");
   {
     CodeWriter::Scope loop(w, kGridStride);
     w.line(llvm::formatv("const int64_t b = i / (S * {0}), s = i / {0} % S, c "

@@ -21,12 +21,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 const char *actName(Activation a) {
   switch (a) {
@@ -98,9 +92,9 @@ void dispatch(GroupEmitter &e, const Experts &x, Value zero) {
   w.indent();
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(x.tokens)));
-  std::string expert = declared(e, w, x.expert, false, "expert");
-  std::string slot = declared(e, w, x.slot, false, "slot");
-  std::string zp = zero ? declared(e, w, zero, true, "zero")
+  std::string expert = e.declared(w, x.expert, false, "expert");
+  std::string slot = e.declared(w, x.slot, false, "slot");
+  std::string zp = zero ? e.declared(w, zero, true, "zero")
                         : std::string("moec::gptr<float>()");
   w.line(llvm::formatv(
       "moec::expertDispatch<{0}, {1}, {2}, {3}>(tokens, {4}, {5}, {6}, {7}, "
@@ -295,7 +289,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(x.tokens)));
-  std::string slot = declared(e, w, x.slot, false, "slot");
+  std::string slot = e.declared(w, x.slot, false, "slot");
   w.line("const moec::gptr<const float> yk = " +
          e.bufferExpr(e.argument(yk), x.f32, false) + ";");
   std::string epilogue;
@@ -303,7 +297,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
     llvm::raw_string_ostream os(epilogue);
     os << "[=](int64_t i, float y) {";
     if (e.escapes(op.getResult())) {
-      std::string out = declared(e, w, op.getResult(), true, "y");
+      std::string out = e.declared(w, op.getResult(), true, "y");
       os << " " << out << "[i] = y;";
     }
     if (e.group().ops.size() > 1) {
@@ -312,8 +306,8 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
         return add->emitOpError("cannot follow an expert FFN in its kernel");
       Value other = add->getOperand(0) == op.getResult() ? add->getOperand(1)
                                                          : add->getOperand(0);
-      std::string res = declared(e, w, other, false, "res");
-      std::string out = declared(e, w, add->getResult(0), true, "sum");
+      std::string res = e.declared(w, other, false, "res");
+      std::string out = e.declared(w, add->getResult(0), true, "sum");
       os << " " << out << "[i] = " << res << "[i] + y;";
     }
     os << " }";
@@ -416,10 +410,10 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
                          e.bufferExpr(e.argument(x.offsets), x.i32, false)));
     w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
                          e.bufferExpr(e.argument(x.order), x.i32, false)));
-    std::string gates = declared(e, w, x.gates, false, "gates");
-    std::string dy = declared(e, w, op.getDy(), false, "dy");
-    std::string b2 = x.b2 ? declared(e, w, x.b2, false, "b2") : buf;
-    std::string dg = declared(e, w, dgates, true, "dgates");
+    std::string gates = e.declared(w, x.gates, false, "gates");
+    std::string dy = e.declared(w, op.getDy(), false, "dy");
+    std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2") : buf;
+    std::string dg = e.declared(w, dgates, true, "dgates");
     w.line(llvm::formatv(
         "moec::expertHiddenGrad<{0}, {1}, {2}, {3}>(offsets, {4}, order, {5}, "
         "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, [](float v) {{ "
@@ -540,8 +534,8 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(x.tokens)));
-  std::string slot = declared(e, w, x.slot, false, "slot");
-  std::string dx = declared(e, w, op.getDx(), true, "dx");
+  std::string slot = e.declared(w, x.slot, false, "slot");
+  std::string dx = e.declared(w, op.getDx(), true, "dx");
   w.line(llvm::formatv("moec::expertCombine<{0}, {1}>(tokens, {2}, {3}, "
                        "[=](int64_t i, float v) {{ {4}[i] = v; });",
                        x.k, x.d, slot, in(dxk), dx));

@@ -115,6 +115,13 @@ void GroupEmitter::declare(CodeWriter &w, StringRef local, Value v,
                        bufferExpr(buffer(v), element, writable)));
 }
 
+std::string GroupEmitter::declared(CodeWriter &w, Value v, bool writable,
+                                  StringRef prefix) {
+  std::string local = fresh(prefix);
+  declare(w, local, v, writable);
+  return local;
+}
+
 void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
                                 GridDim z, int64_t threads,
                                 int64_t sharedBytes) {

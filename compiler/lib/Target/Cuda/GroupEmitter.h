@@ -67,6 +67,10 @@ public:
   std::string bufferExpr(int arg, Type elementType, bool writable) const;
   /// Declares a local `name` bound to a value's buffer.
   void declare(CodeWriter &w, StringRef name, Value v, bool writable);
+  /// Declares a fresh local (`prefix` and a number) bound to a value's
+  /// buffer and returns its name.
+  std::string declared(CodeWriter &w, Value v, bool writable,
+                       StringRef prefix);
   /// Finishes the kernel with `body` (the statements of the __global__) and
   /// records its launch.
   void finishKernel(const std::string &body, GridDim x, GridDim y, GridDim z,

@@ -8,15 +8,6 @@ using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
-namespace {
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
-} // namespace
-
 LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   auto op = cast<CrossEntropyOp>(e.first());
   int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
@@ -31,9 +22,9 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(rows)));
-  std::string logits = declared(e, w, op.getLogits(), false, "logits");
-  std::string targets = declared(e, w, op.getTargets(), false, "targets");
-  std::string loss = declared(e, w, op.getLoss(), true, "loss");
+  std::string logits = e.declared(w, op.getLogits(), false, "logits");
+  std::string targets = e.declared(w, op.getTargets(), false, "targets");
+  std::string loss = e.declared(w, op.getLoss(), true, "loss");
   w.line(llvm::formatv("moec::crossEntropyForward<{0}, {1}>(rows, {2}, {3}, "
                        "{4}, {5}, {6}, moec::bufferArg<unsigned>(p, {7}));",
                        vocab, threads,
@@ -58,7 +49,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
     w.indent();
     w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                          e.scalar(rows)));
-    std::string targets = declared(e, w, op.getTargets(), false, "targets");
+    std::string targets = e.declared(w, op.getTargets(), false, "targets");
     w.line(llvm::formatv("moec::countTargets<256>(rows, {0}, {1});", targets,
                          e.bufferExpr(e.argument(count), f32, true)));
     e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), 256);
@@ -66,10 +57,10 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
   e.beginKernel("rows");
   CodeWriter w;
   w.indent();
-  std::string logits = declared(e, w, op.getLogits(), false, "logits");
-  std::string targets = declared(e, w, op.getTargets(), false, "targets");
-  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
-  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  std::string logits = e.declared(w, op.getLogits(), false, "logits");
+  std::string targets = e.declared(w, op.getTargets(), false, "targets");
+  std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
+  std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
   w.line(llvm::formatv("moec::crossEntropyBackward<{0}, {1}>({2}, {3}, {4}, "
                        "{5}, {6}, {7});",
                        vocab, threads,

@@ -33,12 +33,6 @@ NormInfo normInfo(Operation *op) {
           rms.getEps().convertToDouble(), true};
 }
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 } // namespace
 
@@ -56,18 +50,18 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(rows)));
-  std::string gamma = declared(e, w, info.gamma, false, "gamma");
-  std::string beta = info.beta ? declared(e, w, info.beta, false, "beta")
+  std::string gamma = e.declared(w, info.gamma, false, "gamma");
+  std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
                                : std::string("moec::gptr<const float>()");
-  std::string y = declared(e, w, info.result, true, "y");
+  std::string y = e.declared(w, info.result, true, "y");
   // The input: x itself, or the residual sum computed (and stored) here.
   std::string load;
   if (e.group().ops.size() == 2) {
     Operation *add = e.group().ops.front();
-    std::string a = declared(e, w, add->getOperand(0), false, "a");
-    std::string b = declared(e, w, add->getOperand(1), false, "b");
+    std::string a = e.declared(w, add->getOperand(0), false, "a");
+    std::string b = e.declared(w, add->getOperand(1), false, "b");
     std::string sum = e.escapes(add->getResult(0))
-                          ? declared(e, w, add->getResult(0), true, "sum")
+                          ? e.declared(w, add->getResult(0), true, "sum")
                           : std::string();
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = {0}[r * "
                          "{1} + c] + {2}[r * {1} + c];{3} return s; }",
@@ -78,7 +72,7 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                                            .str())
                .str();
   } else {
-    std::string x = declared(e, w, info.x, false, "x");
+    std::string x = e.declared(w, info.x, false, "x");
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ return {0}[r * {1} + "
                          "c]; }",
                          x, d)
@@ -115,10 +109,10 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(rows)));
-  std::string xp = declared(e, w, x, false, "x");
-  std::string gp = declared(e, w, gamma, false, "gamma");
-  std::string dyp = declared(e, w, dy, false, "dy");
-  std::string dxp = declared(e, w, dx, true, "dx");
+  std::string xp = e.declared(w, x, false, "x");
+  std::string gp = e.declared(w, gamma, false, "gamma");
+  std::string dyp = e.declared(w, dy, false, "dy");
+  std::string dxp = e.declared(w, dx, true, "dx");
   std::string contrib = "moec::gptr<float>()";
   int64_t contribId = -1;
   if (needGamma) {
@@ -144,7 +138,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   c.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(rows)));
   if (needGamma) {
-    std::string dg = declared(e, c, dgamma, true, "dgamma");
+    std::string dg = e.declared(c, dgamma, true, "dgamma");
     c.line(llvm::formatv("const moec::gptr<const float> contrib = {0};",
                          e.bufferExpr(e.argument(contribId),
                                       xType.getElementType(), false)));
@@ -154,8 +148,8 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
                          d, dg));
   }
   if (needBeta) {
-    std::string dyp2 = declared(e, c, dy, false, "dy");
-    std::string db = declared(e, c, dbeta, true, "dbeta");
+    std::string dyp2 = e.declared(c, dy, false, "dy");
+    std::string db = e.declared(c, dbeta, true, "dbeta");
     c.line(llvm::formatv("moec::columnSums(rows, {0}, [=](int64_t r, int64_t "
                          "k) {{ return {1}[r * {0} + k]; }, [=](int64_t k, "
                          "float s) {{ {2}[k] = s; });",

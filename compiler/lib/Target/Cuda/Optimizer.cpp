@@ -22,12 +22,6 @@ namespace {
 
 constexpr int64_t kNormBlocks = 64;
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 } // namespace
 
@@ -47,7 +41,7 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
     auto type = cast<RankedTensorType>(g.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape())
       return norm.emitOpError("the CUDA gradient norm takes static f32 tensors");
-    std::string p = declared(e, w, g, false, "g");
+    std::string p = e.declared(w, g, false, "g");
     w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});", p,
                          type.getNumElements()));
   }
@@ -68,7 +62,7 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
   names[norm.getNorm()] = root;
   auto store = [&](Value v) {
     if (e.escapes(v)) {
-      std::string out = declared(e, w, v, true, "out");
+      std::string out = e.declared(w, v, true, "out");
       w.line(out + "[0] = " + names[v] + ";");
     }
   };
@@ -77,7 +71,7 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
     llvm::SmallVector<std::string> in;
     for (Value v : op->getOperands()) {
       if (!names.count(v)) {
-        std::string p = declared(e, w, v, false, "in");
+        std::string p = e.declared(w, v, false, "in");
         names[v] = p + "[0]";
       }
       in.push_back(names[v]);
@@ -106,7 +100,7 @@ public:
   std::string value(Value v) {
     auto [it, inserted] = loaded.try_emplace(v);
     if (inserted) {
-      std::string buffer = declared(e, w, v, false, "in");
+      std::string buffer = e.declared(w, v, false, "in");
       it->second = e.fresh("s");
       w.line(llvm::formatv("const float {0} = static_cast<float>({1}[0]);",
                            it->second, buffer));
@@ -121,7 +115,7 @@ public:
     if (inserted) {
       auto [s, stepInserted] = steps.try_emplace(step);
       if (stepInserted) {
-        std::string buffer = declared(e, w, step, false, "step");
+        std::string buffer = e.declared(w, step, false, "step");
         s->second = e.fresh("t");
         w.line(llvm::formatv("const double {0} = static_cast<double>({1}[0]);",
                              s->second, buffer));
@@ -176,13 +170,13 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
         std::string rbc1 = shared.inverseCorrection(adam.getStep(), b1);
         std::string rbc2 = shared.inverseCorrection(adam.getStep(), b2);
         CodeWriter::Scope scope(w, "");
-        std::string p = declared(e, w, adam.getParam(), false, "p");
-        std::string g = declared(e, w, adam.getGrad(), false, "g");
-        std::string m = declared(e, w, adam.getM(), false, "m");
-        std::string v = declared(e, w, adam.getV(), false, "v");
-        std::string po = declared(e, w, adam.getNewParam(), true, "po");
-        std::string mo = declared(e, w, adam.getNewM(), true, "mo");
-        std::string vo = declared(e, w, adam.getNewV(), true, "vo");
+        std::string p = e.declared(w, adam.getParam(), false, "p");
+        std::string g = e.declared(w, adam.getGrad(), false, "g");
+        std::string m = e.declared(w, adam.getM(), false, "m");
+        std::string v = e.declared(w, adam.getV(), false, "v");
+        std::string po = e.declared(w, adam.getNewParam(), true, "po");
+        std::string mo = e.declared(w, adam.getNewM(), true, "mo");
+        std::string vo = e.declared(w, adam.getNewV(), true, "vo");
         w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
                              n));
         w.line(llvm::formatv(
@@ -202,11 +196,11 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
         std::string lr = shared.value(sgd.getLr());
         std::string scale = shared.value(sgd.getGradScale());
         CodeWriter::Scope scope(w, "");
-        std::string p = declared(e, w, sgd.getParam(), false, "p");
-        std::string g = declared(e, w, sgd.getGrad(), false, "g");
-        std::string m = declared(e, w, sgd.getM(), false, "m");
-        std::string po = declared(e, w, sgd.getNewParam(), true, "po");
-        std::string mo = declared(e, w, sgd.getNewM(), true, "mo");
+        std::string p = e.declared(w, sgd.getParam(), false, "p");
+        std::string g = e.declared(w, sgd.getGrad(), false, "g");
+        std::string m = e.declared(w, sgd.getM(), false, "m");
+        std::string po = e.declared(w, sgd.getNewParam(), true, "po");
+        std::string mo = e.declared(w, sgd.getNewM(), true, "mo");
         w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
                              n));
         w.line(llvm::formatv("  float pv = {0}[i], mv = {1}[i];", p, m));

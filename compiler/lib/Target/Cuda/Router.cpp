@@ -11,12 +11,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-std::string declared(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                     StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
 
 const char *gateName(GateWeighting g) {
   switch (g) {
@@ -171,16 +165,16 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(tokens)));
-  std::string probs = declared(e, w, op.getProbs(), false, "probs");
-  std::string expert = declared(e, w, op.getExpert(), false, "expert");
-  std::string slot = declared(e, w, op.getSlot(), false, "slot");
+  std::string probs = e.declared(w, op.getProbs(), false, "probs");
+  std::string expert = e.declared(w, op.getExpert(), false, "expert");
+  std::string slot = e.declared(w, op.getSlot(), false, "slot");
   std::string dgates = op.getDgates()
-                           ? declared(e, w, op.getDgates(), false, "dgates")
+                           ? e.declared(w, op.getDgates(), false, "dgates")
                            : "moec::gptr<const float>()";
   std::string dprobs = op.getDprobs()
-                           ? declared(e, w, op.getDprobs(), false, "dprobs")
+                           ? e.declared(w, op.getDprobs(), false, "dprobs")
                            : "moec::gptr<const float>()";
-  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
   w.line(llvm::formatv("moec::routerGradRows<{0}, {1}, {2}, "
                        "moec::GateKind::{3}>(tokens, {4}, {5}, {6}, {7}, {8}, "
                        "{9});",
@@ -202,9 +196,9 @@ LogicalResult mlir::moe::cuda::emitZLossGradGroup(GroupEmitter &e) {
   w.indent();
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(tokens)));
-  std::string logits = declared(e, w, op.getLogits(), false, "logits");
-  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
-  std::string out = declared(e, w, op.getDlogits(), true, "dlogits");
+  std::string logits = e.declared(w, op.getLogits(), false, "logits");
+  std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
+  std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
   w.line(llvm::formatv("moec::zLossGradRows<{0}, {1}>(tokens, {2}, {3}, {4});",
                        experts, threads, logits, dloss, out));
   e.finishKernel(w.str(), GridDim{tokens, threads / 32}, GridDim(), GridDim(),
@@ -226,7 +220,7 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
     w.indent();
     w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                          e.scalar(tokens)));
-    std::string expert = declared(e, w, op.getExpert(), false, "expert");
+    std::string expert = e.declared(w, op.getExpert(), false, "expert");
     w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, "
                          "moec::BalanceKind::{2}>(tokens, {3}, {4});",
                          experts, k, balanceName(op.getVariant()), expert,
@@ -241,8 +235,8 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
                        e.scalar(n)));
   w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
                        e.scalar(tokens)));
-  std::string dloss = declared(e, w, op.getDloss(), false, "dloss");
-  std::string out = declared(e, w, op.getDprobs(), true, "dprobs");
+  std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
+  std::string out = e.declared(w, op.getDprobs(), true, "dprobs");
   w.line(llvm::formatv("const moec::gptr<const float> f = {0};",
                        e.bufferExpr(e.argument(fractions), f32, false)));
   w.line(llvm::formatv(
