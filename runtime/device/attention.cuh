@@ -32,10 +32,10 @@ MOEC_DEVICE bool visible(const AttentionShape &s, int64_t i, int64_t j) {
 }
 
 /// grid (ceil(Sq / TQ), H, B), THREADS threads.
-template <int HD, int TQ, int TK, int THREADS>
-MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const float> q,
-                                  gptr<const float> k, gptr<const float> v,
-                                  gptr<float> out, gptr<float> lse) {
+template <int HD, int TQ, int TK, int THREADS, typename T>
+MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
+                                  gptr<const T> k, gptr<const T> v,
+                                  gptr<T> out, gptr<float> lse) {
   constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
   constexpr int kPer = (HD + 31) / 32;
   static_assert(TQ % kWarps == 0, "queries split evenly over warps");
@@ -51,7 +51,8 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const float> q,
 
   for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
     int64_t i = i0 + t / HD;
-    Qs[t] = i < s.sq ? q[(b * s.sq + i) * qStride + h * HD + t % HD] : 0.0f;
+    Qs[t] = i < s.sq ? toFloat(q[(b * s.sq + i) * qStride + h * HD + t % HD])
+                     : 0.0f;
   }
   float m[QPW], l[QPW], o[QPW][kPer];
   for (int r = 0; r < QPW; ++r) {
@@ -70,8 +71,8 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const float> q,
     for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
       int64_t j = j0 + t / HD;
       int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-      Ks[t] = j < s.kvLen ? k[at] : 0.0f;
-      Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+      Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
+      Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
     }
     __syncthreads();
     for (int r = 0; r < QPW; ++r) {
@@ -134,9 +135,9 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const float> q,
 }
 
 /// delta[b, h, i] = <dout_i, out_i>; one warp per query row.
-template <int HD, int THREADS>
-MOEC_DEVICE void attentionDelta(const AttentionShape s, gptr<const float> out,
-                                gptr<const float> dout, gptr<float> delta) {
+template <int HD, int THREADS, typename T>
+MOEC_DEVICE void attentionDelta(const AttentionShape s, gptr<const T> out,
+                                gptr<const T> dout, gptr<float> delta) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
   const int64_t rows = s.batch * s.heads * s.sq;
@@ -146,18 +147,18 @@ MOEC_DEVICE void attentionDelta(const AttentionShape s, gptr<const float> out,
   const int64_t base = (b * s.sq + i) * s.heads * HD + h * HD;
   float sum = 0.0f;
   for (int d = lane; d < HD; d += 32)
-    sum += out[base + d] * dout[base + d];
+    sum += toFloat(out[base + d]) * toFloat(dout[base + d]);
   sum = warpSum(sum);
   if (lane == 0)
     delta[row] = sum;
 }
 
 /// dq: grid (ceil(Sq / TQ), H, B).
-template <int HD, int TQ, int TK, int THREADS>
-MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const float> q,
-                                gptr<const float> k, gptr<const float> v,
-                                gptr<const float> dout, gptr<const float> lse,
-                                gptr<const float> delta, gptr<float> dq) {
+template <int HD, int TQ, int TK, int THREADS, typename T>
+MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
+                                gptr<const T> k, gptr<const T> v,
+                                gptr<const T> dout, gptr<const float> lse,
+                                gptr<const float> delta, gptr<T> dq) {
   constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
   constexpr int kPer = (HD + 31) / 32;
   MOEC_SHARED(float, Qs, TQ * HD);
@@ -173,8 +174,8 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const float> q,
   for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
     int64_t i = i0 + t / HD;
     int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-    Qs[t] = i < s.sq ? q[at] : 0.0f;
-    Gs[t] = i < s.sq ? dout[at] : 0.0f;
+    Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
+    Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
   }
   float acc[QPW][kPer];
   for (int r = 0; r < QPW; ++r)
@@ -189,8 +190,8 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const float> q,
     for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
       int64_t j = j0 + t / HD;
       int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-      Ks[t] = j < s.kvLen ? k[at] : 0.0f;
-      Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+      Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
+      Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
     }
     __syncthreads();
     for (int r = 0; r < QPW; ++r) {
@@ -237,12 +238,12 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const float> q,
 
 /// dk, dv: grid (ceil(Sk / TK), Hkv, B); each warp owns KPW keys and sums
 /// over every query head of its group and every query that sees the key.
-template <int HD, int TQ, int TK, int THREADS>
-MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const float> q,
-                                 gptr<const float> k, gptr<const float> v,
-                                 gptr<const float> dout, gptr<const float> lse,
-                                 gptr<const float> delta, gptr<float> dk,
-                                 gptr<float> dv) {
+template <int HD, int TQ, int TK, int THREADS, typename T>
+MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
+                                 gptr<const T> k, gptr<const T> v,
+                                 gptr<const T> dout, gptr<const float> lse,
+                                 gptr<const float> delta, gptr<T> dk,
+                                 gptr<T> dv) {
   constexpr int kWarps = THREADS / 32, KPW = TK / kWarps;
   constexpr int kPer = (HD + 31) / 32;
   MOEC_SHARED(float, Ks, TK * HD);
@@ -261,8 +262,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const float> q,
   for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
     int64_t j = j0 + t / HD;
     int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-    Ks[t] = j < s.kvLen ? k[at] : 0.0f;
-    Vs[t] = j < s.kvLen ? v[at] : 0.0f;
+    Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
+    Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
   }
   float dkAcc[KPW][kPer], dvAcc[KPW][kPer];
   for (int r = 0; r < KPW; ++r)
@@ -278,8 +279,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const float> q,
       for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
         int64_t i = i0 + t / HD;
         int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-        Qs[t] = i < s.sq ? q[at] : 0.0f;
-        Gs[t] = i < s.sq ? dout[at] : 0.0f;
+        Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
+        Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
       }
       for (int t = threadIdx.x; t < TQ; t += THREADS) {
         int64_t i = i0 + t;

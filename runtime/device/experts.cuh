@@ -90,13 +90,14 @@ MOEC_DEVICE void expertCombine(int64_t tokens, gptr<const int32_t> slot,
 
 /// The gradient rows of the experts' hidden layer, one warp per sorted row:
 /// dgates, and da (and du with GLU) from G = dy W2^T.
-template <int F, int D, int K, bool Glu, typename ActFn, typename ActGradFn>
+template <int F, int D, int K, bool Glu, typename T, typename ActFn,
+          typename ActGradFn>
 MOEC_DEVICE void expertHiddenGrad(gptr<const int32_t> offsets, int E,
                                   gptr<const int32_t> order,
                                   gptr<const float> gates,
                                   gptr<const float> pre, gptr<const float> up,
-                                  gptr<const float> g, gptr<const float> dy,
-                                  gptr<const float> b2, gptr<float> dgates,
+                                  gptr<const float> g, gptr<const T> dy,
+                                  gptr<const T> b2, gptr<float> dgates,
                                   gptr<float> hidden, gptr<float> da,
                                   gptr<float> du, const ActFn &act,
                                   const ActGradFn &actGrad, int rowsPerBlock) {
@@ -123,7 +124,7 @@ MOEC_DEVICE void expertHiddenGrad(gptr<const int32_t> offsets, int E,
   }
   if (b2)
     for (int c = lane; c < D; c += 32)
-      dot += dy[t * D + c] * b2[static_cast<int64_t>(e) * D + c];
+      dot += toFloat(dy[t * D + c]) * toFloat(b2[static_cast<int64_t>(e) * D + c]);
   dot = warpSum(dot);
   if (lane == 0)
     dgates[a] = dot;

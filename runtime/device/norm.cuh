@@ -13,9 +13,10 @@ namespace moec {
 
 /// y = norm(x) * gamma (+ beta) for rows [blockIdx.x * RowsPerBlock, ...),
 /// one warp per row. `loadX(row, col)` returns x; `store(row, col, y)`.
-template <int D, bool Rms, int RowsPerBlock, typename LoadX, typename Store>
+template <int D, bool Rms, int RowsPerBlock, typename G, typename LoadX,
+          typename Store>
 MOEC_DEVICE void normRows(int64_t rows, float eps, const LoadX &loadX,
-                          gptr<const float> gamma, gptr<const float> beta,
+                          gptr<const G> gamma, gptr<const G> beta,
                           const Store &store) {
   constexpr int kPer = (D + 31) / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -40,9 +41,9 @@ MOEC_DEVICE void normRows(int64_t rows, float eps, const LoadX &loadX,
   for (int j = 0; j < kPer; ++j) {
     int c = lane + 32 * j;
     if (c < D) {
-      float y = (v[j] - mean) * r * gamma[c];
+      float y = (v[j] - mean) * r * toFloat(gamma[c]);
       if (!Rms)
-        y += beta[c];
+        y += toFloat(beta[c]);
       store(row, c, y);
     }
   }
@@ -50,10 +51,10 @@ MOEC_DEVICE void normRows(int64_t rows, float eps, const LoadX &loadX,
 
 /// The row part of the norm gradient: dx for each row, and the per-row
 /// contribution to dgamma (dy * x_hat) into `contrib` for columnSums.
-template <int D, bool Rms, int RowsPerBlock>
-MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const float> x,
-                              gptr<const float> gamma, gptr<const float> dy,
-                              gptr<float> dx, gptr<float> contrib) {
+template <int D, bool Rms, int RowsPerBlock, typename T>
+MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const T> x,
+                              gptr<const T> gamma, gptr<const T> dy,
+                              gptr<T> dx, gptr<float> contrib) {
   constexpr int kPer = (D + 31) / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * RowsPerBlock + warp;
@@ -64,8 +65,8 @@ MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const float> x,
   float sum = 0.0f;
   for (int j = 0; j < kPer; ++j) {
     int c = lane + 32 * j;
-    v[j] = c < D ? x[base + c] : 0.0f;
-    g[j] = c < D ? dy[base + c] * gamma[c] : 0.0f;
+    v[j] = c < D ? toFloat(x[base + c]) : 0.0f;
+    g[j] = c < D ? toFloat(dy[base + c]) * toFloat(gamma[c]) : 0.0f;
     sum += v[j];
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
@@ -94,7 +95,7 @@ MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const float> x,
       // layer: r (g - mean(g) - xh mean(g xh)); rms: r g - xh r mean(g xh)
       dx[base + c] = r * (g[j] - gMean - xh * gxMean);
       if (contrib)
-        contrib[base + c] = dy[base + c] * xh;
+        contrib[base + c] = toFloat(dy[base + c]) * xh;
     }
   }
 }

@@ -59,6 +59,30 @@ MOEC_DEVICE gptr<T> bufferArg(const KernelParams &p, int i) {
 }
 #endif
 
+/// bfloat16 storage (bf16 models keep activations in it). It has no
+/// arithmetic of its own: reading one gives a float, so every expression
+/// computes in float; storing a float rounds to nearest even. (A
+/// conditional between a bf16 and a float is ambiguous: use toFloat.)
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  MOEC_DEVICE bf16(float f) : bits(fromFloat(f)) {}
+  MOEC_DEVICE operator float() const {
+    return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  }
+  MOEC_DEVICE static uint16_t fromFloat(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+      return static_cast<uint16_t>((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+};
+
+/// A stored value as float, whatever its storage type.
+MOEC_DEVICE float toFloat(float v) { return v; }
+MOEC_DEVICE float toFloat(bf16 v) { return static_cast<float>(v); }
+
 MOEC_DEVICE int64_t scalarArg(const KernelParams &p, int i) {
   return p.scalars[i];
 }

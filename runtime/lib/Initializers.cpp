@@ -40,14 +40,8 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
       t.data<double>()[i] = value(i);
     break;
   case DType::BF16:
-    for (int64_t i = 0; i < n; ++i) {
-      float f = static_cast<float>(value(i));
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      // Round to nearest even on the dropped 16 bits.
-      bits += 0x7fff + ((bits >> 16) & 1);
-      t.data<uint16_t>()[i] = static_cast<uint16_t>(bits >> 16);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      t.data<uint16_t>()[i] = bf16FromFloat(static_cast<float>(value(i)));
     break;
   default:
     throw Error(fmt::format("parameter '{}': cannot initialise a {} tensor",

@@ -105,7 +105,16 @@ template Tensor Tensor::of<double>(Shape, const std::vector<double> &);
 template Tensor Tensor::of<int32_t>(Shape, const std::vector<int32_t> &);
 template Tensor Tensor::of<int64_t>(Shape, const std::vector<int64_t> &);
 
-static float bf16ToFloat(uint16_t v) {
+uint16_t bf16FromFloat(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet, keep the sign
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16ToFloat(uint16_t v) {
   uint32_t bits = static_cast<uint32_t>(v) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
@@ -129,6 +138,37 @@ double Tensor::at(int64_t i) const {
   }
   throw Error(fmt::format("reading {} elements on the host is not supported",
                           dtypeName(dtype_)));
+}
+
+void Tensor::set(int64_t i, double value) {
+  switch (dtype_) {
+  case DType::F32:
+    data<float>()[i] = static_cast<float>(value);
+    return;
+  case DType::F64:
+    data<double>()[i] = value;
+    return;
+  case DType::I32:
+    data<int32_t>()[i] = static_cast<int32_t>(value);
+    return;
+  case DType::I64:
+    data<int64_t>()[i] = static_cast<int64_t>(value);
+    return;
+  case DType::BF16:
+    data<uint16_t>()[i] = bf16FromFloat(static_cast<float>(value));
+    return;
+  case DType::F16:
+    break;
+  }
+  throw Error(fmt::format("writing {} elements on the host is not supported",
+                          dtypeName(dtype_)));
+}
+
+Tensor Tensor::to(DType dtype) const {
+  Tensor t(dtype, shape_);
+  for (int64_t i = 0; i < numel(); ++i)
+    t.set(i, at(i));
+  return t;
 }
 
 } // namespace moec

@@ -34,8 +34,15 @@ OwningOpRef<ModuleOp> buildModule(llvm::SourceMgr &sourceMgr,
       frontend::analyzeSpec(*file, sourceMgr, context, directory);
   if (!spec)
     return nullptr;
-  if (!options.dtype.empty())
+  if (!options.dtype.empty()) {
+    if (options.dtype != "f32" && options.dtype != "f64" &&
+        options.dtype != "bf16") {
+      emitError(UnknownLoc::get(context))
+          << "unknown dtype '" << options.dtype << "' (f32, f64 or bf16)";
+      return nullptr;
+    }
     spec->model.dtype = options.dtype;
+  }
   OwningOpRef<ModuleOp> module =
       frontend::generateModule(*spec, context, sourceMgr);
   if (!module || failed(verify(*module)))

@@ -46,7 +46,7 @@ bool isScalar(Value v) {
 bool isElementwise(Operation *op) {
   return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
              arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, ActivationOp,
-             ActivationGradOp, DropoutOp, DropoutGradOp>(op);
+             ActivationGradOp, DropoutOp, DropoutGradOp, CastOp>(op);
 }
 
 /// The kind of the group an op starts.

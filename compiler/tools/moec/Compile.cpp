@@ -46,7 +46,7 @@ static cl::opt<Emit> emit(
     cl::sub(compileCommand));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Override the model dtype (f32, "
-                                           "f64)"),
+                                           "f64, bf16)"),
                                   cl::sub(compileCommand));
 
 static cl::opt<std::string> arch("arch",
@@ -71,9 +71,9 @@ int moec::driver::runCompile() {
                  << "\n";
     return 1;
   }
-  if (!dtype.empty() && dtype != "f32" && dtype != "f64") {
-    llvm::errs() << "moec: error: --dtype must be f32 or f64, got '" << dtype
-                 << "'\n";
+  if (!dtype.empty() && dtype != "f32" && dtype != "f64" && dtype != "bf16") {
+    llvm::errs() << "moec: error: --dtype must be f32, f64 or bf16, got '"
+                 << dtype << "'\n";
     return 1;
   }
   llvm::SourceMgr sourceMgr;

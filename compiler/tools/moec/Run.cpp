@@ -36,6 +36,10 @@ static cl::opt<int64_t> topK("top-k",
                              cl::init(0), cl::sub(runCommand));
 static cl::opt<int64_t> seed("seed", cl::desc("Sampling seed"), cl::init(0),
                              cl::sub(runCommand));
+static cl::opt<std::string> dtype("dtype",
+                                  cl::desc("Override the model dtype (f32, "
+                                           "f64, bf16)"),
+                                  cl::sub(runCommand));
 static cl::opt<std::string> device("device",
                                    cl::desc("cpu (default), cuda or emu"),
                                    cl::init("cpu"), cl::sub(runCommand));
@@ -47,7 +51,7 @@ int moec::driver::runRun() {
     throw Error("--max-tokens must be at least 1");
   if (temperature < 0)
     throw Error("--temperature must be >= 0");
-  Bundle bundle = loadModel(input);
+  Bundle bundle = loadModel(input, dtype);
   SessionOptions options;
   options.device = device;
   Session session(bundle, options);

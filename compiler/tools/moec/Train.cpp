@@ -44,7 +44,7 @@ static cl::opt<std::string> metrics("metrics",
                                     cl::sub(trainCommand));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Override the model dtype (f32, "
-                                           "f64)"),
+                                           "f64, bf16)"),
                                   cl::sub(trainCommand));
 static cl::opt<int64_t> validBatches(
     "valid-batches",

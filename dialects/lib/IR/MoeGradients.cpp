@@ -97,6 +97,15 @@ LogicalResult ActivationOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                    SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  grads[0] = b.create<CastOp>(getLoc(), getX().getType(), dys[0]);
+  return success();
+}
+
 LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);

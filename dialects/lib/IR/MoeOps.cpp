@@ -361,6 +361,13 @@ ActivationGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 }
 LogicalResult ActivationGradOp::verify() { return verifyWithShapes(*this); }
 
+LogicalResult CastOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                          SmallVectorImpl<SymShape> &r) {
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult CastOp::verify() { return verifyWithShapes(*this); }
+
 static LogicalResult checkDropoutRate(Operation *op, double rate) {
   if (rate >= 0 && rate < 1)
     return success();

@@ -36,7 +36,13 @@ class ModuleEmitter {
 public:
   ModuleEmitter(const Spec &spec, MLIRContext *ctx, llvm::SourceMgr &sm)
       : spec(spec), model(spec.model), ctx(ctx), sourceMgr(sm), b(ctx) {
-    floatType = model.dtype == "f64" ? Type(b.getF64Type()) : b.getF32Type();
+    // bf16 is mixed precision: activations, caches and the weights as
+    // they are used are bf16; the parameters (master weights), the optimizer,
+    // the router and the losses stay f32.
+    floatType = model.dtype == "f64"    ? Type(b.getF64Type())
+                : model.dtype == "bf16" ? Type(b.getBF16Type())
+                                        : Type(b.getF32Type());
+    masterType = model.dtype == "f64" ? Type(b.getF64Type()) : b.getF32Type();
   }
 
   OwningOpRef<ModuleOp> run() {
@@ -73,7 +79,7 @@ private:
   }
 
   RankedTensorType tensor(ArrayRef<int64_t> shape) {
-    return RankedTensorType::get(shape, floatType);
+    return RankedTensorType::get(shape, masterType);
   }
 
   void addParam(std::string name, ArrayRef<int64_t> shape, Init init,
@@ -246,30 +252,58 @@ private:
     std::map<std::string, Value> paramArgs;
     std::map<std::string, Value> cacheArgs;
     Value tokens, targets, rng, past;
+    /// Parameters cast to the storage type, once per function.
+    std::map<std::string, Value> storageParams;
     SmallVector<std::pair<std::string, Value>> outputs;
     SmallVector<std::pair<std::string, Value>> updates;
     SmallVector<Value> balanceLosses, zLosses;
     int64_t dropoutStream = 0;
   };
 
+  /// Activations (the storage type).
   Type unranked() { return UnrankedTensorType::get(floatType); }
+  /// Router values, attention statistics and losses (the master type).
+  Type unrankedMaster() { return UnrankedTensorType::get(masterType); }
   Type unrankedIndex() { return UnrankedTensorType::get(b.getI32Type()); }
-  Type scalar() { return RankedTensorType::get({}, floatType); }
+  Type scalar() { return RankedTensorType::get({}, masterType); }
 
   Value scalarConstant(Location loc, double v) {
-    auto type = RankedTensorType::get({}, floatType);
+    auto type = RankedTensorType::get({}, masterType);
     return b.create<arith::ConstantOp>(
-        loc, DenseElementsAttr::get(type, FloatAttr::get(floatType, v)));
+        loc, DenseElementsAttr::get(type, FloatAttr::get(masterType, v)));
   }
 
-  Value param(Function &fn, const std::string &name) {
+  /// `v` with element type `element` (a moe.cast unless it has it).
+  Value convert(Value v, Type element, Location loc) {
+    if (cast<TensorType>(v.getType()).getElementType() == element)
+      return v;
+    return b.create<CastOp>(loc, UnrankedTensorType::get(element), v);
+  }
+
+  /// A parameter as the master weights (f32 under bf16).
+  Value masterParam(Function &fn, const std::string &name) {
     auto it = fn.paramArgs.find(name);
     assert(it != fn.paramArgs.end() && "undeclared parameter");
     return it->second;
   }
+  /// A parameter in the storage type, cast once per function.
+  Value param(Function &fn, const std::string &name) {
+    Value master = masterParam(fn, name);
+    if (floatType == masterType)
+      return master;
+    Value &cached = fn.storageParams[name];
+    if (!cached) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(master);
+      cached = convert(master, floatType, master.getLoc());
+    }
+    return cached;
+  }
   Value optionalParam(Function &fn, const std::string &name) {
-    auto it = fn.paramArgs.find(name);
-    return it == fn.paramArgs.end() ? Value() : it->second;
+    return fn.paramArgs.count(name) ? param(fn, name) : Value();
+  }
+  Value optionalMasterParam(Function &fn, const std::string &name) {
+    return fn.paramArgs.count(name) ? masterParam(fn, name) : Value();
   }
 
   void emitFunction(Mode mode) {
@@ -346,7 +380,8 @@ private:
     if (objective)
       emitObjective(fn, logits, loc);
     else
-      fn.outputs.insert(fn.outputs.begin(), {"logits", logits});
+      fn.outputs.insert(fn.outputs.begin(),
+                        {"logits", convert(logits, masterType, loc)});
 
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
@@ -457,7 +492,7 @@ private:
       past = fn.past;
     }
     auto op = b.create<AttentionOp>(
-        loc, TypeRange{unranked(), unranked()}, q, k, v, past,
+        loc, TypeRange{unranked(), unrankedMaster()}, q, k, v, past,
         b.getI64IntegerAttr(a.heads), b.getI64IntegerAttr(a.kvHeads),
         b.getF64FloatAttr(a.scale), a.causal ? b.getUnitAttr() : UnitAttr());
     return linear(fn, op.getResult(), p + ".wo", p + ".bo", loc);
@@ -479,9 +514,16 @@ private:
 
   Value moeLayer(Function &fn, const MoeLayerSpec &e, const std::string &p,
                  Value h, Location loc) {
-    Value logits = linear(fn, h, p + ".router", p + ".router_b", loc);
+    // The router runs in the master type (Switch Transformer's selective
+    // precision): its softmax and top-k decide where every token goes.
+    Value logits = b.create<LinearOp>(
+        loc, unrankedMaster(), convert(h, masterType, loc),
+        masterParam(fn, p + ".router"),
+        optionalMasterParam(fn, p + ".router_b"), UnitAttr());
     auto router = b.create<TopKRouterOp>(
-        loc, TypeRange{unranked(), unrankedIndex(), unranked(), unrankedIndex()},
+        loc,
+        TypeRange{unrankedMaster(), unrankedIndex(), unrankedMaster(),
+                  unrankedIndex()},
         logits, b.getI64IntegerAttr(e.k), GateWeightingAttr::get(ctx, e.gate),
         CapacityAttr::get(ctx, e.capacity),
         b.getF64FloatAttr(e.capacityFactor), b.getI64IntegerAttr(e.minCapacity),
@@ -514,6 +556,7 @@ private:
 
   void emitObjective(Function &fn, Value logits, Location loc) {
     const TrainSpec &t = spec.train;
+    logits = convert(logits, masterType, loc);
     Value ce = b.create<CrossEntropyOp>(loc, scalar(), logits, fn.targets,
                                         b.getF64FloatAttr(t.labelSmoothing));
     Value total = ce;
@@ -547,7 +590,7 @@ private:
   MLIRContext *ctx;
   llvm::SourceMgr &sourceMgr;
   OpBuilder b;
-  Type floatType;
+  Type floatType, masterType;
   std::vector<ParamDecl> params;
   std::vector<std::pair<std::string, RankedTensorType>> caches;
 };

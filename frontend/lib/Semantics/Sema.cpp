@@ -105,7 +105,8 @@ private:
     m.tieEmbeddings = s.getBool("tie_embeddings", false);
     m.dropout = s.getFloat("dropout", 0.0, 0.0, 0.95);
     m.initStd = s.getFloat("init_std", 0.02, 0.0);
-    m.dtype = s.getChoice("dtype", {"f32", "f64"}, 0) == 0 ? "f32" : "f64";
+    static const char *const kDTypes[] = {"f32", "f64", "bf16"};
+    m.dtype = kDTypes[s.getChoice("dtype", {"f32", "f64", "bf16"}, 0)];
     s.finish();
 
     for (const SpecNode &child : node.children) {

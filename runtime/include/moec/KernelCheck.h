@@ -37,7 +37,8 @@ struct KernelCheckOptions {
   uint64_t seed = 1;
   /// Programs to check; empty: all of the bundle's.
   std::vector<std::string> programs;
-  /// ‖a − b‖ / ‖b‖ allowed for each float dtype.
+  /// ‖a − b‖ / ‖b‖ allowed for each float dtype; a group is held to the
+  /// loosest tolerance of the float buffers it reads and writes.
   double f32Tolerance = 1e-4;
   double f64Tolerance = 1e-10;
   double bf16Tolerance = 2e-2;

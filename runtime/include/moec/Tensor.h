@@ -20,6 +20,11 @@ const char *dtypeName(DType dtype);
 /// The dtype called `name`; throws moec::Error for an unknown name.
 DType parseDType(const std::string &name);
 
+/// bfloat16 bits from a float, rounded to nearest even (NaN stays NaN).
+uint16_t bf16FromFloat(float value);
+/// The float a bfloat16 holds (exact).
+float bf16ToFloat(uint16_t bits);
+
 using Shape = std::vector<int64_t>;
 
 int64_t numElements(const Shape &shape);
@@ -66,6 +71,11 @@ public:
 
   /// Element i converted to double (any dtype).
   double at(int64_t i) const;
+  /// Sets element i from a double: floats round to nearest (even),
+  /// integers truncate.
+  void set(int64_t i, double value);
+  /// A copy in another dtype, element by element as at() and set() do.
+  Tensor to(DType dtype) const;
 
 private:
   struct Free {

@@ -29,6 +29,50 @@ const CpuBuffer &cpuBuffer(const DeviceBuffer &b) {
   return static_cast<const CpuBuffer &>(b);
 }
 
+/// bf16 storage on the cpu device: a step whose operands include bf16
+/// tensors runs its f32 kernel on f32 copies, and each bf16 result is
+/// rounded back (to nearest even) once, as a GPU kernel computing in f32
+/// rounds when it stores. The kernels themselves know only f32 and f64.
+class Bf16Staging {
+public:
+  /// Swaps every bf16 view of `ctx` for an f32 copy of its contents.
+  explicit Bf16Staging(cpu::KernelContext &ctx) {
+    for (TensorView &v : ctx.inputs)
+      stage(v, false);
+    for (TensorView &v : ctx.outputs)
+      stage(v, true);
+  }
+  /// Rounds the f32 results into their bf16 buffers.
+  void finish() {
+    for (Staged &s : staged)
+      if (s.output)
+        for (int64_t i = 0; i < s.copy.numel(); ++i)
+          s.original.as<uint16_t>()[i] =
+              bf16FromFloat(s.copy.data<float>()[i]);
+  }
+
+private:
+  struct Staged {
+    TensorView original;
+    Tensor copy;
+    bool output;
+  };
+
+  void stage(TensorView &v, bool output) {
+    if (!v.present() || v.dtype != DType::BF16)
+      return;
+    Tensor copy(DType::F32, v.shape);
+    const uint16_t *bits = v.as<uint16_t>();
+    for (int64_t i = 0; i < copy.numel(); ++i)
+      copy.data<float>()[i] = bf16ToFloat(bits[i]);
+    TensorView original = v;
+    v = copy.view();
+    staged.push_back({original, std::move(copy), output});
+  }
+
+  std::vector<Staged> staged;
+};
+
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
@@ -79,12 +123,12 @@ public:
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
       try {
-        if (!profiling) {
-          cpu::lookupKernel(step.op)(ctx);
-          continue;
-        }
         auto start = std::chrono::steady_clock::now();
+        Bf16Staging bf16(ctx);
         cpu::lookupKernel(step.op)(ctx);
+        bf16.finish();
+        if (!profiling)
+          continue;
         OpProfile &entry = ops[step.op];
         ++entry.calls;
         entry.seconds += std::chrono::duration<double>(

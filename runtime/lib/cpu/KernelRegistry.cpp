@@ -19,6 +19,7 @@ const std::vector<KernelEntry> &kernelTable() {
       {"moe.rms_norm_grad", rmsNormGradKernel},
       {"moe.activation", activationKernel},
       {"moe.activation_grad", activationGradKernel},
+      {"moe.cast", castKernel},
       {"moe.dropout", dropoutKernel},
       {"moe.dropout_grad", dropoutGradKernel},
       {"moe.attention", attentionKernel},

@@ -22,6 +22,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.linear",           "moe.linear_grad",
                          "moe.layer_norm",       "moe.layer_norm_grad",
                          "moe.rms_norm",         "moe.rms_norm_grad",
+                         "moe.cast",
                          "moe.activation",       "moe.activation_grad",
                          "moe.dropout",          "moe.dropout_grad",
                          "moe.attention",        "moe.attention_grad",
@@ -39,7 +40,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 39u);
+  EXPECT_EQ(names.size(), 40u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

@@ -48,6 +48,8 @@ struct Experts {
   SymDim tokens;
   int64_t tm, tn, tk, threads, dispatchThreads;
   Type f32, i32;
+  /// The CUDA type tokens, weights and dy are stored in (float, bf16).
+  std::string t;
   int64_t offsets, tileStart, order;
 
   std::string act_() const { return std::string("moec::Act::") + actName(act); }
@@ -78,11 +80,23 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   x.dispatchThreads = em.tile("dispatch_threads", 1024);
   MLIRContext *ctx = op->getContext();
   x.f32 = Float32Type::get(ctx);
+  x.t = cudaType(cast<TensorType>(x.x.getType()).getElementType());
   x.i32 = IntegerType::get(ctx, 32);
   x.offsets = em.scratch(x.i32, {SymDim(x.e + 1)});
   x.tileStart = em.scratch(x.i32, {SymDim(x.e + 1)});
   x.order = em.scratch(x.i32, {x.tokens * SymDim(x.k)});
   return x;
+}
+
+/// Declares `name` bound to `v`'s buffer, or a null pointer of type `t`.
+void declareOptional(GroupEmitter &e, CodeWriter &w, StringRef name, Value v,
+                     StringRef t) {
+  if (v)
+    e.declare(w, name, v, false);
+  else
+    w.line(llvm::formatv("const moec::gptr<const {0}> {1} = moec::gptr<const "
+                         "{0}>();",
+                         t, name));
 }
 
 /// The dispatch launch; `zero` clears a [T*k] float buffer (dgates).
@@ -202,24 +216,22 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   dispatch(e, x, Value());
 
   std::string gatherX =
-      llvm::formatv("moec::GatherRows<float>{{xs, order, row0, {0}, {1}, "
+      llvm::formatv("moec::GatherRows<{2}>{{xs, order, row0, {0}, {1}, "
                     "moec::gptr<const float>()}",
-                    x.k, x.d);
+                    x.k, x.d, x.t);
   if (x.w3) {
     groupedGemm(
         e, x, "up3", x.f, x.d,
         [&](CodeWriter &w) {
-          w.line("const moec::gptr<const float> xs = " +
-                 e.bufferExpr(e.buffer(x.x), x.f32, false) + ";");
-          w.line("const moec::gptr<const float> w3 = " +
-                 e.bufferExpr(e.buffer(x.w3), x.f32, false) + ";");
+          e.declare(w, "xs", x.x, false);
+          e.declare(w, "w3", x.w3, false);
           w.line("const moec::gptr<float> up = " +
                  e.bufferExpr(e.argument(up), x.f32, true) + ";");
         },
         gatherX,
-        llvm::formatv("moec::RowMajor<float>{{w3 + static_cast<int64_t>(ex) * "
+        llvm::formatv("moec::RowMajor<{2}>{{w3 + static_cast<int64_t>(ex) * "
                       "{0}, {1}}",
-                      x.d * x.f, x.f)
+                      x.d * x.f, x.f, x.t)
             .str(),
         llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ up[(row0 + m) * "
                       "{0} + n] = acc; }",
@@ -229,14 +241,9 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   groupedGemm(
       e, x, "up", x.f, x.d,
       [&](CodeWriter &w) {
-        w.line("const moec::gptr<const float> xs = " +
-               e.bufferExpr(e.buffer(x.x), x.f32, false) + ";");
-        w.line("const moec::gptr<const float> w1 = " +
-               e.bufferExpr(e.buffer(x.w1), x.f32, false) + ";");
-        w.line("const moec::gptr<const float> b1 = " +
-               (x.b1 ? e.bufferExpr(e.buffer(x.b1), x.f32, false)
-                     : std::string("moec::gptr<const float>()")) +
-               ";");
+        e.declare(w, "xs", x.x, false);
+        e.declare(w, "w1", x.w1, false);
+        declareOptional(e, w, "b1", x.b1, x.t);
         w.line("const moec::gptr<const float> up = " +
                (x.w3 ? e.bufferExpr(e.argument(up), x.f32, false)
                      : std::string("moec::gptr<const float>()")) +
@@ -245,13 +252,13 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
                e.bufferExpr(e.argument(hidden), x.f32, true) + ";");
       },
       gatherX,
-      llvm::formatv("moec::RowMajor<float>{{w1 + static_cast<int64_t>(ex) * "
+      llvm::formatv("moec::RowMajor<{2}>{{w1 + static_cast<int64_t>(ex) * "
                     "{0}, {1}}",
-                    x.d * x.f, x.f)
+                    x.d * x.f, x.f, x.t)
           .str(),
       llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t i = "
-                    "(row0 + m) * {0} + n; const float a = acc + (b1 ? b1[ex * "
-                    "{0} + n] : 0.0f); hidden[i] = moec::activate<{1}>(a) * (up "
+                    "(row0 + m) * {0} + n; const float a = acc + (b1 ? "
+                    "moec::toFloat(b1[ex * {0} + n]) : 0.0f); hidden[i] = moec::activate<{1}>(a) * (up "
                     "? up[i] : 1.0f); }",
                     x.f, x.act_())
           .str());
@@ -260,26 +267,21 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
       [&](CodeWriter &w) {
         w.line("const moec::gptr<const float> hidden = " +
                e.bufferExpr(e.argument(hidden), x.f32, false) + ";");
-        w.line("const moec::gptr<const float> w2 = " +
-               e.bufferExpr(e.buffer(x.w2), x.f32, false) + ";");
-        w.line("const moec::gptr<const float> b2 = " +
-               (x.b2 ? e.bufferExpr(e.buffer(x.b2), x.f32, false)
-                     : std::string("moec::gptr<const float>()")) +
-               ";");
-        w.line("const moec::gptr<const float> gates = " +
-               e.bufferExpr(e.buffer(x.gates), x.f32, false) + ";");
+        e.declare(w, "w2", x.w2, false);
+        declareOptional(e, w, "b2", x.b2, x.t);
+        e.declare(w, "gates", x.gates, false);
         w.line("const moec::gptr<float> yk = " +
                e.bufferExpr(e.argument(yk), x.f32, true) + ";");
       },
       llvm::formatv("moec::RowMajor<float>{{hidden + row0 * {0}, {0}}", x.f)
           .str(),
-      llvm::formatv("moec::RowMajor<float>{{w2 + static_cast<int64_t>(ex) * "
+      llvm::formatv("moec::RowMajor<{2}>{{w2 + static_cast<int64_t>(ex) * "
                     "{0}, {1}}",
-                    x.f * x.d, x.d)
+                    x.f * x.d, x.d, x.t)
           .str(),
       llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t a = "
                     "order[row0 + m]; yk[a * {0} + n] = gates[a] * (acc + (b2 ? "
-                    "b2[ex * {0} + n] : 0.0f)); }",
+                    "moec::toFloat(b2[ex * {0} + n]) : 0.0f)); }",
                     x.d)
           .str());
 
@@ -308,7 +310,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
                                                          : add->getOperand(0);
       std::string res = e.declared(w, other, false, "res");
       std::string out = e.declared(w, add->getResult(0), true, "sum");
-      os << " " << out << "[i] = " << res << "[i] + y;";
+      os << " " << out << "[i] = moec::toFloat(" << res << "[i]) + y;";
     }
     os << " }";
   }
@@ -346,12 +348,11 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
 
   dispatch(e, x, dgates);
   std::string gatherX =
-      llvm::formatv("moec::GatherRows<float>{{xs, order, row0, {0}, {1}, "
+      llvm::formatv("moec::GatherRows<{2}>{{xs, order, row0, {0}, {1}, "
                     "moec::gptr<const float>()}",
-                    x.k, x.d);
+                    x.k, x.d, x.t);
   auto declX = [&](CodeWriter &w) {
-    w.line("const moec::gptr<const float> xs = " +
-           e.bufferExpr(e.buffer(x.x), x.f32, false) + ";");
+    e.declare(w, "xs", x.x, false);
   };
   // Recompute the pre-activations (and the GLU up branch).
   for (auto [name, weight, bias, target] :
@@ -363,19 +364,17 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
         e, x, name, x.f, x.d,
         [&](CodeWriter &w) {
           declX(w);
-          w.line("const moec::gptr<const float> w = " +
-                 e.bufferExpr(e.buffer(weight), x.f32, false) + ";");
-          w.line("const moec::gptr<const float> b = " +
-                 (bias ? e.bufferExpr(e.buffer(bias), x.f32, false) : buf) + ";");
+          e.declare(w, "w", weight, false);
+          declareOptional(e, w, "b", bias, x.t);
           w.line("const moec::gptr<float> target = " + out(target) + ";");
         },
         gatherX,
-        llvm::formatv("moec::RowMajor<float>{{w + static_cast<int64_t>(ex) * "
+        llvm::formatv("moec::RowMajor<{2}>{{w + static_cast<int64_t>(ex) * "
                       "{0}, {1}}",
-                      x.d * x.f, x.f)
+                      x.d * x.f, x.f, x.t)
             .str(),
         llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ target[(row0 + "
-                      "m) * {0} + n] = acc + (b ? b[ex * {0} + n] : 0.0f); }",
+                      "m) * {0} + n] = acc + (b ? moec::toFloat(b[ex * {0} + n]) : 0.0f); }",
                       x.f)
             .str());
   }
@@ -383,19 +382,17 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
   groupedGemm(
       e, x, "g", x.f, x.d,
       [&](CodeWriter &w) {
-        w.line("const moec::gptr<const float> dy = " +
-               e.bufferExpr(e.buffer(op.getDy()), x.f32, false) + ";");
-        w.line("const moec::gptr<const float> w2 = " +
-               e.bufferExpr(e.buffer(x.w2), x.f32, false) + ";");
+        e.declare(w, "dy", op.getDy(), false);
+        e.declare(w, "w2", x.w2, false);
         w.line("const moec::gptr<float> g = " + out(g) + ";");
       },
-      llvm::formatv("moec::GatherRows<float>{{dy, order, row0, {0}, {1}, "
+      llvm::formatv("moec::GatherRows<{2}>{{dy, order, row0, {0}, {1}, "
                     "moec::gptr<const float>()}",
-                    x.k, x.d)
+                    x.k, x.d, x.t)
           .str(),
-      llvm::formatv("moec::ColMajor<float>{{w2 + static_cast<int64_t>(ex) * "
+      llvm::formatv("moec::ColMajor<{2}>{{w2 + static_cast<int64_t>(ex) * "
                     "{0}, {1}}",
-                    x.f * x.d, x.d)
+                    x.f * x.d, x.d, x.t)
           .str(),
       llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ g[(row0 + m) * "
                     "{0} + n] = acc; }",
@@ -412,16 +409,18 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
                          e.bufferExpr(e.argument(x.order), x.i32, false)));
     std::string gates = e.declared(w, x.gates, false, "gates");
     std::string dy = e.declared(w, op.getDy(), false, "dy");
-    std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2") : buf;
+    std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2")
+                          : "moec::gptr<const " + x.t + ">()";
     std::string dg = e.declared(w, dgates, true, "dgates");
     w.line(llvm::formatv(
-        "moec::expertHiddenGrad<{0}, {1}, {2}, {3}>(offsets, {4}, order, {5}, "
+        "moec::expertHiddenGrad<{0}, {1}, {2}, {3}, {16}>(offsets, {4}, order, "
+        "{5}, "
         "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, [](float v) {{ "
         "return moec::activate<{15}>(v); }, [](float v) {{ return "
         "moec::activateGrad<{15}>(v); }, 8);",
         x.f, x.d, x.k, x.w3 ? "true" : "false", x.e, gates, in(pre),
         x.w3 ? in(up) : buf, in(g), dy, b2, dg, out(hidden), out(da),
-        x.w3 ? out(du) : std::string("moec::gptr<float>()"), x.act_()));
+        x.w3 ? out(du) : std::string("moec::gptr<float>()"), x.act_(), x.t));
     e.finishKernel(w.str(), GridDim{rowsAll, 8}, GridDim(), GridDim(), 256);
   }
   // Weight gradients, one GEMM per expert over its rows.
@@ -432,18 +431,15 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
         e, x, "dw2", x.f, x.d,
         [&](CodeWriter &w) {
           w.line("const moec::gptr<const float> hidden = " + in(hidden) + ";");
-          w.line("const moec::gptr<const float> dy = " +
-                 e.bufferExpr(e.buffer(op.getDy()), x.f32, false) + ";");
-          w.line("const moec::gptr<const float> gates = " +
-                 e.bufferExpr(e.buffer(x.gates), x.f32, false) + ";");
-          w.line("const moec::gptr<float> dw = " +
-                 e.bufferExpr(e.buffer(dw2), x.f32, true) + ";");
+          e.declare(w, "dy", op.getDy(), false);
+          e.declare(w, "gates", x.gates, false);
+          e.declare(w, "dw", dw2, true);
         },
         llvm::formatv("moec::ColMajor<float>{{hidden + row0 * {0}, {0}}", x.f)
             .str(),
-        llvm::formatv("moec::GatherRows<float>{{dy, order, row0, {0}, {1}, "
+        llvm::formatv("moec::GatherRows<{2}>{{dy, order, row0, {0}, {1}, "
                       "gates}",
-                      x.k, x.d)
+                      x.k, x.d, x.t)
             .str(),
         llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ dw[(ex * {0} + "
                       "m) * {1} + n] = acc; }",
@@ -453,16 +449,13 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
     perExpertColumnSums(
         e, x, "db2", x.d,
         [&](CodeWriter &w) {
-          w.line("const moec::gptr<const float> dy = " +
-                 e.bufferExpr(e.buffer(op.getDy()), x.f32, false) + ";");
-          w.line("const moec::gptr<const float> gates = " +
-                 e.bufferExpr(e.buffer(x.gates), x.f32, false) + ";");
-          w.line("const moec::gptr<float> db = " +
-                 e.bufferExpr(e.buffer(db2), x.f32, true) + ";");
+          e.declare(w, "dy", op.getDy(), false);
+          e.declare(w, "gates", x.gates, false);
+          e.declare(w, "db", db2, true);
         },
         llvm::formatv("[=](int64_t r, int64_t c) {{ const int64_t a = "
-                      "order[row0 + r]; return gates[a] * dy[(a / {0}) * {1} + "
-                      "c]; }",
+                      "order[row0 + r]; return gates[a] * moec::toFloat(dy[(a / "
+                      "{0}) * {1} + c]); }",
                       x.k, x.d)
             .str(),
         "db");
@@ -475,11 +468,10 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
         [&](CodeWriter &w) {
           declX(w);
           w.line("const moec::gptr<const float> src = " + in(source) + ";");
-          w.line("const moec::gptr<float> dw = " +
-                 e.bufferExpr(e.buffer(result), x.f32, true) + ";");
+          e.declare(w, "dw", result, true);
         },
-        llvm::formatv("moec::GatherCols<float>{{xs, order, row0, {0}, {1}}",
-                      x.k, x.d)
+        llvm::formatv("moec::GatherCols<{2}>{{xs, order, row0, {0}, {1}}",
+                      x.k, x.d, x.t)
             .str(),
         llvm::formatv("moec::RowMajor<float>{{src + row0 * {0}, {0}}", x.f)
             .str(),
@@ -493,8 +485,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
         e, x, "db1", x.f,
         [&](CodeWriter &w) {
           w.line("const moec::gptr<const float> da = " + in(da) + ";");
-          w.line("const moec::gptr<float> db = " +
-                 e.bufferExpr(e.buffer(db1), x.f32, true) + ";");
+          e.declare(w, "db", db1, true);
         },
         llvm::formatv("[=](int64_t r, int64_t c) {{ return da[(row0 + r) * {0} "
                       "+ c]; }",
@@ -513,15 +504,14 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
         e, x, name, x.d, x.f,
         [&](CodeWriter &w) {
           w.line("const moec::gptr<const float> src = " + in(source) + ";");
-          w.line("const moec::gptr<const float> w = " +
-                 e.bufferExpr(e.buffer(weight), x.f32, false) + ";");
+          e.declare(w, "w", weight, false);
           w.line("const moec::gptr<float> dxk = " + out(dxk) + ";");
         },
         llvm::formatv("moec::RowMajor<float>{{src + row0 * {0}, {0}}", x.f)
             .str(),
-        llvm::formatv("moec::ColMajor<float>{{w + static_cast<int64_t>(ex) * "
+        llvm::formatv("moec::ColMajor<{2}>{{w + static_cast<int64_t>(ex) * "
                       "{0}, {1}}",
-                      x.d * x.f, x.f)
+                      x.d * x.f, x.f, x.t)
             .str(),
         llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t i "
                       "= static_cast<int64_t>(order[row0 + m]) * {0} + n; "

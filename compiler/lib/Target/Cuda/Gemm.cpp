@@ -37,6 +37,15 @@ void gemmCall(CodeWriter &w, int64_t tm, int64_t tn, int64_t tk,
                        tm, tn, tk, threads, m, n, k, loadA, loadB, store));
 }
 
+/// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
+/// holds `v`, with leading dimension `ld`.
+std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
+  return llvm::formatv("moec::{0}<{1}>{{{2}, {3}}", kind,
+                       cudaType(cast<TensorType>(v.getType()).getElementType()),
+                       ptr, ld)
+      .str();
+}
+
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
@@ -74,7 +83,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   body.line(llvm::formatv("const int64_t i = m * {0} + col;", n));
   llvm::DenseMap<Value, std::string> values;
   std::string y = e.fresh();
-  body.line("const float " + y + " = acc" + (bias.empty() ? "" : " + " + bias + "[col]") + ";");
+  body.line("const float " + y + " = acc" +
+            (bias.empty() ? "" : " + moec::toFloat(" + bias + "[col])") + ";");
   values[linear.getResult()] = y;
   auto storeIfNeeded = [&](Value v) {
     if (outputs.count(v))
@@ -101,10 +111,9 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   body.dedent();
   body.line("};");
   std::string loadB =
-      transposed ? llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", wp, k).str()
-                 : llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", wp, n).str();
+      transposed ? loader("ColMajor", wp, w, k) : loader("RowMajor", wp, w, n);
   gemmCall(body, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
-           llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", xp, k).str(), loadB,
+           loader("RowMajor", xp, x, k), loadB,
            "store");
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
                  GridDim(), threads);
@@ -142,12 +151,12 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     std::string dxp = pointer(e, b, grad.getDx(), true, "dx");
     std::string loadB =
         transposed
-            ? llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", wp, kin).str()
-            : llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", wp, nout).str();
+            ? loader("RowMajor", wp, w, kin)
+            : loader("ColMajor", wp, w, nout);
     b.line("const auto store = " + store(dxp, kin) + ";");
     gemmCall(b, tm, tn, tk, threads, "M", std::to_string(kin),
              std::to_string(nout),
-             llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", dyp, nout).str(),
+             loader("RowMajor", dyp, dy, nout),
              loadB, "store");
     e.finishKernel(b.str(), GridDim{SymDim(kin), tn}, GridDim{rows, tm},
                    GridDim(), threads);
@@ -165,12 +174,12 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
     std::string loadA =
         transposed
-            ? llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", dyp, nout).str()
-            : llvm::formatv("moec::ColMajor<float>{{{0}, {1}}", xp, kin).str();
+            ? loader("ColMajor", dyp, dy, nout)
+            : loader("ColMajor", xp, x, kin);
     std::string loadB =
         transposed
-            ? llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", xp, kin).str()
-            : llvm::formatv("moec::RowMajor<float>{{{0}, {1}}", dyp, nout).str();
+            ? loader("RowMajor", xp, x, kin)
+            : loader("RowMajor", dyp, dy, nout);
     b.line("const auto store = " + store(dwp, n) + ";");
     gemmCall(b, tm, tn, tk, threads, std::to_string(m), std::to_string(n), "T",
              loadA, loadB, "store");

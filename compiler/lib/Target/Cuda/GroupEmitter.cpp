@@ -226,6 +226,8 @@ GroupEmitter::elementwise(CodeWriter &w, Operation *op,
   else if (auto grad = dyn_cast<ActivationGradOp>(op))
     def("moec::activateGrad<moec::Act::" + activation(grad.getKind()) + ">(" +
         in[0] + ") * " + in[1]);
+  else if (isa<CastOp>(op))
+    def(in[0]); // computed in float; the store rounds to the buffer's type
   else if (auto drop = dyn_cast<DropoutOp>(op))
     dropout(in[0], drop.getRate().convertToDouble(),
             static_cast<int64_t>(drop.getStream()), in[1]);

@@ -51,8 +51,10 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
                        e.scalar(rows)));
   std::string gamma = e.declared(w, info.gamma, false, "gamma");
+  std::string gammaType =
+      cudaType(cast<TensorType>(info.gamma.getType()).getElementType());
   std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
-                               : std::string("moec::gptr<const float>()");
+                               : "moec::gptr<const " + gammaType + ">()";
   std::string y = e.declared(w, info.result, true, "y");
   // The input: x itself, or the residual sum computed (and stored) here.
   std::string load;
@@ -63,8 +65,9 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
     std::string sum = e.escapes(add->getResult(0))
                           ? e.declared(w, add->getResult(0), true, "sum")
                           : std::string();
-    load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = {0}[r * "
-                         "{1} + c] + {2}[r * {1} + c];{3} return s; }",
+    load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = "
+                         "moec::toFloat({0}[r * {1} + c]) + moec::toFloat({2}[r "
+                         "* {1} + c]);{3} return s; }",
                          a, d, b,
                          sum.empty() ? std::string()
                                      : llvm::formatv(" {0}[r * {1} + c] = s;",
@@ -73,16 +76,17 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                .str();
   } else {
     std::string x = e.declared(w, info.x, false, "x");
-    load = llvm::formatv("[=](int64_t r, int64_t c) {{ return {0}[r * {1} + "
-                         "c]; }",
+    load = llvm::formatv("[=](int64_t r, int64_t c) {{ return "
+                         "moec::toFloat({0}[r * {1} + c]); }",
                          x, d)
                .str();
   }
-  w.line(llvm::formatv("moec::normRows<{0}, {1}, {2}>(rows, {3}, {4}, {5}, {6}, "
+  w.line(llvm::formatv("moec::normRows<{0}, {1}, {2}, {8}>(rows, {3}, {4}, {5}, "
+                       "{6}, "
                        "[=](int64_t r, int64_t c, float v) {{ {7}[r * {0} + c] "
                        "= v; });",
                        d, info.rms ? "true" : "false", rowsPerBlock,
-                       floatLiteral(info.eps), load, gamma, beta, y));
+                       floatLiteral(info.eps), load, gamma, beta, y, gammaType));
   e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
                  32 * rowsPerBlock);
   return success();
@@ -98,6 +102,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   Value dx = op->getResult(0), dgamma = op->getResult(1);
   Value dbeta = rms ? Value() : op->getResult(2);
   auto xType = cast<RankedTensorType>(x.getType());
+  Type f32 = Float32Type::get(op->getContext());
   int64_t d = xType.getShape().back();
   int64_t rowsPerBlock = e.tile("rows_per_block", 4);
   SymDim rows = e.rowsOf(x);
@@ -116,11 +121,10 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   std::string contrib = "moec::gptr<float>()";
   int64_t contribId = -1;
   if (needGamma) {
-    contribId = e.scratch(xType.getElementType(), e.shapeOf(x));
+    contribId = e.scratch(f32, e.shapeOf(x));
     contrib = e.fresh("contrib");
     w.line(llvm::formatv("const moec::gptr<float> {0} = {1};", contrib,
-                         e.bufferExpr(e.argument(contribId),
-                                      xType.getElementType(), true)));
+                         e.bufferExpr(e.argument(contribId), f32, true)));
   }
   w.line(llvm::formatv("moec::normGradRows<{0}, {1}, {2}>(rows, {3}, {4}, {5}, "
                        "{6}, {7}, {8});",
@@ -140,8 +144,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   if (needGamma) {
     std::string dg = e.declared(c, dgamma, true, "dgamma");
     c.line(llvm::formatv("const moec::gptr<const float> contrib = {0};",
-                         e.bufferExpr(e.argument(contribId),
-                                      xType.getElementType(), false)));
+                         e.bufferExpr(e.argument(contribId), f32, false)));
     c.line(llvm::formatv("moec::columnSums(rows, {0}, [=](int64_t r, int64_t "
                          "k) {{ return contrib[r * {0} + k]; }, [=](int64_t k, "
                          "float s) {{ {1}[k] = s; });",
@@ -151,8 +154,8 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
     std::string dyp2 = e.declared(c, dy, false, "dy");
     std::string db = e.declared(c, dbeta, true, "dbeta");
     c.line(llvm::formatv("moec::columnSums(rows, {0}, [=](int64_t r, int64_t "
-                         "k) {{ return {1}[r * {0} + k]; }, [=](int64_t k, "
-                         "float s) {{ {2}[k] = s; });",
+                         "k) {{ return moec::toFloat({1}[r * {0} + k]); }, "
+                         "[=](int64_t k, float s) {{ {2}[k] = s; });",
                          d, dyp2, db));
   }
   e.finishKernel(c.str(), GridDim{SymDim(d), 32}, GridDim(), GridDim(), 256);

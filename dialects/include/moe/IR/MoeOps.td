@@ -216,6 +216,20 @@ def Moe_RmsNormGradOp : Moe_Op<"rms_norm_grad"> {
   let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)";
 }
 
+def Moe_CastOp : Moe_DiffOp<"cast"> {
+  let summary = "elementwise conversion between float types";
+  let description = [{
+    `y[i] = x[i]` in the result's element type, rounded to nearest even
+    (f32 -> bf16) or exact (bf16 -> f32). Mixed precision uses it at the
+    edges of bf16 storage: f32 master weights cast to bf16 where they are
+    used, bf16 values cast to f32 where they feed the router and the loss.
+    The gradient is the cast back.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
 def Moe_ActivationOp : Moe_DiffOp<"activation"> {
   let summary = "pointwise activation";
   let description = [{

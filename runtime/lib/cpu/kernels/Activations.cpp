@@ -107,6 +107,26 @@ void activationGradKernel(KernelContext &ctx) {
                 [&](auto tag) { activationGrad<decltype(tag)>(ctx); });
 }
 
+void castKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1, 1, 1);
+  const TensorView &x = requireInput(ctx, 0, "x");
+  const TensorView &y = ctx.out(0);
+  expectNumel(ctx, y, x.numel(), y.dtype, "the result");
+  if (!y.present())
+    return;
+  // bf16 operands arrive as f32 (the device stages them): f32 <-> f64 here.
+  dispatchFloat(ctx, x, "x", [&](auto from) {
+    using From = decltype(from);
+    dispatchFloat(ctx, y, "the result", [&](auto to) {
+      using To = decltype(to);
+      const From *src = x.as<From>();
+      To *dst = y.as<To>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        dst[i] = static_cast<To>(src[i]);
+    });
+  });
+}
+
 void dropoutKernel(KernelContext &ctx) {
   checkArity(ctx, 2, 2, 1, 1);
   const TensorView &x = requireInput(ctx, 0, "x");

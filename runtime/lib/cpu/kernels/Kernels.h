@@ -31,6 +31,7 @@ void rmsNormGradKernel(KernelContext &ctx);
 // Activations.cpp
 void activationKernel(KernelContext &ctx);
 void activationGradKernel(KernelContext &ctx);
+void castKernel(KernelContext &ctx);
 void dropoutKernel(KernelContext &ctx);
 void dropoutGradKernel(KernelContext &ctx);
 
