@@ -37,6 +37,7 @@ static cl::list<std::string> programs("program",
                                       cl::desc("Check only this program "
                                                "(repeatable)"),
                                       cl::sub(checkKernelsCommand));
+static moec::driver::DtypeOption dtype(checkKernelsCommand);
 static cl::opt<bool> verbose("v", cl::desc("List every comparison"),
                              cl::sub(checkKernelsCommand));
 
@@ -45,7 +46,7 @@ bool moec::driver::isCheckKernelsCommand() {
 }
 
 int moec::driver::runCheckKernels() {
-  Bundle bundle = loadModel(input);
+  Bundle bundle = loadModel(input, dtype);
   KernelCheckOptions options;
   options.device = device;
   options.batch = batch;

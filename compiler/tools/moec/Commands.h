@@ -4,6 +4,7 @@
 #define MOEC_TOOLS_MOEC_COMMANDS_H
 
 #include "moec/Bundle.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <string>
 
@@ -23,6 +24,15 @@ bool isCheckKernelsCommand();
 int runCheckKernels();
 bool isPrecompileCommand();
 int runPrecompile();
+
+/// `--dtype`, the override of a spec's storage dtype, in `sub`.
+struct DtypeOption : llvm::cl::opt<std::string> {
+  explicit DtypeOption(llvm::cl::SubCommand &sub)
+      : llvm::cl::opt<std::string>(
+            "dtype",
+            llvm::cl::desc("Override the spec's dtype (f32, f64, bf16)"),
+            llvm::cl::sub(sub)) {}
+};
 
 /// A model given on the command line: a spec if its name ends in .moe
 /// (compiled now, with kernels tiled for `arch`), otherwise a bundle

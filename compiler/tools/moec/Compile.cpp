@@ -44,10 +44,7 @@ static cl::opt<Emit> emit(
                           "every generated kernel as one PTX module for "
                           "--arch (needs NVRTC)")),
     cl::sub(compileCommand));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Override the model dtype (f32, "
-                                           "f64, bf16)"),
-                                  cl::sub(compileCommand));
+static moec::driver::DtypeOption dtype(compileCommand);
 
 static cl::opt<std::string> arch("arch",
                                  cl::desc("GPU architecture the kernels are "

@@ -31,6 +31,7 @@ static cl::opt<unsigned> jobs("jobs",
                               cl::desc("Kernels compiled at once (default: "
                                        "one per core)"),
                               cl::init(0), cl::sub(precompileCommand));
+static moec::driver::DtypeOption dtype(precompileCommand);
 static cl::opt<bool> verbose("v",
                              cl::desc("List every kernel with its resources"),
                              cl::sub(precompileCommand));
@@ -45,7 +46,7 @@ int moec::driver::runPrecompile() {
                  << "\n";
     return 1;
   }
-  Bundle bundle = loadModel(input, "", arch);
+  Bundle bundle = loadModel(input, dtype, arch);
   auto start = std::chrono::steady_clock::now();
   std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, arch, jobs);
   double seconds = std::chrono::duration<double>(

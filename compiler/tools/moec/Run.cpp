@@ -36,10 +36,7 @@ static cl::opt<int64_t> topK("top-k",
                              cl::init(0), cl::sub(runCommand));
 static cl::opt<int64_t> seed("seed", cl::desc("Sampling seed"), cl::init(0),
                              cl::sub(runCommand));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Override the model dtype (f32, "
-                                           "f64, bf16)"),
-                                  cl::sub(runCommand));
+static moec::driver::DtypeOption dtype(runCommand);
 static cl::opt<std::string> device("device",
                                    cl::desc("cpu (default), cuda or emu"),
                                    cl::init("cpu"), cl::sub(runCommand));

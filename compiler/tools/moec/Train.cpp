@@ -42,10 +42,7 @@ static cl::opt<std::string> metrics("metrics",
                                              "to this file"),
                                     cl::value_desc("file.jsonl"),
                                     cl::sub(trainCommand));
-static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Override the model dtype (f32, "
-                                           "f64, bf16)"),
-                                  cl::sub(trainCommand));
+static moec::driver::DtypeOption dtype(trainCommand);
 static cl::opt<int64_t> validBatches(
     "valid-batches",
     cl::desc("Batches of held-out data to evaluate after training (default "

@@ -24,11 +24,34 @@ using namespace moec;
 
 namespace {
 
-class ExampleKernels : public ::testing::TestWithParam<std::string> {};
+/// An example compiled with the dtype its spec names (dtype empty) or with
+/// bf16 storage.
+struct Case {
+  std::string spec;
+  std::string dtype;
+  std::string name() const { return dtype.empty() ? spec : spec + "_" + dtype; }
+};
+
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name(); }
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const std::string &spec : test::exampleSpecs())
+    for (const char *dtype : {"", "bf16"})
+      all.push_back({spec, dtype});
+  return all;
+}
+
+Bundle compileCase(const Case &c) {
+  CompileOptions options;
+  options.dtype = c.dtype;
+  return compileFile(MOEC_SOURCE_DIR "/examples/" + c.spec + ".moe", options);
+}
+
+class ExampleKernels : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ExampleKernels, MatchTheCpuDevice) {
-  Bundle bundle =
-      compileFile(MOEC_SOURCE_DIR "/examples/" + GetParam() + ".moe");
+  Bundle bundle = compileCase(GetParam());
   KernelCheckOptions options;
   options.device = "emu";
   KernelCheckReport report = checkKernels(bundle, options);
@@ -44,8 +67,7 @@ TEST_P(ExampleKernels, PassTheEmuChecks) {
   // Bounds-checked global memory, tracked shared memory and strict warp
   // masks: an out-of-bounds access or a read of shared memory no thread
   // wrote fails the launch, naming the kernel, block and thread.
-  Bundle bundle =
-      compileFile(MOEC_SOURCE_DIR "/examples/" + GetParam() + ".moe");
+  Bundle bundle = compileCase(GetParam());
   detail::emu::EmuDeviceOptions emu = detail::emu::emuOptionsFromEnvironment();
   emu.build.check = true;
   std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
@@ -57,8 +79,8 @@ TEST_P(ExampleKernels, PassTheEmuChecks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
-                         ::testing::ValuesIn(test::exampleSpecs()),
-                         [](const auto &info) { return info.param; });
+                         ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name(); });
 
 TEST(KernelCheck, FindsEveryExample) {
   // The examples this project ships; a glob that finds nothing would make

@@ -20,16 +20,25 @@ using namespace moec;
 
 namespace {
 
+/// An example for one architecture, with the dtype its spec names (dtype
+/// empty) or with bf16 storage.
 struct Case {
   std::string spec;
   std::string arch;
+  std::string dtype;
+  std::string name() const {
+    return spec + "_" + arch + (dtype.empty() ? "" : "_" + dtype);
+  }
 };
+
+void PrintTo(const Case &c, std::ostream *os) { *os << c.name(); }
 
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const std::string &spec : test::exampleSpecs())
     for (const char *arch : {"sm_80", "sm_90"})
-      all.push_back({spec, arch});
+      for (const char *dtype : {"", "bf16"})
+        all.push_back({spec, arch, dtype});
   return all;
 }
 
@@ -42,12 +51,12 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   const Case &c = GetParam();
   CompileOptions options;
   options.arch = c.arch;
+  options.dtype = c.dtype;
   Bundle bundle =
       compileFile(MOEC_SOURCE_DIR "/examples/" + c.spec + ".moe", options);
   std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, c.arch);
   ASSERT_FALSE(kernels.empty());
-  std::cout << fmt::format("{} for {}: {} kernels\n", c.spec, c.arch,
-                           kernels.size());
+  std::cout << fmt::format("{}: {} kernels\n", c.name(), kernels.size());
   for (const PrecompiledKernel &k : kernels) {
     std::cout << fmt::format("  {:<34} {:>3} registers {:>6} B shared {:>4} B "
                              "stack\n",
@@ -64,8 +73,7 @@ TEST_P(KernelResources, CompileWithoutSpills) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, KernelResources,
-                         ::testing::ValuesIn(cases()), [](const auto &info) {
-                           return info.param.spec + "_" + info.param.arch;
-                         });
+                         ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name(); });
 
 } // namespace
