@@ -138,6 +138,22 @@ func.func @layer_norm_gamma(%x: tensor<3x4xf32>, %g: tensor<5xf32>) {
 
 // -----
 
+func.func @cast_shape(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<3x5xbf16>' but its operands imply shape [3, 4]}}
+  %0 = moe.cast %x : (tensor<3x4xf32>) -> tensor<3x5xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_integers(%x: tensor<3x4xi32>) {
+  // expected-error @+1 {{operand #0 must be tensor of 32-bit float or 64-bit float or bfloat16 type or 16-bit float values, but got 'tensor<3x4xi32>'}}
+  %0 = moe.cast %x : (tensor<3x4xi32>) -> tensor<3x4xbf16>
+  return
+}
+
+// -----
+
 func.func @activation_grad_shape(%x: tensor<3x4xf32>, %dy: tensor<3x5xf32>) {
   // expected-error @+1 {{dy must have shape [3, 4], got [3, 5]}}
   %0 = moe.activation_grad %x, %dy {kind = #moe.activation<relu>} : (tensor<3x4xf32>, tensor<3x5xf32>) -> tensor<*xf32>

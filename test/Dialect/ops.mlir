@@ -45,6 +45,10 @@ func.func @dense(%x: tensor<?x?x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, 
   %a = moe.activation %r1 {kind = #moe.activation<silu>} : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   // CHECK: moe.activation_grad %{{.*}}, %{{.*}} {kind = #moe.activation<gelu_erf>}
   %da = moe.activation_grad %r1, %a {kind = #moe.activation<gelu_erf>} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  // CHECK: moe.cast %{{.*}} : (tensor<?x?x4xf32>) -> tensor<?x?x4xbf16>
+  %h = moe.cast %a : (tensor<?x?x4xf32>) -> tensor<?x?x4xbf16>
+  // CHECK: moe.cast %{{.*}} : (tensor<?x?x4xbf16>) -> tensor<*xf32>
+  %f = moe.cast %h : (tensor<?x?x4xbf16>) -> tensor<*xf32>
   // CHECK: moe.dropout %{{.*}}, %{{.*}} {rate = 1.000000e-01 : f64, stream = 3 : i64}
   %d = moe.dropout %da, %seed {rate = 0.1 : f64, stream = 3 : i64} : (tensor<?x?x4xf32>, tensor<i64>) -> tensor<?x?x4xf32>
   // CHECK: moe.dropout_grad

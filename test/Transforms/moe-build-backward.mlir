@@ -76,6 +76,33 @@ func.func @loss(%wr: tensor<4x3xf32> {moe.param = @router},
 
 // -----
 
+// Mixed precision: an f32 parameter cast to bf16 gets the bf16 gradient cast
+// back to f32, and a bf16 value cast up to f32 for the loss gets its gradient
+// cast down.
+
+moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
+
+func.func @loss(%w: tensor<4x4xf32> {moe.param = @w},
+                %x: tensor<?x4xbf16> {moe.input = "x", moe.dims = ["T", 4]},
+                %tgt: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %wb = moe.cast %w : (tensor<4x4xf32>) -> tensor<4x4xbf16>
+  %h = moe.linear %x, %wb : (tensor<?x4xbf16>, tensor<4x4xbf16>) -> tensor<?x4xbf16>
+  %hf = moe.cast %h : (tensor<?x4xbf16>) -> tensor<?x4xf32>
+  %ce = moe.cross_entropy %hf, %tgt : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<f32>
+  return %ce : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<4x4xf32> {moe.output = "grad:w"})
+// CHECK:      %[[DHF:.*]] = moe.cross_entropy_grad {{.*}} -> tensor<?x4xf32>
+// CHECK:      %[[DH:.*]] = moe.cast %[[DHF]] : (tensor<?x4xf32>) -> tensor<?x4xbf16>
+// CHECK:      %{{.*}}, %[[DWB:.*]] = moe.linear_grad %{{.*}}, %{{.*}}, %[[DH]] : {{.*}} -> (tensor<?x4xbf16>, tensor<4x4xbf16>)
+// CHECK:      %[[DW:.*]] = moe.cast %[[DWB]] : (tensor<4x4xbf16>) -> tensor<4x4xf32>
+// CHECK:      return %{{.*}}, %[[DW]] : tensor<f32>, tensor<4x4xf32>
+
+// -----
+
 // The objective must be a scalar.
 
 moe.param @w : tensor<4xf32> {init = #moe.init<normal>}
