@@ -9,8 +9,10 @@
 //     sm_90 (more shared memory and SMs) takes 128-row tiles for wide N.
 //   attention: tile_q queries per block against tile_k-key tiles staged in
 //     shared memory; the tile shrinks until K and V tiles fit the budget.
-//   norm/row kernels: one warp per row, rows_per_block rows per block.
-//   elementwise/reductions: 256 threads, `items` elements per thread.
+//   norm/row kernels and the router: one warp per row, rows_per_block
+//     rows per block.
+//   elementwise/gathers/reductions: 256 threads, `items` elements per
+//     thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,20 +80,18 @@ public:
       set("threads", 128);
       set("rows_per_block", 4);
     } else if (kind == "router") {
-      set("threads", 128);
-      set("rows_per_block", 4);
-      set("finish_threads", 1024);
+      // One warp per token; the last block to finish sums the losses.
+      set("threads", 256);
+      set("rows_per_block", 8);
     } else if (kind == "cross_entropy" || kind == "cross_entropy_grad") {
       int64_t vocab = lastDim(first->getOperand(0));
       set("threads", vocab >= 256 ? 256 : std::max<int64_t>(32, roundUp(vocab, 32)));
       set("rows_per_block", 1);
     } else if (kind == "scalar") {
       set("threads", 1);
-    } else if (kind == "embedding" || kind == "kv_write") {
-      set("threads", 128);
-      set("rows_per_block", 4);
     } else {
-      // elementwise, embedding_grad, positions_grad, global_norm, optimizer.
+      // elementwise, embedding, kv_write, embedding_grad, positions_grad,
+      // global_norm, optimizer.
       set("threads", 256);
       set("items", 4);
     }

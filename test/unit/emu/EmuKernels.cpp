@@ -365,6 +365,36 @@ extern "C" __global__ void mmaBf16(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(mmaBf16)
 
+// C = A B through gemmTileBf16, one TM x TN tile per block of a 1-D grid.
+// Scalars M, N, K; A [M][K] row-major and B [K][N] row-major, or (the
+// transposed variant) A stored [K][M] and B stored [N][K].
+template <int TM, int TN, int TK, bool TRANSPOSED>
+__device__ void gemmBf16(const moec::KernelParams &p) {
+  const int64_t M = scalarArg(p, 0), N = scalarArg(p, 1), K = scalarArg(p, 2);
+  gptr<const float> A = bufferArg<const float>(p, 0);
+  gptr<const float> B = bufferArg<const float>(p, 1);
+  gptr<float> C = bufferArg<float>(p, 2);
+  const int64_t tilesN = (N + TN - 1) / TN;
+  const int64_t m0 = blockIdx.x / tilesN * TM, n0 = blockIdx.x % tilesN * TN;
+  const auto store = [=](int64_t m, int64_t n, float v) { C[m * N + n] = v; };
+  if constexpr (TRANSPOSED)
+    moec::gemmTileBf16<TM, TN, TK, 256>(m0, n0, M, N, K,
+                                        moec::ColMajor<float>{A, M},
+                                        moec::ColMajor<float>{B, K}, store);
+  else
+    moec::gemmTileBf16<TM, TN, TK, 256>(m0, n0, M, N, K,
+                                        moec::RowMajor<float>{A, K},
+                                        moec::RowMajor<float>{B, N}, store);
+}
+extern "C" __global__ void gemmBf16Rows(const moec::KernelParams p) {
+  gemmBf16<64, 64, 16, false>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmBf16Rows)
+extern "C" __global__ void gemmBf16Transposed(const moec::KernelParams p) {
+  gemmBf16<64, 32, 32, true>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmBf16Transposed)
+
 // One m16n8k8 tf32 tile per warp: D = C + A B with A [tile][16][8] and B
 // [tile][8][8] full fp32 values (the mma uses their top 19 bits).
 extern "C" __global__ void mmaTf32(const moec::KernelParams p) {

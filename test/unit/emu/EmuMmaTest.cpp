@@ -1,6 +1,7 @@
 //===- EmuMmaTest.cpp - mma tiles against a reference matmul --------------===//
 
 #include "EmuTestUtil.h"
+#include "moec/Tensor.h"
 
 #include <cstring>
 #include <gtest/gtest.h>
@@ -78,4 +79,50 @@ TEST(EmuMma, M16N8K8Tf32MatchesAReferenceMatmul) {
     }
   }
   EXPECT_GT(inexact, 0) << "the inputs should exercise tf32 truncation";
+}
+
+// The tensor-core GEMM tile of the device library on sizes that fill no
+// tile and an odd depth, for both operand layouts: every output equals the
+// product of the bf16-rounded operands, summed in fp32.
+TEST(EmuMma, GemmTileBf16MatchesARoundedReference) {
+  const int64_t M = 70, N = 72, K = 37;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> A(M * K), B(K * N);
+  for (auto *v : {&A, &B})
+    for (auto &x : *v)
+      x = uniform(rng);
+  // Rounded to nearest even, as the tile rounds (toBf16Bits truncates).
+  auto rounded = [](float x) { return moec::bf16ToFloat(moec::bf16FromFloat(x)); };
+  for (bool transposed : {false, true}) {
+    // The same matrices, stored transposed for the second kernel.
+    std::vector<float> a(A.size()), b(B.size());
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k)
+        a[transposed ? k * M + m : m * K + k] = A[m * K + k];
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        b[transposed ? n * K + k : k * N + n] = B[k * N + n];
+    const int64_t tm = 64, tn = transposed ? 32 : 64;
+    const unsigned blocks = ((M + tm - 1) / tm) * ((N + tn - 1) / tn);
+    std::vector<float> C(M * N, -7.0f);
+    Launch(blocks, 256)
+        .scalar(0, M)
+        .scalar(1, N)
+        .scalar(2, K)
+        .buffer(0, a)
+        .buffer(1, b)
+        .buffer(2, C)
+        .run(correctModule(),
+             transposed ? "gemmBf16Transposed" : "gemmBf16Rows");
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double expected = 0;
+        for (int64_t k = 0; k < K; ++k)
+          expected += double(rounded(A[m * K + k])) * rounded(B[k * N + n]);
+        ASSERT_NEAR(C[m * N + n], expected, 1e-5)
+            << (transposed ? "transposed " : "") << "(" << m << ", " << n
+            << ")";
+      }
+  }
 }

@@ -91,8 +91,8 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
         w.line(stores[op->getResult(0)] + "[i] = " + v + ";");
     }
   }
-  int64_t threads = 256;
-  e.finishKernel(w.str(), GridDim{n, threads * 4}, GridDim(), GridDim(),
+  int64_t threads = e.tile("threads", 256), items = e.tile("items", 4);
+  e.finishKernel(w.str(), GridDim{n, threads * items}, GridDim(), GridDim(),
                  threads);
   return success();
 }
@@ -166,6 +166,7 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   auto cacheType = cast<RankedTensorType>(write.getCache().getType());
   int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
   bool inPlace = e.buffer(write.getCache()) == e.buffer(write.getResult());
+  int64_t threads = e.tile("threads", 256), items = e.tile("items", 4);
   if (!inPlace) {
     // The plan kept the old cache alive: copy it first.
     e.beginKernel("copy");
@@ -180,7 +181,8 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
       CodeWriter::Scope loop(c, kGridStride);
       c.line(to + "[i] = " + from + "[i];");
     }
-    e.finishKernel(c.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
+    e.finishKernel(c.str(), GridDim{n, threads * items}, GridDim(),
+                   GridDim(), threads);
   }
   e.beginKernel(inPlace ? "" : "write");
   CodeWriter w;
@@ -202,6 +204,7 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
     w.line(llvm::formatv("{0}[(b * {1} + {2}[0] + s) * {3} + c] = {4}[i];", cache,
                          maxLen, past, width, update));
   }
-  e.finishKernel(w.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
+  e.finishKernel(w.str(), GridDim{n, threads * items}, GridDim(), GridDim(),
+                 threads);
   return success();
 }

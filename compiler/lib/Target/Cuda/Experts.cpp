@@ -50,6 +50,8 @@ struct Experts {
   Type f32, i32;
   /// The CUDA type tokens, weights and dy are stored in (float, bf16).
   std::string t;
+  /// The device GEMM tile for that storage (see gemmTileFunction).
+  std::string gemm;
   int64_t offsets, tileStart, order;
 
   std::string act_() const { return std::string("moec::Act::") + actName(act); }
@@ -81,6 +83,7 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   MLIRContext *ctx = op->getContext();
   x.f32 = Float32Type::get(ctx);
   x.t = cudaType(cast<TensorType>(x.x.getType()).getElementType());
+  x.gemm = gemmTileFunction(x.x, x.w1, x.tm, x.tn, x.tk, x.threads).str();
   x.i32 = IntegerType::get(ctx, 32);
   x.offsets = em.scratch(x.i32, {SymDim(x.e + 1)});
   x.tileStart = em.scratch(x.i32, {SymDim(x.e + 1)});
@@ -148,10 +151,10 @@ void groupedGemm(GroupEmitter &e, const Experts &x, StringRef phase,
   declare(w);
   tileLookup(e, w, x);
   w.line(llvm::formatv("const auto store = {0};", store));
-  w.line(llvm::formatv("moec::gemmTile<{0}, {1}, {2}, {3}>(0, "
+  w.line(llvm::formatv("{8}<{0}, {1}, {2}, {3}>(0, "
                        "static_cast<int64_t>(blockIdx.x) * {1}, rows, {4}, {5}, "
                        "{6}, {7}, store);",
-                       x.tm, x.tn, x.tk, x.threads, n, k, loadA, loadB));
+                       x.tm, x.tn, x.tk, x.threads, n, k, loadA, loadB, x.gemm));
   e.finishKernel(w.str(), GridDim{SymDim(n), x.tn},
                  GridDim{x.tokens * SymDim(x.k), x.tm, x.e}, GridDim(),
                  x.threads);
@@ -174,10 +177,10 @@ void perExpertGemm(GroupEmitter &e, const Experts &x, StringRef phase,
   w.line("const int ex = blockIdx.z;");
   w.line("const int64_t row0 = offsets[ex], rows = offsets[ex + 1] - row0;");
   w.line(llvm::formatv("const auto store = {0};", store));
-  w.line(llvm::formatv("moec::gemmTile<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
+  w.line(llvm::formatv("{8}<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
                        "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
                        "{1}, {4}, {5}, rows, {6}, {7}, store);",
-                       x.tm, x.tn, x.tk, x.threads, m, n, loadA, loadB));
+                       x.tm, x.tn, x.tk, x.threads, m, n, loadA, loadB, x.gemm));
   e.finishKernel(w.str(), GridDim{SymDim(n), x.tn}, GridDim{SymDim(m), x.tm},
                  GridDim{SymDim(x.e), 1}, x.threads);
 }

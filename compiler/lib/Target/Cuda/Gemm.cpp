@@ -27,14 +27,16 @@ std::string pointer(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
   return name;
 }
 
-/// Writes the call of moec::gemmTile for the tile of this block.
-void gemmCall(CodeWriter &w, int64_t tm, int64_t tn, int64_t tk,
-              int64_t threads, StringRef m, StringRef n, StringRef k,
-              StringRef loadA, StringRef loadB, StringRef store) {
-  w.line(llvm::formatv("moec::gemmTile<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
+/// Writes the call of the GEMM tile for this block; `a` and `b` are the
+/// values the operands are read from (their storage picks the tile).
+void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
+              int64_t tk, int64_t threads, StringRef m, StringRef n,
+              StringRef k, StringRef loadA, StringRef loadB, StringRef store) {
+  w.line(llvm::formatv("{10}<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
                        "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
                        "{1}, {4}, {5}, {6}, {7}, {8}, {9});",
-                       tm, tn, tk, threads, m, n, k, loadA, loadB, store));
+                       tm, tn, tk, threads, m, n, k, loadA, loadB, store,
+                       gemmTileFunction(a, b, tm, tn, tk, threads)));
 }
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
@@ -112,7 +114,7 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   body.line("};");
   std::string loadB =
       transposed ? loader("ColMajor", wp, w, k) : loader("RowMajor", wp, w, n);
-  gemmCall(body, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
+  gemmCall(body, x, w, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
            loader("RowMajor", xp, x, k), loadB,
            "store");
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
@@ -154,7 +156,7 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
             ? loader("RowMajor", wp, w, kin)
             : loader("ColMajor", wp, w, nout);
     b.line("const auto store = " + store(dxp, kin) + ";");
-    gemmCall(b, tm, tn, tk, threads, "M", std::to_string(kin),
+    gemmCall(b, dy, w, tm, tn, tk, threads, "M", std::to_string(kin),
              std::to_string(nout),
              loader("RowMajor", dyp, dy, nout),
              loadB, "store");
@@ -181,7 +183,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
             ? loader("RowMajor", xp, x, kin)
             : loader("RowMajor", dyp, dy, nout);
     b.line("const auto store = " + store(dwp, n) + ";");
-    gemmCall(b, tm, tn, tk, threads, std::to_string(m), std::to_string(n), "T",
+    gemmCall(b, x, dy, tm, tn, tk, threads, std::to_string(m),
+             std::to_string(n), "T",
              loadA, loadB, "store");
     e.finishKernel(b.str(), GridDim{SymDim(n), tn}, GridDim{SymDim(m), tm},
                    GridDim(), threads);

@@ -238,3 +238,14 @@ GroupEmitter::elementwise(CodeWriter &w, Operation *op,
     return failure();
   return v;
 }
+
+StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
+                                            int64_t tn, int64_t tk,
+                                            int64_t threads) {
+  auto isBf16 = [](Value v) {
+    return isa<BFloat16Type>(getElementTypeOrSelf(v.getType()));
+  };
+  bool fits = tm % 32 == 0 && tn % 32 == 0 && tk % 16 == 0 && threads == 256;
+  return isBf16(a) && isBf16(b) && fits ? "moec::gemmTileBf16"
+                                        : "moec::gemmTile";
+}

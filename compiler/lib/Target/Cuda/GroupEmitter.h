@@ -101,6 +101,13 @@ public:
   ~GroupEmitter();
 };
 
+/// The device GEMM tile for operands stored as `a` and `b` with these
+/// tiles: moec::gemmTileBf16 (tensor cores, fp32 accumulation) when both
+/// are bf16 and the tiles fit its warp layout, else moec::gemmTile (fp32
+/// FMA). f32 models never use the tensor cores: tf32 would change results.
+StringRef gemmTileFunction(Value a, Value b, int64_t tm, int64_t tn,
+                           int64_t tk, int64_t threads);
+
 /// Emits the kernels of one group by kind; fails with a located error for
 /// a kind or op the emitter does not support.
 LogicalResult emitGroup(GroupEmitter &emitter);

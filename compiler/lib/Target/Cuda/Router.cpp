@@ -87,7 +87,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   int64_t d = linear
                   ? cast<RankedTensorType>(linear.getX().getType()).getShape().back()
                   : 0;
-  int64_t threads = 256, warps = threads / 32;
+  int64_t threads = e.tile("threads", 256), warps = threads / 32;
   SymDim tokens = e.rowsOf(logits);
   MLIRContext *ctx = e.first()->getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
