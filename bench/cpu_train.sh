@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # CPU training throughput of examples/moe_lm.moe: compile time, ms/step and
 # tokens/s with 2 threads and 1 thread, and the time per op.
-# Usage: bench/cpu_train.sh [STEPS]   (run from the repository root after a build)
+# Usage: [DTYPE=bf16] bench/cpu_train.sh [STEPS]   (run from the repository
+# root after a build); DTYPE overrides the spec's dtype.
 set -euo pipefail
 steps="${1:-100}"
 moec=./build/bin/moec
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+dtype=()
+if [ -n "${DTYPE:-}" ]; then dtype=(--dtype "$DTYPE"); fi
 
 echo "== compile"
 /usr/bin/time -f "compile: %e s wall, %M KiB max RSS" \
-  "$moec" compile examples/moe_lm.moe -o "$out/lm.json"
+  "$moec" compile examples/moe_lm.moe "${dtype[@]}" -o "$out/lm.json"
 
 for threads in 2 1; do
   echo "== train, OMP_NUM_THREADS=$threads, $steps steps"

@@ -7,6 +7,7 @@
 
 #include "CpuDevice.h"
 #include "Kernel.h"
+#include "kernels/Common.h"
 #include "moec/Error.h"
 
 #include <chrono>
@@ -44,11 +45,16 @@ public:
   }
   /// Rounds the f32 results into their bf16 buffers.
   void finish() {
-    for (Staged &s : staged)
-      if (s.output)
-        for (int64_t i = 0; i < s.copy.numel(); ++i)
-          s.original.as<uint16_t>()[i] =
-              bf16FromFloat(s.copy.data<float>()[i]);
+    for (Staged &s : staged) {
+      if (!s.output)
+        continue;
+      const int64_t n = s.copy.numel();
+      const float *from = s.copy.data<float>();
+      uint16_t *to = s.original.as<uint16_t>();
+#pragma omp parallel for schedule(static) if (n >= cpu::kMinParallelWork)
+      for (int64_t i = 0; i < n; ++i)
+        to[i] = bf16FromFloat(from[i]);
+    }
   }
 
 private:
@@ -62,9 +68,12 @@ private:
     if (!v.present() || v.dtype != DType::BF16)
       return;
     Tensor copy(DType::F32, v.shape);
+    const int64_t n = copy.numel();
     const uint16_t *bits = v.as<uint16_t>();
-    for (int64_t i = 0; i < copy.numel(); ++i)
-      copy.data<float>()[i] = bf16ToFloat(bits[i]);
+    float *to = copy.data<float>();
+#pragma omp parallel for schedule(static) if (n >= cpu::kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = bf16ToFloat(bits[i]);
     TensorView original = v;
     v = copy.view();
     staged.push_back({original, std::move(copy), output});
