@@ -71,7 +71,7 @@ public:
       spec.train.seqLen = spec.model.maxSeq;
     if (data)
       analyzeData(*data, spec);
-    checkDataAgainstModel(data, spec);
+    checkDataAgainstModel(data, *model, spec);
     if (reporter.failed())
       return std::nullopt;
     return spec;
@@ -491,10 +491,15 @@ private:
     s.finish();
   }
 
-  void checkDataAgainstModel(const SpecNode *data, const Spec &spec) {
+  void checkDataAgainstModel(const SpecNode *data, const SpecNode &model,
+                             const Spec &spec) {
     bool byteLevel = spec.data.kind == "text" || spec.data.task == "grammar";
     if (byteLevel && spec.model.vocab > 0 && spec.model.vocab < 256) {
-      llvm::SMLoc loc = data ? data->range.Start : llvm::SMLoc();
+      // At the data section, or (the default data source) at the vocab.
+      llvm::SMLoc loc = data ? data->range.Start : model.range.Start;
+      for (const SpecSetting &setting : model.settings)
+        if (!data && setting.name == "vocab")
+          loc = setting.nameRange.Start;
       reporter.error(loc) << "the data source yields bytes (256 values) but "
                              "the model's vocab is "
                           << spec.model.vocab << "; set vocab = 256";
