@@ -31,6 +31,44 @@ MOEC_DEVICE bool visible(const AttentionShape &s, int64_t i, int64_t j) {
   return j < s.kvLen && (!s.causal || j <= i + s.offset);
 }
 
+/// One past the last key any query of the tile starting at i0 can see.
+template <int TQ>
+MOEC_DEVICE int64_t keyEnd(const AttentionShape &s, int64_t i0) {
+  int64_t iLast = i0 + TQ - 1 < s.sq - 1 ? i0 + TQ - 1 : s.sq - 1;
+  return s.causal && iLast + s.offset + 1 < s.kvLen ? iLast + s.offset + 1
+                                                    : s.kvLen;
+}
+
+/// Stages keys and values j0 .. j0 + TK - 1 of K/V head g of batch b in
+/// shared memory as float, zero past kvLen.
+template <int HD, int TK, int THREADS, typename T>
+MOEC_DEVICE void stageKeys(const AttentionShape &s, gptr<const T> k,
+                           gptr<const T> v, int64_t b, int g, int64_t j0,
+                           sptr<float> Ks, sptr<float> Vs) {
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
+    int64_t j = j0 + t / HD;
+    int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
+    Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
+    Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
+  }
+}
+
+/// Stages queries and output gradients i0 .. i0 + TQ - 1 of head h of
+/// batch b in shared memory as float, zero past sq.
+template <int HD, int TQ, int THREADS, typename T>
+MOEC_DEVICE void stageQueries(const AttentionShape &s, gptr<const T> q,
+                              gptr<const T> dout, int64_t b, int h, int64_t i0,
+                              sptr<float> Qs, sptr<float> Gs) {
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
+  for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
+    int64_t i = i0 + t / HD;
+    int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
+    Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
+    Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
+  }
+}
+
 /// grid (ceil(Sq / TQ), H, B), THREADS threads.
 template <int HD, int TQ, int TK, int THREADS, typename T>
 MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
@@ -46,8 +84,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
   const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
-  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
-                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
 
   for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
     int64_t i = i0 + t / HD;
@@ -61,19 +98,10 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
     for (int j = 0; j < kPer; ++j)
       o[r][j] = 0.0f;
   }
-  // The last key any query of this block can see.
-  int64_t iLast = i0 + TQ - 1 < s.sq - 1 ? i0 + TQ - 1 : s.sq - 1;
-  int64_t jEnd = s.causal && iLast + s.offset + 1 < s.kvLen
-                     ? iLast + s.offset + 1
-                     : s.kvLen;
+  const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
-    for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
-      int64_t j = j0 + t / HD;
-      int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-      Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
-      Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
-    }
+    stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
@@ -169,30 +197,16 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
   const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
-  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
-                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
-    int64_t i = i0 + t / HD;
-    int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-    Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
-    Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
-  }
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
+  stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
   float acc[QPW][kPer];
   for (int r = 0; r < QPW; ++r)
     for (int j = 0; j < kPer; ++j)
       acc[r][j] = 0.0f;
-  int64_t iLast = i0 + TQ - 1 < s.sq - 1 ? i0 + TQ - 1 : s.sq - 1;
-  int64_t jEnd = s.causal && iLast + s.offset + 1 < s.kvLen
-                     ? iLast + s.offset + 1
-                     : s.kvLen;
+  const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
-    for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
-      int64_t j = j0 + t / HD;
-      int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-      Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
-      Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
-    }
+    stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
@@ -257,14 +271,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t b = blockIdx.z, j0 = static_cast<int64_t>(blockIdx.x) * TK;
   const int g = blockIdx.y, group = s.heads / s.kvHeads;
-  const int64_t qStride = static_cast<int64_t>(s.heads) * HD,
-                kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
-    int64_t j = j0 + t / HD;
-    int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-    Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
-    Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
-  }
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
   float dkAcc[KPW][kPer], dvAcc[KPW][kPer];
   for (int r = 0; r < KPW; ++r)
     for (int j = 0; j < kPer; ++j)
@@ -276,12 +284,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
     const int h = g * group + hh;
     for (int64_t i0 = iStart; i0 < s.sq; i0 += TQ) {
       __syncthreads();
-      for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
-        int64_t i = i0 + t / HD;
-        int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-        Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
-        Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
-      }
+      stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
       for (int t = threadIdx.x; t < TQ; t += THREADS) {
         int64_t i = i0 + t;
         int64_t row = (b * s.heads + h) * s.sq + i;
