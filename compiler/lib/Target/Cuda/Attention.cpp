@@ -22,12 +22,9 @@ struct Geometry {
 void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
                const Geometry &geo, StringRef past) {
   const SymShape &qs = e.shapeOf(q), &ks = e.shapeOf(k);
-  w.line(llvm::formatv("const int64_t batch = moec::scalarArg(p, {0});",
-                       e.scalar(qs[0])));
-  w.line(llvm::formatv("const int64_t sq = moec::scalarArg(p, {0});",
-                       e.scalar(qs[1])));
-  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                       e.scalar(ks[1])));
+  e.declareScalar(w, "batch", qs[0]);
+  e.declareScalar(w, "sq", qs[1]);
+  e.declareScalar(w, "rows", ks[1]);
   w.line("moec::AttentionShape s{};");
   w.line("s.batch = batch;");
   w.line("s.sq = sq;");

@@ -51,8 +51,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
 
   CodeWriter w;
   w.indent();
-  int count = e.scalar(n);
-  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});", count));
+  e.declareScalar(w, "n", n);
   // Inputs: declared once; scalars loaded before the loop.
   llvm::DenseMap<Value, std::string> names;
   llvm::SmallVector<std::pair<Value, std::string>> perElement;

@@ -33,8 +33,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
   CodeWriter w;
   w.indent();
   SymDim n = e.numElements(out);
-  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
-                       e.scalar(n)));
+  e.declareScalar(w, "n", n);
   llvm::DenseMap<Value, std::string> stores;
   for (Operation *op : g.ops)
     if (e.escapes(op->getResult(0)))
@@ -54,8 +53,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
   }
   // S: the sequence length, for the position of row t (= t % S).
   SymDim seq = shape.size() >= 3 ? shape[shape.size() - 2] : SymDim(1);
-  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
-                       e.scalar(seq)));
+  e.declareScalar(w, "S", seq);
   {
     CodeWriter::Scope loop(w, kGridStride);
     w.line(llvm::formatv("const int64_t t = i / {0}, c = i % {0};", d));
@@ -104,8 +102,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGradGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
-                       e.scalar(e.numElements(grad.getIds()))));
+  e.declareScalar(w, "T", e.numElements(grad.getIds()));
   std::string ids = e.declared(w, grad.getIds(), false, "ids");
   std::string dy = e.declared(w, grad.getDy(), false, "dy");
   std::string out = e.declared(w, grad.getDtable(), true, "dtable");
@@ -135,10 +132,8 @@ LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t B = moec::scalarArg(p, {0});",
-                       e.scalar(shape[0])));
-  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
-                       e.scalar(shape[1])));
+  e.declareScalar(w, "B", shape[0]);
+  e.declareScalar(w, "S", shape[1]);
   w.line(llvm::formatv("const int64_t n = {0};", maxLen * d));
   std::string dy = e.declared(w, grad.getDy(), false, "dy");
   std::string start = e.declared(w, grad.getStart(), false, "start");
@@ -173,8 +168,7 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
     CodeWriter c;
     c.indent();
     SymDim n = e.numElements(write.getCache());
-    c.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
-                         e.scalar(n)));
+    e.declareScalar(c, "n", n);
     std::string from = e.declared(c, write.getCache(), false, "from");
     std::string to = e.declared(c, write.getResult(), true, "to");
     {
@@ -188,10 +182,8 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   CodeWriter w;
   w.indent();
   SymDim n = e.numElements(write.getUpdate());
-  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
-                       e.scalar(n)));
-  w.line(llvm::formatv("const int64_t S = moec::scalarArg(p, {0});",
-                       e.scalar(updateShape[1])));
+  e.declareScalar(w, "n", n);
+  e.declareScalar(w, "S", updateShape[1]);
   (void)cacheShape;
   std::string update = e.declared(w, write.getUpdate(), false, "update");
   std::string past = e.declared(w, write.getPast(), false, "past");

@@ -107,8 +107,7 @@ void dispatch(GroupEmitter &e, const Experts &x, Value zero) {
   e.beginKernel("dispatch");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(x.tokens)));
+  e.declareScalar(w, "tokens", x.tokens);
   std::string expert = e.declared(w, x.expert, false, "expert");
   std::string slot = e.declared(w, x.slot, false, "slot");
   std::string zp = zero ? e.declared(w, zero, true, "zero")
@@ -160,6 +159,24 @@ void groupedGemm(GroupEmitter &e, const Experts &x, StringRef phase,
                  x.threads);
 }
 
+/// Declares `offsets` (each expert's first row) and `order` (the
+/// assignments sorted by expert).
+void declareSorted(GroupEmitter &e, CodeWriter &w, const Experts &x) {
+  w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
+                       e.bufferExpr(e.argument(x.offsets), x.i32, false)));
+  w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
+                       e.bufferExpr(e.argument(x.order), x.i32, false)));
+}
+
+/// declareSorted, the expert `ex` of this block (`axis`) and its rows
+/// `row0` .. `row0 + rows - 1` of `order`.
+void expertRows(GroupEmitter &e, CodeWriter &w, const Experts &x,
+                StringRef axis) {
+  declareSorted(e, w, x);
+  w.line(llvm::formatv("const int ex = {0};", axis));
+  w.line("const int64_t row0 = offsets[ex], rows = offsets[ex + 1] - row0;");
+}
+
 /// A GEMM per expert over its rows: C_e [m, n] = sum over the expert's
 /// rows of A(m, row) B(row, n); grid (n tiles, m tiles, experts).
 void perExpertGemm(GroupEmitter &e, const Experts &x, StringRef phase,
@@ -170,12 +187,7 @@ void perExpertGemm(GroupEmitter &e, const Experts &x, StringRef phase,
   CodeWriter w;
   w.indent();
   declare(w);
-  w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
-                       e.bufferExpr(e.argument(x.offsets), x.i32, false)));
-  w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
-                       e.bufferExpr(e.argument(x.order), x.i32, false)));
-  w.line("const int ex = blockIdx.z;");
-  w.line("const int64_t row0 = offsets[ex], rows = offsets[ex + 1] - row0;");
+  expertRows(e, w, x, "blockIdx.z");
   w.line(llvm::formatv("const auto store = {0};", store));
   w.line(llvm::formatv("{8}<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
                        "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
@@ -194,12 +206,7 @@ void perExpertColumnSums(GroupEmitter &e, const Experts &x, StringRef phase,
   CodeWriter w;
   w.indent();
   declare(w);
-  w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
-                       e.bufferExpr(e.argument(x.offsets), x.i32, false)));
-  w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
-                       e.bufferExpr(e.argument(x.order), x.i32, false)));
-  w.line("const int ex = blockIdx.y;");
-  w.line("const int64_t row0 = offsets[ex], rows = offsets[ex + 1] - row0;");
+  expertRows(e, w, x, "blockIdx.y");
   w.line(llvm::formatv("moec::columnSums(rows, {0}, {1}, [=](int64_t c, float "
                        "s) {{ {2}[ex * {0} + c] = s; });",
                        n, load, out));
@@ -292,8 +299,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   e.beginKernel("combine");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(x.tokens)));
+  e.declareScalar(w, "tokens", x.tokens);
   std::string slot = e.declared(w, x.slot, false, "slot");
   w.line("const moec::gptr<const float> yk = " +
          e.bufferExpr(e.argument(yk), x.f32, false) + ";");
@@ -406,10 +412,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
     e.beginKernel("hidden");
     CodeWriter w;
     w.indent();
-    w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
-                         e.bufferExpr(e.argument(x.offsets), x.i32, false)));
-    w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
-                         e.bufferExpr(e.argument(x.order), x.i32, false)));
+    declareSorted(e, w, x);
     std::string gates = e.declared(w, x.gates, false, "gates");
     std::string dy = e.declared(w, op.getDy(), false, "dy");
     std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2")
@@ -525,8 +528,7 @@ LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
   e.beginKernel("combine");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(x.tokens)));
+  e.declareScalar(w, "tokens", x.tokens);
   std::string slot = e.declared(w, x.slot, false, "slot");
   std::string dx = e.declared(w, op.getDx(), true, "dx");
   w.line(llvm::formatv("moec::expertCombine<{0}, {1}>(tokens, {2}, {3}, "

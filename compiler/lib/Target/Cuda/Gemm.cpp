@@ -64,8 +64,7 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter body;
   body.indent();
-  body.line(llvm::formatv("const int64_t M = moec::scalarArg(p, {0});",
-                          e.scalar(rows)));
+  e.declareScalar(body, "M", rows);
   std::string xp = pointer(e, body, x, false, "x");
   std::string wp = pointer(e, body, w, false, "w");
   std::string bias = linear.getBias() ? pointer(e, body, linear.getBias(), false, "b")
@@ -146,8 +145,7 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     e.beginKernel("dx");
     CodeWriter b;
     b.indent();
-    b.line(llvm::formatv("const int64_t M = moec::scalarArg(p, {0});",
-                         e.scalar(rows)));
+    e.declareScalar(b, "M", rows);
     std::string dyp = pointer(e, b, dy, false, "dy");
     std::string wp = pointer(e, b, w, false, "w");
     std::string dxp = pointer(e, b, grad.getDx(), true, "dx");
@@ -168,8 +166,7 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     e.beginKernel("dw");
     CodeWriter b;
     b.indent();
-    b.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
-                         e.scalar(rows)));
+    e.declareScalar(b, "T", rows);
     std::string xp = pointer(e, b, x, false, "x");
     std::string dyp = pointer(e, b, dy, false, "dy");
     std::string dwp = pointer(e, b, grad.getDweight(), true, "dw");
@@ -193,8 +190,7 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     e.beginKernel("db");
     CodeWriter b;
     b.indent();
-    b.line(llvm::formatv("const int64_t T = moec::scalarArg(p, {0});",
-                         e.scalar(rows)));
+    e.declareScalar(b, "T", rows);
     std::string dyp = pointer(e, b, dy, false, "dy");
     std::string dbp = pointer(e, b, grad.getDbias(), true, "db");
     b.line(llvm::formatv("moec::columnSums(T, {0}, [=](int64_t r, int64_t c) "

@@ -100,6 +100,12 @@ int GroupEmitter::scalar(const SymDim &value) {
   return static_cast<int>(scalars.size()) - 1;
 }
 
+void GroupEmitter::declareScalar(CodeWriter &w, StringRef name,
+                                 const SymDim &value) {
+  w.line(llvm::formatv("const int64_t {0} = moec::scalarArg(p, {1});", name,
+                       scalar(value)));
+}
+
 std::string GroupEmitter::bufferExpr(int arg, Type elementType,
                                      bool writable) const {
   return llvm::formatv("moec::bufferArg<{0}{1}>(p, {2})",

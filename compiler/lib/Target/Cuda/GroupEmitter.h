@@ -63,6 +63,8 @@ public:
   int argument(int64_t bufferId);
   /// A run-time size.
   int scalar(const SymDim &value);
+  /// Declares `const int64_t name` holding the run-time size `value`.
+  void declareScalar(CodeWriter &w, StringRef name, const SymDim &value);
   /// `const T *` (or `T *`) accessor expression for buffer argument `arg`.
   std::string bufferExpr(int arg, Type elementType, bool writable) const;
   /// Declares a local `name` bound to a value's buffer.

@@ -20,8 +20,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                       e.scalar(rows)));
+  e.declareScalar(w, "rows", rows);
   std::string logits = e.declared(w, op.getLogits(), false, "logits");
   std::string targets = e.declared(w, op.getTargets(), false, "targets");
   std::string loss = e.declared(w, op.getLoss(), true, "loss");
@@ -47,8 +46,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
   {
     CodeWriter w;
     w.indent();
-    w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                         e.scalar(rows)));
+    e.declareScalar(w, "rows", rows);
     std::string targets = e.declared(w, op.getTargets(), false, "targets");
     w.line(llvm::formatv("moec::countTargets<256>(rows, {0}, {1});", targets,
                          e.bufferExpr(e.argument(count), f32, true)));

@@ -48,8 +48,7 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                       e.scalar(rows)));
+  e.declareScalar(w, "rows", rows);
   std::string gamma = e.declared(w, info.gamma, false, "gamma");
   std::string gammaType =
       cudaType(cast<TensorType>(info.gamma.getType()).getElementType());
@@ -112,8 +111,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   e.beginKernel("rows");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                       e.scalar(rows)));
+  e.declareScalar(w, "rows", rows);
   std::string xp = e.declared(w, x, false, "x");
   std::string gp = e.declared(w, gamma, false, "gamma");
   std::string dyp = e.declared(w, dy, false, "dy");
@@ -139,8 +137,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   e.beginKernel("columns");
   CodeWriter c;
   c.indent();
-  c.line(llvm::formatv("const int64_t rows = moec::scalarArg(p, {0});",
-                       e.scalar(rows)));
+  e.declareScalar(c, "rows", rows);
   if (needGamma) {
     std::string dg = e.declared(c, dgamma, true, "dgamma");
     c.line(llvm::formatv("const moec::gptr<const float> contrib = {0};",

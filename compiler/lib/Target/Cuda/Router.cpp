@@ -11,7 +11,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-
 const char *gateName(GateWeighting g) {
   switch (g) {
   case GateWeighting::Raw:
@@ -163,8 +162,7 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(tokens)));
+  e.declareScalar(w, "tokens", tokens);
   std::string probs = e.declared(w, op.getProbs(), false, "probs");
   std::string expert = e.declared(w, op.getExpert(), false, "expert");
   std::string slot = e.declared(w, op.getSlot(), false, "slot");
@@ -194,8 +192,7 @@ LogicalResult mlir::moe::cuda::emitZLossGradGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(tokens)));
+  e.declareScalar(w, "tokens", tokens);
   std::string logits = e.declared(w, op.getLogits(), false, "logits");
   std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
   std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
@@ -218,8 +215,7 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
   {
     CodeWriter w;
     w.indent();
-    w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                         e.scalar(tokens)));
+    e.declareScalar(w, "tokens", tokens);
     std::string expert = e.declared(w, op.getExpert(), false, "expert");
     w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, "
                          "moec::BalanceKind::{2}>(tokens, {3}, {4});",
@@ -231,10 +227,8 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
   CodeWriter w;
   w.indent();
   SymDim n = e.numElements(op.getProbs());
-  w.line(llvm::formatv("const int64_t n = moec::scalarArg(p, {0});",
-                       e.scalar(n)));
-  w.line(llvm::formatv("const int64_t tokens = moec::scalarArg(p, {0});",
-                       e.scalar(tokens)));
+  e.declareScalar(w, "n", n);
+  e.declareScalar(w, "tokens", tokens);
   std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
   std::string out = e.declared(w, op.getDprobs(), true, "dprobs");
   w.line(llvm::formatv("const moec::gptr<const float> f = {0};",
