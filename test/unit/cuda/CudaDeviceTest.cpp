@@ -142,6 +142,24 @@ protected:
     return runner.run({{"x", input(batch)}}, params, states);
   }
 
+  /// Runs `forward` on a fresh device whose next wait for the GPU fails
+  /// and returns the error the run reports.
+  std::string errorOfAFaultingRun() {
+    std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+    const ProgramDesc &program = bundle.programs.at("forward");
+    device->prepare(program);
+    std::unique_ptr<DeviceBuffer> x = device->allocate(DType::F32, {8, 4});
+    std::unique_ptr<DeviceBuffer> y = device->allocate(DType::F32, {8, 4});
+    std::unique_ptr<DeviceBuffer> scratch = device->allocate(DType::F32, {64});
+    state().failNextSynchronize = true;
+    try {
+      device->run(program, {{"B", 8}}, {x.get(), y.get(), scratch.get()});
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+
   BundleData bundle = testBundle();
   int64_t baseline = 0;
 };
@@ -304,42 +322,20 @@ TEST_F(CudaDeviceTest, AFailingLaunchNamesProgramGroupAndKernel) {
 }
 
 TEST_F(CudaDeviceTest, AnAsynchronousFaultNamesTheProgram) {
-  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
-  const ProgramDesc &program = bundle.programs.at("forward");
-  device->prepare(program);
-  std::unique_ptr<DeviceBuffer> x = device->allocate(DType::F32, {8, 4});
-  std::unique_ptr<DeviceBuffer> y = device->allocate(DType::F32, {8, 4});
-  std::unique_ptr<DeviceBuffer> scratch = device->allocate(DType::F32, {64});
-  // The fake fails the next wait: the one at the end of the run.
-  state().failNextSynchronize = true;
-  try {
-    device->run(program, {{"B", 8}}, {x.get(), y.get(), scratch.get()});
-    FAIL() << "the fault was not reported";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("program 'forward': a kernel failed on "
-                                    "the GPU"));
-    EXPECT_THAT(e.what(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
-    EXPECT_THAT(e.what(), HasSubstr("MOEC_CUDA_SYNC=1"));
-  }
+  // Without MOEC_CUDA_SYNC the fault surfaces at the wait that ends the run.
+  std::string message = errorOfAFaultingRun();
+  EXPECT_THAT(message, HasSubstr("program 'forward': a kernel failed on "
+                                 "the GPU"));
+  EXPECT_THAT(message, HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  EXPECT_THAT(message, HasSubstr("MOEC_CUDA_SYNC=1"));
 }
 
 TEST_F(CudaDeviceTest, SyncModeNamesTheFaultingKernel) {
   test::ScopedEnv env("MOEC_CUDA_SYNC", "1");
-  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
-  const ProgramDesc &program = bundle.programs.at("forward");
-  device->prepare(program);
-  std::unique_ptr<DeviceBuffer> x = device->allocate(DType::F32, {8, 4});
-  std::unique_ptr<DeviceBuffer> y = device->allocate(DType::F32, {8, 4});
-  std::unique_ptr<DeviceBuffer> scratch = device->allocate(DType::F32, {64});
-  state().failNextSynchronize = true;
-  try {
-    device->run(program, {{"B", 8}}, {x.get(), y.get(), scratch.get()});
-    FAIL() << "the fault was not reported";
-  } catch (const Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("program 'forward', group 0, kernel "
-                                    "'moek_test_scale': the kernel failed on "
-                                    "the GPU: CUDA_ERROR_ILLEGAL_ADDRESS"));
-  }
+  EXPECT_THAT(errorOfAFaultingRun(),
+              HasSubstr("program 'forward', group 0, kernel "
+                        "'moek_test_scale': the kernel failed on "
+                        "the GPU: CUDA_ERROR_ILLEGAL_ADDRESS"));
 }
 
 TEST_F(CudaDeviceTest, TooMuchSharedMemoryIsRefusedAtPrepare) {
