@@ -71,8 +71,13 @@ public:
   void setProfiling(bool on) { profiling = on; }
   const std::map<std::string, OpProfile> &profile() const { return ops; }
 
+  /// Seconds the host has spent waiting for asynchronous device work since
+  /// the device was made (0 for synchronous devices).
+  double waitSeconds() const { return waited; }
+
 protected:
   bool profiling = false;
+  double waited = 0;
   std::map<std::string, OpProfile> ops;
 };
 

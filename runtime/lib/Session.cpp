@@ -126,10 +126,12 @@ int64_t Session::step() const { return impl->step; }
 
 StepResult Session::trainStep(const Batch &batch) {
   ProgramRunner &r = impl->runner("train_step");
+  double waitedBefore = impl->device->waitSeconds();
   std::map<std::string, Tensor> outputs =
       impl->run("train_step", impl->batchInputs(batch, r, impl->step));
   StepResult result;
   result.step = ++impl->step;
+  result.deviceWaitSeconds = impl->device->waitSeconds() - waitedBefore;
   for (const auto &[name, tensor] : outputs)
     if (tensor.numel() == 1 && tensor.shape().empty())
       result.scalars[name] = tensor.at(0);

@@ -6,6 +6,7 @@
 #include "moec/Frontend/Sema.h"
 #include "moec/Target/BundleEmitter.h"
 #include "moec/Transforms/Passes.h"
+#include "moec/support/GpuArch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -64,16 +65,9 @@ void buildPlanPipeline(OpPassManager &pm, llvm::StringRef arch) {
 }
 
 llvm::Expected<std::string> tileArchitecture(llvm::StringRef arch) {
-  unsigned number = 0;
-  llvm::StringRef digits = arch;
-  if (!digits.consume_front("sm_") || digits.consumeInteger(10, number) ||
-      !(digits.empty() || (digits.size() == 1 && llvm::isLower(digits[0]))) ||
-      number < 80)
-    return llvm::createStringError(
-        "unsupported GPU architecture '" + arch.str() +
-        "': moec generates kernels for sm_80 (Ampere) and newer, e.g. "
-        "sm_80, sm_86, sm_89, sm_90");
-  return number >= 90 ? "sm_90" : "sm_80";
+  if (std::optional<std::string> family = support::tileFamily(arch))
+    return *family;
+  return llvm::createStringError(support::unsupportedArchMessage(arch));
 }
 
 FailureOr<llvm::json::Object> compileToBundle(ModuleOp module,

@@ -4,46 +4,55 @@
 #include "moec/Driver/Pipeline.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace cl = llvm::cl;
+#include <iostream>
 
-static cl::SubCommand checkCommand(
-    "check", "Check a .moe file through the whole compiler; exit 1 on any "
-             "error");
-static cl::opt<std::string> input(cl::Positional, cl::Required,
-                                  cl::desc("<file.moe>"),
-                                  cl::sub(checkCommand));
-static cl::opt<bool> verifyDiagnostics(
-    "verify-diagnostics",
-    cl::desc("Check the diagnostics against the expected-error comments in "
-             "the file (for tests)"),
-    cl::sub(checkCommand));
+namespace moec::driver {
+namespace {
 
-bool moec::driver::isCheckCommand() {
-  return static_cast<bool>(checkCommand);
-}
+class CheckCommand : public cli::Command {
+public:
+  CheckCommand()
+      : Command("check", "Check a .moe file through the whole compiler; exit "
+                         "1 on any error.") {
+    positional("FILE.moe", "the spec ('-' reads standard input)", input);
+    flag("verify-diagnostics",
+         "Check the diagnostics against the expected-error comments in the "
+         "file (for tests)",
+         verifyDiagnostics);
+  }
 
-/// Runs every stage up to the bundle; failures report through diagnostics.
-static bool checkAll(llvm::SourceMgr &sourceMgr, mlir::MLIRContext &context) {
-  llvm::SmallString<256> directory(input.getValue());
+  int run() override;
+
+private:
+  /// Runs every stage up to the bundle; failures report through
+  /// diagnostics.
+  bool checkAll(llvm::SourceMgr &sourceMgr, mlir::MLIRContext &context);
+
+  std::string input;
+  bool verifyDiagnostics = false;
+};
+
+bool CheckCommand::checkAll(llvm::SourceMgr &sourceMgr,
+                            mlir::MLIRContext &context) {
+  llvm::SmallString<256> directory(input);
   llvm::sys::path::remove_filename(directory);
   if (directory.empty())
     directory = ".";
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      moec::driver::buildModule(sourceMgr, &context, directory);
-  return module && mlir::succeeded(moec::driver::compileToBundle(*module));
+      buildModule(sourceMgr, &context, directory);
+  return module && mlir::succeeded(compileToBundle(*module));
 }
 
-int moec::driver::runCheck() {
+int CheckCommand::run() {
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(input);
   if (std::error_code ec = buffer.getError()) {
-    llvm::errs() << "moec: error: cannot read '" << input
-                 << "': " << ec.message() << "\n";
+    std::cerr << "moec: error: cannot read '" << input
+              << "': " << ec.message() << "\n";
     return 1;
   }
   llvm::SourceMgr sourceMgr;
@@ -57,6 +66,14 @@ int moec::driver::runCheck() {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (!checkAll(sourceMgr, context))
     return 1;
-  llvm::outs() << input << ": ok\n";
+  std::cout << input << ": ok\n";
   return 0;
 }
+
+} // namespace
+
+std::unique_ptr<cli::Command> makeCheckCommand() {
+  return std::make_unique<CheckCommand>();
+}
+
+} // namespace moec::driver

@@ -1,83 +1,105 @@
 //===- Compile.cpp - moec compile -----------------------------------------===//
 
 #include "Commands.h"
-#include "moec/Driver/Pipeline.h"
 #include "moec/Cuda.h"
+#include "moec/Driver/Pipeline.h"
 #include "moec/Error.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace cl = llvm::cl;
+#include <iostream>
 
+namespace moec::driver {
 namespace {
-enum class Emit { Mlir, Plan, Bundle, Cuda, Ptx };
-} // namespace
 
-static cl::SubCommand compileCommand("compile",
-                                     "Compile a .moe file to a bundle");
-static cl::opt<std::string> input(cl::Positional, cl::Required,
-                                  cl::desc("<file.moe>"),
-                                  cl::sub(compileCommand));
-static cl::opt<std::string> output("o", cl::desc("Output file (default: "
-                                                 "stdout)"),
-                                   cl::value_desc("file"), cl::init("-"),
-                                   cl::sub(compileCommand));
-static cl::opt<Emit> emit(
-    "emit", cl::desc("What to write"), cl::init(Emit::Bundle),
-    cl::values(clEnumValN(Emit::Mlir, "mlir",
-                          "the moe dialect module the frontend builds"),
-               clEnumValN(Emit::Plan, "plan",
-                          "the module after the plan pipeline (MLIR)"),
-               clEnumValN(Emit::Bundle, "bundle",
-                          "the bundle the runtime loads (JSON)"),
-               clEnumValN(Emit::Cuda, "cuda",
-                          "the device library and every generated kernel "
-                          "as one CUDA C++ file"),
-               clEnumValN(Emit::Ptx, "ptx",
-                          "every generated kernel as one PTX module for "
-                          "--arch (needs NVRTC)")),
-    cl::sub(compileCommand));
-static moec::driver::DtypeOption dtype(compileCommand);
+class CompileCommand : public cli::Command {
+public:
+  CompileCommand()
+      : Command("compile", "Compile a .moe file to a bundle (or to MLIR, the "
+                           "plan, CUDA or PTX with --emit).") {
+    positional("FILE.moe", "the spec", input);
+    option("o", "FILE", "Output file (default: standard output)", output)
+        .nonEmpty();
+    option("emit", "WHAT",
+           "bundle (default): the JSON bundle the runtime loads; mlir: the "
+           "moe-dialect module; plan: the module after the plan pipeline; "
+           "cuda: the device library and every kernel as one .cu file; ptx: "
+           "every kernel as one PTX module for --arch (needs NVRTC)",
+           emit)
+        .oneOf({"bundle", "mlir", "plan", "cuda", "ptx"});
+    option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
+           dtype)
+        .oneOf(dtypeChoices());
+    option("arch", "sm_XY",
+           "GPU architecture the kernels are for: sm_80 (default), sm_86, "
+           "sm_89, sm_90, ...",
+           arch);
+  }
 
-static cl::opt<std::string> arch("arch",
-                                 cl::desc("GPU architecture the kernels are "
-                                          "for: sm_80 (default), sm_86, "
-                                          "sm_89, sm_90, ..."),
-                                 cl::init("sm_80"), cl::sub(compileCommand));
+  int run() override;
 
-bool moec::driver::isCompileCommand() {
-  return static_cast<bool>(compileCommand);
+private:
+  /// The text --emit asks for, or nullopt after diagnostics.
+  std::optional<std::string> emitText(mlir::ModuleOp module,
+                                      mlir::MLIRContext &context);
+
+  std::string input, output = "-", emit = "bundle", dtype, arch = "sm_80";
+};
+
+std::optional<std::string> CompileCommand::emitText(mlir::ModuleOp module,
+                                                    mlir::MLIRContext &context) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (emit == "mlir") {
+    module.print(os);
+    return text;
+  }
+  if (emit == "plan") {
+    mlir::PassManager pm(&context);
+    buildPlanPipeline(pm);
+    if (mlir::failed(pm.run(module)))
+      return std::nullopt;
+    module.print(os);
+    return text;
+  }
+  std::string cudaSkipped;
+  mlir::FailureOr<llvm::json::Object> bundle =
+      compileToBundle(module, arch, &cudaSkipped);
+  if (mlir::failed(bundle))
+    return std::nullopt;
+  std::string json;
+  llvm::raw_string_ostream(json)
+      << llvm::formatv("{0:1}", llvm::json::Value(std::move(*bundle))) << "\n";
+  // Validate what we are about to hand out with the runtime's reader.
+  Bundle parsed = Bundle::parse(json, input);
+  if (emit == "bundle") {
+    if (!cudaSkipped.empty())
+      std::cerr << "moec: warning: no CUDA kernels for this model, so only "
+                   "--device cpu runs it: "
+                << cudaSkipped << "\n";
+    return json;
+  }
+  if (!cudaSkipped.empty())
+    throw Error("no CUDA code for this model: " + cudaSkipped);
+  return emit == "cuda" ? cudaTranslationUnit(parsed) : cudaPtx(parsed, arch);
 }
 
-int moec::driver::runCompile() {
+int CompileCommand::run() {
   auto buffer = llvm::MemoryBuffer::getFile(input, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError()) {
-    llvm::errs() << "moec: error: cannot read '" << input
-                 << "': " << ec.message() << "\n";
-    return 1;
-  }
-  if (llvm::Expected<std::string> tiles = tileArchitecture(arch); !tiles) {
-    llvm::errs() << "moec: error: " << llvm::toString(tiles.takeError())
-                 << "\n";
-    return 1;
-  }
-  if (!dtype.empty() && dtype != "f32" && dtype != "f64" && dtype != "bf16") {
-    llvm::errs() << "moec: error: --dtype must be f32, f64 or bf16, got '"
-                 << dtype << "'\n";
-    return 1;
-  }
+  if (std::error_code ec = buffer.getError())
+    throw Error("cannot read '" + input + "': " + ec.message());
+  tileFamily(arch);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   mlir::MLIRContext context;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  llvm::SmallString<256> directory(input.getValue());
+  llvm::SmallString<256> directory(input);
   llvm::sys::path::remove_filename(directory);
   if (directory.empty())
     directory = ".";
@@ -87,56 +109,26 @@ int moec::driver::runCompile() {
       buildModule(sourceMgr, &context, directory, options);
   if (!module)
     return 1;
-
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (emit == Emit::Mlir) {
-    module->print(os);
-  } else if (emit == Emit::Plan) {
-    mlir::PassManager pm(&context);
-    buildPlanPipeline(pm);
-    if (mlir::failed(pm.run(*module)))
-      return 1;
-    module->print(os);
-  } else {
-    std::string cudaSkipped;
-    mlir::FailureOr<llvm::json::Object> bundle =
-        compileToBundle(*module, arch, &cudaSkipped);
-    if (mlir::failed(bundle))
-      return 1;
-    std::string json;
-    llvm::raw_string_ostream(json)
-        << llvm::formatv("{0:1}", llvm::json::Value(std::move(*bundle)))
-        << "\n";
-    // Validate what we are about to hand out with the runtime's reader.
-    moec::Bundle parsed = moec::Bundle::parse(json, input);
-    if (emit == Emit::Bundle) {
-      os << json;
-      if (!cudaSkipped.empty())
-        llvm::errs() << "moec: warning: no CUDA kernels for this model, so "
-                        "only --device cpu runs it: "
-                     << cudaSkipped << "\n";
-    } else if (!cudaSkipped.empty()) {
-      llvm::errs() << "moec: error: no CUDA code for this model: "
-                   << cudaSkipped << "\n";
-      return 1;
-    } else if (emit == Emit::Cuda) {
-      os << moec::cudaTranslationUnit(parsed);
-    } else {
-      os << moec::cudaPtx(parsed, arch);
-    }
-  }
+  std::optional<std::string> text = emitText(*module, context);
+  if (!text)
+    return 1;
 
   // writeToOutput writes a temporary and renames it: an interrupted compile
   // never leaves a half-written bundle behind.
   if (llvm::Error error = llvm::writeToOutput(
           output, [&](llvm::raw_ostream &os) -> llvm::Error {
-            os << text;
+            os << *text;
             return llvm::Error::success();
-          })) {
-    llvm::errs() << "moec: error: cannot write '" << output
-                 << "': " << llvm::toString(std::move(error)) << "\n";
-    return 1;
-  }
+          }))
+    throw Error("cannot write '" + output +
+                "': " + llvm::toString(std::move(error)));
   return 0;
 }
+
+} // namespace
+
+std::unique_ptr<cli::Command> makeCompileCommand() {
+  return std::make_unique<CompileCommand>();
+}
+
+} // namespace moec::driver

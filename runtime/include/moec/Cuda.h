@@ -54,6 +54,46 @@ std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
                                                  const std::string &arch,
                                                  unsigned jobs = 0);
 
+/// The tile family of a GPU architecture: "sm_80" for sm_80 up to sm_89
+/// (Ampere, Ada), "sm_90" for sm_90 and newer (Hopper). Throws moec::Error
+/// for a name that is not sm_XY[a-z] or is older than sm_80.
+std::string tileFamily(const std::string &arch);
+
+/// What this machine offers the cuda device. Every part that is missing
+/// says why in its `...Problem` field; probing never throws.
+struct CudaEnvironment {
+  /// The NVIDIA kernel module's version ("580.159.04"), when readable.
+  std::string driverVersion;
+  /// The newest CUDA version the driver supports ("13.0").
+  std::string driverCudaVersion;
+  std::string driverLibrary;
+  std::string driverProblem;
+  struct Gpu {
+    std::string name;
+    /// "sm_90".
+    std::string arch;
+    int multiprocessors = 0;
+    size_t memoryBytes = 0;
+  };
+  std::vector<Gpu> gpus;
+  /// Why the driver, though loaded, offers no usable GPU.
+  std::string gpuProblem;
+  std::string nvrtcVersion;
+  std::string nvrtcLibrary;
+  /// The architectures NVRTC compiles for ("sm_75", "sm_80", ...).
+  std::vector<std::string> nvrtcArchs;
+  std::string nvrtcProblem;
+};
+
+CudaEnvironment probeCudaEnvironment();
+
+/// Whether the cuda device can run here, in the order it is checked.
+enum class CudaReadiness { Ready, NoDriver, NoGpu, NoNvrtc, UnsupportedGpu };
+
+/// Whether GPU 0 of `env` can run moec's kernels; `why` says what is
+/// missing (empty when ready).
+CudaReadiness cudaReadiness(const CudaEnvironment &env, std::string &why);
+
 /// The directory compiled kernels are cached in.
 std::string kernelCacheDirectory();
 

@@ -39,6 +39,10 @@ struct StepResult {
   int64_t step = 0;
   /// Scalar outputs by name: loss, ce, balance_loss, z_loss, lr, grad_norm.
   std::map<std::string, double> scalars;
+  /// Time the host spent waiting for the device to finish the step's
+  /// kernels (cuda; 0 on devices that run synchronously). The rest of the
+  /// step's wall time is host work: planning, launches, transfers.
+  double deviceWaitSeconds = 0;
 };
 
 /// Tokens routed to each expert of one MoE layer, accumulated over the

@@ -455,7 +455,11 @@ CudaDeviceImpl::capture(const ProgramDesc &program, const SymbolValues &symbols,
 
 void CudaDeviceImpl::finish(const ProgramDesc &program,
                             const std::string &where) {
+  auto start = std::chrono::steady_clock::now();
   CUresult result = gpu->driver.cuStreamSynchronize(gpu->stream);
+  waited += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count();
   if (result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': {} failed on the GPU: {}; run with "
                             "MOEC_CUDA_SYNC=1 to find the kernel",

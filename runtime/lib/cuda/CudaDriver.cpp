@@ -98,6 +98,7 @@ std::unique_ptr<CudaDriver> CudaDriver::open(const std::string &library) {
     r.bind(d.cuDeviceGetAttribute, "cuDeviceGetAttribute",
            "cuDeviceGetAttribute");
     r.bind(d.cuDeviceGetName, "cuDeviceGetName", "cuDeviceGetName");
+    r.bind(d.cuDeviceTotalMem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2");
     r.bind(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",
            "cuDevicePrimaryCtxRetain");
     r.bind(d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease",

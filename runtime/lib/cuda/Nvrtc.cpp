@@ -11,6 +11,7 @@
 #include "AtomicFile.h"
 #include "CacheDirectory.h"
 #include "moec/Error.h"
+#include "moec/support/GpuArch.h"
 
 #include <algorithm>
 #include <cctype>
@@ -221,19 +222,12 @@ std::unique_ptr<NvrtcApi> openLibrary(std::string &path) {
 } // namespace
 
 int archNumber(const std::string &arch) {
-  size_t end = 3;
-  while (end < arch.size() &&
-         std::isdigit(static_cast<unsigned char>(arch[end])))
-    ++end;
-  bool valid = arch.rfind("sm_", 0) == 0 && end > 3 && end - 3 <= 4 &&
-               (end == arch.size() ||
-                (end + 1 == arch.size() &&
-                 std::islower(static_cast<unsigned char>(arch[end]))));
-  if (!valid)
+  std::optional<int> number = support::archNumber(arch);
+  if (!number)
     throw Error(fmt::format("'{}' is not a CUDA architecture; write it as "
                             "sm_80, sm_90, ...",
                             arch));
-  return std::stoi(arch.substr(3, end - 3));
+  return *number;
 }
 
 Nvrtc::Nvrtc(std::unique_ptr<NvrtcApi> apiIn, std::string path)

@@ -7,6 +7,7 @@
 #include "CacheDirectory.h"
 #include "moec/DeviceLibrary.h"
 #include "moec/Error.h"
+#include "moec/support/GpuArch.h"
 
 #include <fmt/format.h>
 
@@ -93,6 +94,13 @@ std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
                                                  const std::string &arch,
                                                  unsigned jobs) {
   return detail::cuda::precompileBundle(bundle, arch, jobs);
+}
+
+std::string tileFamily(const std::string &arch) {
+  std::optional<std::string> family = support::tileFamily(arch);
+  if (!family)
+    throw Error(support::unsupportedArchMessage(arch));
+  return *family;
 }
 
 std::string kernelCacheDirectory() {

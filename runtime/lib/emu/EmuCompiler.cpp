@@ -94,6 +94,24 @@ struct ProcessResult {
   std::string output;
 };
 
+/// The environment the host compiler runs in: ours, with a default PATH
+/// when there is none (`env -i moec ...`), since the compiler driver looks
+/// up its assembler and linker there.
+std::vector<char *> compilerEnvironment(std::string &pathEntry) {
+  std::vector<char *> env;
+  bool hasPath = false;
+  for (char **e = environ; *e; ++e) {
+    hasPath = hasPath || std::strncmp(*e, "PATH=", 5) == 0;
+    env.push_back(*e);
+  }
+  if (!hasPath) {
+    pathEntry = "PATH=/usr/local/bin:/usr/bin:/bin";
+    env.push_back(pathEntry.data());
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
 /// Runs `argv` (looked up in PATH) with stdout and stderr captured.
 ProcessResult runProcess(const std::vector<std::string> &argv) {
   int fds[2];
@@ -108,9 +126,11 @@ ProcessResult runProcess(const std::vector<std::string> &argv) {
   for (const std::string &arg : argv)
     args.push_back(const_cast<char *>(arg.c_str()));
   args.push_back(nullptr);
+  std::string pathEntry;
+  std::vector<char *> env = compilerEnvironment(pathEntry);
   pid_t pid;
   int spawned =
-      posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+      posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (spawned != 0) {

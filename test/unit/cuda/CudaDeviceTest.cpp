@@ -17,6 +17,7 @@
 
 #include <cstring>
 #include <dlfcn.h>
+#include <cstdlib>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,11 +27,18 @@ using ::testing::HasSubstr;
 
 namespace {
 
+/// The fake driver: $MOEC_FAKE_CUDA_DRIVER when set (the GPU pack carries
+/// it in its own folder), else where the build put it.
+const char *fakeDriverPath() {
+  const char *path = std::getenv("MOEC_FAKE_CUDA_DRIVER");
+  return path && *path ? path : MOEC_FAKE_CUDA_DRIVER;
+}
+
 /// Every test in this executable talks to the fake driver.
 class FakeDriverEnvironment : public ::testing::Environment {
 public:
   void SetUp() override {
-    ::setenv("MOEC_CUDA_DRIVER_LIBRARY", MOEC_FAKE_CUDA_DRIVER, 1);
+    ::setenv("MOEC_CUDA_DRIVER_LIBRARY", fakeDriverPath(), 1);
   }
 };
 
@@ -38,7 +46,7 @@ public:
     ::testing::AddGlobalTestEnvironment(new FakeDriverEnvironment);
 
 fake::State &fakeState() {
-  void *handle = ::dlopen(MOEC_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_LOCAL);
+  void *handle = ::dlopen(fakeDriverPath(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     throw Error(std::string("cannot open the fake driver: ") + ::dlerror());
   auto get =

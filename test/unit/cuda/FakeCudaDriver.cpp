@@ -123,6 +123,11 @@ CUresult cuDeviceGetName(char *name, int length, int) {
   return kSuccess;
 }
 
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int) {
+  *bytes = size_t{40} << 30;
+  return kSuccess;
+}
+
 CUresult cuDevicePrimaryCtxRetain(void **context, int) {
   *context = fakeContext();
   return kSuccess;
@@ -294,6 +299,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **function, int version,
       {"cuDeviceGet", (void *)&cuDeviceGet},
       {"cuDeviceGetAttribute", (void *)&cuDeviceGetAttribute},
       {"cuDeviceGetName", (void *)&cuDeviceGetName},
+      {"cuDeviceTotalMem", (void *)&cuDeviceTotalMem_v2},
       {"cuDevicePrimaryCtxRetain", (void *)&cuDevicePrimaryCtxRetain},
       {"cuDevicePrimaryCtxRelease", (void *)&cuDevicePrimaryCtxRelease_v2},
       {"cuCtxSetCurrent", (void *)&cuCtxSetCurrent},

@@ -4,15 +4,15 @@
 #define MOEC_TOOLS_MOEC_REPORT_H
 
 #include "moec/Session.h"
-#include "llvm/Support/raw_ostream.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace moec::driver {
 
 /// "model 'lm': decoder, 1.2M parameters, 4 blocks (2 MoE) on cpu; data: ..."
-void printModelSummary(llvm::raw_ostream &os, const Session &session,
+void printModelSummary(std::ostream &os, const Session &session,
                        const std::string &dataDescription);
 
 /// One progress line: step, mean loss over the window, the step's other
@@ -22,11 +22,11 @@ std::string formatProgress(const StepResult &result, int64_t totalSteps,
                            int64_t tokensPerStep);
 
 /// A table of each MoE layer's expert shares.
-void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
+void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
                      const std::string &title);
 
 /// The time per op kind, most expensive first, per step and as a share.
-void printProfile(llvm::raw_ostream &os,
+void printProfile(std::ostream &os,
                   const std::vector<Session::OpTime> &profile, int64_t steps);
 
 } // namespace moec::driver

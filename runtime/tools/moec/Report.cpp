@@ -7,7 +7,7 @@
 
 namespace moec::driver {
 
-void printModelSummary(llvm::raw_ostream &os, const Session &session,
+void printModelSummary(std::ostream &os, const Session &session,
                        const std::string &dataDescription) {
   const Bundle &bundle = session.bundle();
   int64_t count = 0;
@@ -45,7 +45,7 @@ std::string formatProgress(const StepResult &result, int64_t totalSteps,
   return line;
 }
 
-void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
+void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
                      const std::string &title) {
   if (load.empty())
     return;
@@ -62,7 +62,7 @@ void printExpertLoad(llvm::raw_ostream &os, const std::vector<ExpertLoad> &load,
   }
 }
 
-void printProfile(llvm::raw_ostream &os,
+void printProfile(std::ostream &os,
                   const std::vector<Session::OpTime> &profile, int64_t steps) {
   double total = 0;
   for (const Session::OpTime &t : profile)

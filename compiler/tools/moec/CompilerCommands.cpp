@@ -1,0 +1,28 @@
+//===- CompilerCommands.cpp - what the compiler adds to moec --------------===//
+
+#include "Commands.h"
+#include "moec/Compiler.h"
+
+namespace moec::driver {
+
+std::unique_ptr<cli::Command> makeCheckCommand();
+std::unique_ptr<cli::Command> makeCompileCommand();
+
+bool hasCompiler() { return true; }
+
+std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands() {
+  std::vector<std::unique_ptr<cli::Command>> commands;
+  commands.push_back(makeCheckCommand());
+  commands.push_back(makeCompileCommand());
+  return commands;
+}
+
+Bundle compileSpec(const std::string &path, const std::string &dtype,
+                   const std::string &arch) {
+  CompileOptions options;
+  options.dtype = dtype;
+  options.arch = arch;
+  return compileFile(path, options);
+}
+
+} // namespace moec::driver

@@ -1,0 +1,34 @@
+//===- Suggest.h - "did you mean" for misspelt names ------------*- C++ -*-===//
+//
+// One rule for every suggestion moec makes (command-line flags, settings,
+// layers, functions): the candidate nearest to the misspelt name by edit
+// distance, where an adjacent swap and a change of case count as one edit,
+// within a third of the name's length. Plain C++, shared by the runtime and
+// the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_SUPPORT_SUGGEST_H
+#define MOEC_SUPPORT_SUGGEST_H
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moec::support {
+
+/// The Damerau-Levenshtein distance (optimal string alignment) between `a`
+/// and `b`, where replacing a letter by itself in the other case costs
+/// nothing: "adamW" is 0 away from "adamw".
+unsigned typoDistance(std::string_view a, std::string_view b);
+
+/// The candidate nearest to `name` within max(1, |name| / 3) edits, ties to
+/// the first; failing that, a candidate that `name` qualifies with a prefix
+/// ("num_experts" -> "experts"). Empty when none fits or `name` is itself a
+/// candidate.
+std::string nearestName(std::string_view name,
+                        const std::vector<std::string> &candidates);
+
+} // namespace moec::support
+
+#endif // MOEC_SUPPORT_SUGGEST_H

@@ -1,0 +1,90 @@
+//===- Precompile.cpp - moec precompile -----------------------------------===//
+//
+// Compiles every generated kernel of a model with NVRTC for one GPU
+// architecture into the kernel cache, so that the first run on that GPU
+// starts at once; reports ptxas's registers, shared memory and spills.
+// Needs NVRTC, not a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+#include "moec/Cuda.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <iostream>
+
+namespace moec::driver {
+namespace {
+
+class PrecompileCommand : public cli::Command {
+public:
+  PrecompileCommand()
+      : Command("precompile",
+                "Compile every kernel of a model into the kernel cache "
+                "(needs NVRTC, not a GPU).") {
+    positional("FILE", "a .moe spec (compiled first) or a bundle", input);
+    option("arch", "sm_XY", "The GPU architecture: sm_80, sm_86, sm_89, "
+                            "sm_90, ...",
+           arch)
+        .required();
+    option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
+           dtype)
+        .oneOf(dtypeChoices());
+    option("jobs", "N", "Kernels compiled at once (default: one per core)",
+           jobs)
+        .atLeast(int64_t{0});
+    flag("v", "List every kernel with its resources", verbose);
+  }
+
+  int run() override;
+
+private:
+  std::string input, arch, dtype;
+  int64_t jobs = 0;
+  bool verbose = false;
+};
+
+int PrecompileCommand::run() {
+  tileFamily(arch);
+  Bundle bundle = loadModel(input, dtype, arch);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<PrecompiledKernel> kernels =
+      precompileKernels(bundle, arch, static_cast<unsigned>(jobs));
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  size_t hits = 0, spilling = 0;
+  int maxRegisters = 0, maxShared = 0;
+  for (const PrecompiledKernel &k : kernels) {
+    hits += k.cacheHit;
+    bool spills = k.usage.spillStoreBytes > 0 || k.usage.spillLoadBytes > 0;
+    spilling += spills;
+    maxRegisters = std::max(maxRegisters, k.usage.registers);
+    maxShared = std::max(maxShared, k.usage.sharedBytes);
+    if (verbose || spills)
+      std::cout << fmt::format(
+          "{:<36} {:>3} registers {:>6} B shared {:>4} B stack  spills "
+          "{}/{} B  {}{:.2f} s\n",
+          k.name, k.usage.registers, k.usage.sharedBytes, k.usage.stackBytes,
+          k.usage.spillStoreBytes, k.usage.spillLoadBytes,
+          k.cacheHit ? "cached " : "", k.seconds);
+  }
+  std::cout << fmt::format(
+      "{} kernels for {}: {} from the cache, {} compiled; {:.2f} s; at most "
+      "{} registers and {} B of shared memory; {}\n",
+      kernels.size(), arch, hits, kernels.size() - hits, seconds,
+      maxRegisters, maxShared,
+      spilling ? fmt::format("{} kernels spill", spilling) : "no spills");
+  std::cout << "cache: " << kernelCacheDirectory() << "\n";
+  return 0;
+}
+
+} // namespace
+
+std::unique_ptr<cli::Command> makePrecompileCommand() {
+  return std::make_unique<PrecompileCommand>();
+}
+
+} // namespace moec::driver

@@ -1,0 +1,89 @@
+//===- Run.cpp - moec run -------------------------------------------------===//
+
+#include "Commands.h"
+#include "Report.h"
+#include "moec/Error.h"
+#include "moec/Session.h"
+
+#include <fmt/format.h>
+#include <iostream>
+
+namespace moec::driver {
+namespace {
+
+class RunCommand : public cli::Command {
+public:
+  RunCommand()
+      : Command("run", "Generate from a trained model with its KV cache.") {
+    positional("FILE", "a .moe spec (compiled first) or a bundle", input);
+    option("weights", "CKPT", "Checkpoint to load", weights)
+        .required()
+        .nonEmpty();
+    option("prompt", "TEXT",
+           "Text to continue (default: the start of a validation sequence)",
+           prompt);
+    option("max-tokens", "N", "Tokens to generate (default 64)", maxTokens)
+        .atLeast(int64_t{1});
+    option("temperature", "T", "0 = greedy (default); else sample",
+           temperature)
+        .atLeast(0.0);
+    option("top-k", "K", "Sample among the K most likely tokens (0 = all)",
+           topK)
+        .atLeast(int64_t{0});
+    option("seed", "S", "Sampling seed (default 0)", seed);
+    option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
+           dtype)
+        .oneOf(dtypeChoices());
+    option("device", "DEVICE", "cpu (default), cuda or emu", device)
+        .oneOf(deviceChoices());
+  }
+
+  int run() override;
+
+private:
+  std::string input, weights, prompt, dtype, device = "cpu";
+  int64_t maxTokens = 64, topK = 0;
+  double temperature = 0;
+  uint64_t seed = 0;
+};
+
+int RunCommand::run() {
+  Bundle bundle = loadModel(input, dtype);
+  SessionOptions options;
+  options.device = device;
+  Session session(bundle, options);
+  session.loadCheckpoint(weights);
+  std::unique_ptr<DataSource> data = openDataSource(
+      bundle.data(), bundle.model().vocab, session.seed(), Split::Valid);
+
+  std::vector<int32_t> tokens;
+  if (given("prompt")) {
+    tokens = data->encode(prompt);
+  } else {
+    Batch sample =
+        data->batch(0, 1, std::min<int64_t>(16, bundle.model().maxSeq));
+    tokens.assign(sample.tokens.data<int32_t>(),
+                  sample.tokens.data<int32_t>() + sample.tokens.numel());
+  }
+  GenerateOptions generate;
+  generate.maxNewTokens = maxTokens;
+  generate.temperature = temperature;
+  generate.topK = topK;
+  generate.seed = seed;
+  std::vector<int32_t> output = session.generate(tokens, generate);
+
+  std::cout << fmt::format("loaded {} (step {})\n", weights, session.step());
+  std::cout << "prompt:    " << data->decode(tokens) << "\n";
+  std::cout << "generated: " << data->decode(output) << "\n";
+  printExpertLoad(std::cout, session.expertLoad(),
+                  "expert load while generating");
+  return 0;
+}
+
+} // namespace
+
+std::unique_ptr<cli::Command> makeRunCommand() {
+  return std::make_unique<RunCommand>();
+}
+
+} // namespace moec::driver

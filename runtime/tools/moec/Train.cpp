@@ -1,0 +1,179 @@
+//===- Train.cpp - moec train ---------------------------------------------===//
+
+#include "Commands.h"
+#include "Report.h"
+#include "moec/Error.h"
+#include "moec/Session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+namespace moec::driver {
+namespace {
+
+std::string metricsLine(const StepResult &result, double seconds,
+                        const std::vector<ExpertLoad> &before,
+                        const std::vector<ExpertLoad> &after) {
+  std::string line = fmt::format("{{\"step\": {}", result.step);
+  for (const auto &[name, value] : result.scalars)
+    line += fmt::format(", \"{}\": {}", name,
+                        std::isfinite(value) ? fmt::format("{:.9g}", value)
+                                             : std::string("null"));
+  line += fmt::format(", \"time_s\": {:.6f}, \"host_s\": {:.6f}", seconds,
+                      std::max(0.0, seconds - result.deviceWaitSeconds));
+  if (!after.empty()) {
+    line += ", \"load\": {";
+    for (size_t l = 0; l < after.size(); ++l) {
+      std::vector<std::string> counts;
+      for (size_t e = 0; e < after[l].tokens.size(); ++e) {
+        double prev = e < before[l].tokens.size() ? before[l].tokens[e] : 0;
+        counts.push_back(fmt::format("{}", after[l].tokens[e] - prev));
+      }
+      line += fmt::format("{}\"{}\": [{}]", l ? ", " : "", after[l].layer,
+                          fmt::join(counts, ", "));
+    }
+    line += "}";
+  }
+  return line + "}\n";
+}
+
+class TrainCommand : public cli::Command {
+public:
+  TrainCommand() : Command("train", "Train a model on its spec's data.") {
+    positional("FILE", "a .moe spec (compiled first) or a bundle", input);
+    option("device", "DEVICE", "cpu (default), cuda or emu", device)
+        .oneOf(deviceChoices());
+    option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
+           dtype)
+        .oneOf(dtypeChoices());
+    option("steps", "N", "Optimizer steps (default: the spec's)", steps)
+        .atLeast(int64_t{0});
+    option("seed", "S",
+           "Seed for initialisation, dropout and data (default: the spec's)",
+           seed);
+    option("save", "CKPT", "Write a checkpoint here at the end", save)
+        .nonEmpty();
+    option("resume", "CKPT", "Start from this checkpoint", resume).nonEmpty();
+    option("metrics", "FILE.jsonl", "Append one JSON object per step", metrics)
+        .nonEmpty();
+    option("valid-batches", "N",
+           "Held-out batches evaluated after training (default 4; 0 skips)",
+           validBatches)
+        .atLeast(int64_t{0});
+    flag("profile", "Print the time spent per op at the end", profile);
+    option("log-every", "N", "Print progress every N steps (default: the "
+                             "spec's)",
+           logEvery)
+        .atLeast(int64_t{1});
+  }
+
+  int run() override;
+
+private:
+  std::string input, device = "cpu", dtype, save, resume, metrics;
+  int64_t steps = -1, validBatches = 4, logEvery = -1;
+  uint64_t seed = 0;
+  bool profile = false;
+};
+
+int TrainCommand::run() {
+  Bundle bundle = loadModel(input, dtype);
+  SessionOptions options;
+  options.device = device;
+  if (given("seed"))
+    options.seed = seed;
+  Session session(bundle, options);
+  if (!resume.empty())
+    session.loadCheckpoint(resume);
+  const TrainingConfig &config = bundle.training();
+  std::unique_ptr<DataSource> data = openDataSource(
+      bundle.data(), bundle.model().vocab, session.seed(), Split::Train);
+  int64_t total = steps >= 0 ? steps : config.steps;
+  int64_t every = logEvery > 0 ? logEvery : config.logEvery;
+
+  std::ofstream metricsFile;
+  if (!metrics.empty()) {
+    metricsFile.open(metrics, std::ios::app);
+    if (!metricsFile)
+      throw Error(metrics + ": cannot open for writing");
+  }
+
+  session.setProfiling(profile);
+  printModelSummary(std::cout, session, data->describe());
+  std::cout << fmt::format("training {} steps, batch {} x {} tokens\n", total,
+                           config.batch, config.seqLen)
+            << std::flush;
+
+  double first = NAN, windowSum = 0;
+  int64_t windowCount = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < total; ++i) {
+    Batch batch = data->batch(session.step(), config.batch, config.seqLen);
+    std::vector<ExpertLoad> before = session.expertLoad();
+    auto t0 = std::chrono::steady_clock::now();
+    StepResult result = session.trainStep(batch);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+    double loss = result.scalars.at("loss");
+    if (metricsFile.is_open()) {
+      metricsFile << metricsLine(result, seconds, before, session.expertLoad());
+      metricsFile.flush();
+    }
+    if (!std::isfinite(loss))
+      throw Error(fmt::format("training diverged at step {} (loss = {}); "
+                              "lower the learning rate or enable clip_norm",
+                              result.step, loss));
+    if (std::isnan(first))
+      first = loss;
+    windowSum += loss;
+    ++windowCount;
+    if (i == 0 || (i + 1) % every == 0 || i + 1 == total) {
+      double elapsed = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      std::cout << formatProgress(result, total, windowSum / windowCount,
+                                  elapsed / (i + 1),
+                                  config.batch * config.seqLen)
+                << "\n"
+                << std::flush;
+      windowSum = 0;
+      windowCount = 0;
+    }
+  }
+  if (profile)
+    printProfile(std::cout, session.profile(), total);
+  // Before evaluation adds its own routing to the statistics.
+  std::vector<ExpertLoad> trainingLoad = session.expertLoad();
+  if (validBatches > 0) {
+    std::unique_ptr<DataSource> valid = openDataSource(
+        bundle.data(), bundle.model().vocab, session.seed(), Split::Valid);
+    double ce = 0;
+    for (int64_t i = 0; i < validBatches; ++i)
+      ce += session.evaluate(valid->batch(i, config.batch, config.seqLen))
+                .at("ce") /
+            validBatches;
+    std::cout << fmt::format("validation: cross-entropy {:.4f} over {} "
+                             "held-out batches\n",
+                             ce, validBatches);
+  }
+  if (!save.empty()) {
+    session.saveCheckpoint(save);
+    std::cout << "saved checkpoint " << save << " (step " << session.step()
+              << ")\n";
+  }
+  printExpertLoad(std::cout, trainingLoad, "expert load over training");
+  return 0;
+}
+
+} // namespace
+
+std::unique_ptr<cli::Command> makeTrainCommand() {
+  return std::make_unique<TrainCommand>();
+}
+
+} // namespace moec::driver

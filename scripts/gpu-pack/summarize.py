@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Reads what run.sh left in OUTDIR and writes results.json and results.md.
+
+Usage: summarize.py OUTDIR [--steps N] [--unavailable STATUS]
+
+Loss curves of the cuda and cpu devices (same bundle, seed and data) must
+agree within the tolerances below; any unit-test failure, kernel-check
+failure, failed run or curve mismatch makes the exit status 1.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+# Relative tolerances on the training loss, cuda against cpu: the first
+# steps (before rounding differences compound), every step, and the mean of
+# the last 20 steps. bf16 rounds activations, so it is looser.
+TOLERANCES = {
+    "f32": {"first20": 1e-3, "every": 5e-2, "last20": 1e-2},
+    "bf16": {"first20": 2e-2, "every": 1e-1, "last20": 3e-2},
+    "f64": {"first20": 1e-6, "every": 1e-3, "last20": 1e-4},
+}
+
+
+def read_tsv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def read_metrics(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    rows.append(json.loads(line))
+    return rows
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-3)
+
+
+def compare(cuda, cpu, dtype):
+    tol = TOLERANCES.get(dtype, TOLERANCES["f32"])
+    n = min(len(cuda), len(cpu))
+    if n == 0:
+        return {"passed": False, "why": "no steps to compare"}
+    diffs = []
+    for a, b in zip(cuda[:n], cpu[:n]):
+        la, lb = a.get("loss"), b.get("loss")
+        if la is None or lb is None or not math.isfinite(la):
+            return {"passed": False, "why": f"non-finite loss at step {a.get('step')}"}
+        diffs.append(relative(la, lb))
+    first = max(diffs[:20])
+    every = max(diffs)
+    tail = min(20, n)
+    mean_cuda = statistics.fmean(r["loss"] for r in cuda[n - tail:n])
+    mean_cpu = statistics.fmean(r["loss"] for r in cpu[n - tail:n])
+    last = relative(mean_cuda, mean_cpu)
+    worst = diffs.index(every) + 1
+    failures = []
+    if first > tol["first20"]:
+        failures.append(f"first 20 steps differ by {first:.2e} > {tol['first20']:.0e}")
+    if every > tol["every"]:
+        failures.append(f"step {worst} differs by {every:.2e} > {tol['every']:.0e}")
+    if last > tol["last20"]:
+        failures.append(f"last-20 mean differs by {last:.2e} > {tol['last20']:.0e}")
+    if len(cuda) != len(cpu):
+        failures.append(f"{len(cuda)} cuda steps against {len(cpu)} cpu steps")
+    return {
+        "passed": not failures,
+        "why": "; ".join(failures),
+        "steps": n,
+        "first20_max_rel": first,
+        "max_rel": every,
+        "max_rel_step": worst,
+        "last20_mean_rel": last,
+        "first_loss": {"cuda": cuda[0]["loss"], "cpu": cpu[0]["loss"]},
+        "last20_mean_loss": {"cuda": mean_cuda, "cpu": mean_cpu},
+        "tolerance": tol,
+    }
+
+
+def timing(rows, tokens_per_step):
+    steady = [r["time_s"] for r in rows[1:]] or [r["time_s"] for r in rows]
+    if not steady:
+        return {}
+    ms = statistics.median(steady) * 1e3
+    host = [r.get("host_s", 0.0) for r in rows[1:]] or [0.0]
+    return {
+        "ms_per_step": ms,
+        "tokens_per_s": tokens_per_step / (ms / 1e3) if ms > 0 else None,
+        "host_ms_per_step": statistics.median(host) * 1e3,
+        "first_step_s": rows[0]["time_s"],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("outdir")
+    parser.add_argument("--steps", type=int, default=0)
+    parser.add_argument("--unavailable", type=int, default=0)
+    args = parser.parse_args()
+    out = args.outdir
+    logs = os.path.join(out, "logs")
+
+    def text(name):
+        path = os.path.join(logs, name)
+        return open(path).read().strip() if os.path.exists(path) else ""
+
+    result = {
+        "moec": text("version.txt"),
+        "machine": text("info.txt").splitlines(),
+        "nvidia_smi": text("nvidia-smi.txt"),
+        "steps": args.steps,
+    }
+    if args.unavailable:
+        result["unavailable"] = {"status": args.unavailable, "why": text("info.err")}
+        result["passed"] = False
+        write(out, result)
+        return args.unavailable
+
+    checks = []
+    for kind, name, rc, detail in read_tsv(os.path.join(out, "checks.tsv")):
+        checks.append({"kind": kind, "name": name, "passed": rc == "0",
+                       "exit": int(rc), "detail": detail})
+    runs = []
+    for row in read_tsv(os.path.join(out, "runs.tsv")):
+        name, cold, rc_cold, warm, rc_warm, gpu, rc_gpu, cpu, rc_cpu = row
+        example, arch, dtype = name.rsplit(".", 2)
+        with open(os.path.join(out, "bundles", name + ".bundle.json")) as f:
+            training = json.load(f)["training"]
+        tokens = training["batch"] * training["seq_len"]
+        cuda = read_metrics(os.path.join(logs, name + ".cuda.jsonl"))
+        cpu_rows = read_metrics(os.path.join(logs, name + ".cpu.jsonl"))
+        exits = {"cold": int(rc_cold), "warm": int(rc_warm),
+                 "cuda": int(rc_gpu), "cpu": int(rc_cpu)}
+        run = {
+            "name": name, "example": example, "arch": arch, "dtype": dtype,
+            "tokens_per_step": tokens,
+            "cold_start_s": float(cold), "warm_start_s": float(warm),
+            "cuda": timing(cuda, tokens), "cpu": timing(cpu_rows, tokens),
+            "exits": exits,
+        }
+        if any(exits.values()):
+            run["comparison"] = {"passed": False,
+                                 "why": f"a run failed: exit statuses {exits}"}
+        else:
+            run["comparison"] = compare(cuda, cpu_rows, dtype)
+        runs.append(run)
+    result["checks"] = checks
+    result["runs"] = runs
+    result["passed"] = (all(c["passed"] for c in checks) and
+                        all(r["comparison"]["passed"] for r in runs) and
+                        bool(runs))
+    write(out, result)
+    return 0 if result["passed"] else 1
+
+
+def write(out, result):
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    lines = ["# moec GPU suite", ""]
+    lines += ["```"] + [result["moec"]] + result["machine"] + ["```", ""]
+    if "unavailable" in result:
+        lines += [f"Not run: {result['unavailable']['why']} "
+                  f"(exit {result['unavailable']['status']})", ""]
+    if result.get("checks"):
+        lines += ["| check | name | result | detail |", "|---|---|---|---|"]
+        for c in result["checks"]:
+            verdict = "pass" if c["passed"] else f"FAIL (exit {c['exit']})"
+            lines.append(f"| {c['kind']} | {c['name']} | {verdict} | {c['detail']} |")
+        lines.append("")
+    if result.get("runs"):
+        lines += [f"Training, {result['steps']} steps, seed 1, cuda against cpu "
+                  "(ms/step and host ms/step are medians over steps 2..N; cold "
+                  "start: process start to the first step done with an empty "
+                  "kernel cache; warm: the same with the cache filled).", "",
+                  "| model | cold start s | warm start s | cuda ms/step | cuda tok/s "
+                  "| host ms/step | cpu ms/step | loss first (cuda/cpu) | "
+                  "loss last 20 (cuda/cpu) | max rel. diff | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in result["runs"]:
+            c, g, p = r["comparison"], r["cuda"], r["cpu"]
+            def f(v, spec):
+                return format(v, spec) if isinstance(v, (int, float)) else "-"
+            first = c.get("first_loss", {})
+            last = c.get("last20_mean_loss", {})
+            lines.append(
+                f"| {r['name']} | {r['cold_start_s']:.2f} | {r['warm_start_s']:.2f} "
+                f"| {f(g.get('ms_per_step'), '.2f')} | {f(g.get('tokens_per_s'), '.0f')} "
+                f"| {f(g.get('host_ms_per_step'), '.3f')} | {f(p.get('ms_per_step'), '.1f')} "
+                f"| {f(first.get('cuda'), '.4f')}/{f(first.get('cpu'), '.4f')} "
+                f"| {f(last.get('cuda'), '.4f')}/{f(last.get('cpu'), '.4f')} "
+                f"| {f(c.get('max_rel'), '.1e')} "
+                f"| {'pass' if c['passed'] else 'FAIL: ' + c.get('why', '')} |")
+        lines += ["", "Tolerances (relative, on the loss): " + "; ".join(
+            f"{d}: first 20 steps {t['first20']:.0e}, every step {t['every']:.0e}, "
+            f"mean of the last 20 {t['last20']:.0e}" for d, t in TOLERANCES.items()), ""]
+    lines.append("Result: " + ("PASS" if result["passed"] else "FAIL"))
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the GPU pack with scripts/gpu-pack.sh and checks it on this machine,
+# which has no GPU: its size, that nothing in it needs LLVM, MLIR or a
+# library outside the pack, that its runtime-only moec trains a packed
+# bundle on the cpu and emu devices under `env -i`, lists the same bundle
+# commands as the full build and refuses to compile in one line, and that
+# run.sh reports the missing GPU in one line with its own exit status.
+# Usage: check-pack.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src="$1"
+build="$2"
+work="$build/test/pack-work"
+pack="$work/pack"
+mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+
+MOEC_COMPILER="$build/bin/moec" MOEC_PACK_BUILD="$build/pack-build" \
+  MOEC_JOBS="${MOEC_JOBS:-2}" bash "$src/scripts/gpu-pack.sh" "$pack"
+
+size=$(du -sb "$pack" | cut -f1)
+[ "$size" -le $((48 * 1024 * 1024)) ] || fail "the pack is $size bytes"
+echo "pack: $size bytes"
+
+for f in "$pack"/bin/* "$pack"/lib/*.so*; do
+  if ldd "$f" | grep -iE 'llvm|mlir|fmt|openblas|boost|not found'; then
+    fail "$f needs a library a bare GPU machine lacks"
+  fi
+done
+echo "ldd: no LLVM, MLIR, fmt, OpenBLAS or Boost; nothing missing"
+
+# The bundle commands of both builds: the same names, in the same order.
+commands() { "$1" --help | sed -n '/^commands:/,/^$/p' | awk 'NF {print $1}'; }
+full=$(commands "$build/bin/moec")
+packed=$(commands "$pack/bin/moec")
+[ "$full" = "$packed" ] || fail "command lists differ: [$full] vs [$packed]"
+for c in train run check-kernels precompile info; do
+  "$pack/bin/moec" "$c" --help > "$work/$c.help"
+  "$build/bin/moec" "$c" --help | diff - "$work/$c.help" ||
+    fail "moec $c --help differs between the builds"
+done
+echo "help: both builds list the same commands and flags"
+
+set +e
+message=$("$pack/bin/moec" compile "$src/examples/moe_lm.moe" -o "$work/x.json" 2>&1)
+status=$?
+set -e
+[ $status -eq 1 ] || fail "compile in the runtime-only build exited $status"
+[ "$(echo "$message" | wc -l)" -eq 1 ] || fail "more than one line: $message"
+echo "$message" | grep -q "runtime-only build" || fail "unexpected: $message"
+echo "compile: $message"
+
+bundle="$work/moe_lm.bundle.json"
+gunzip -c "$pack/bundles/moe_lm.sm_90.f32.bundle.json.gz" > "$bundle"
+cd "$work"
+env -i "$pack/bin/moec" train "$bundle" --device cpu --steps 3 \
+  --valid-batches 1 --save "$work/ck.safetensors" | tee "$work/cpu.txt"
+grep -q "step     3/3" "$work/cpu.txt" || fail "no third step on the cpu"
+env -i "$pack/bin/moec" run "$bundle" --weights "$work/ck.safetensors" \
+  --prompt "The " --max-tokens 8 | grep -q "generated:" || fail "run failed"
+env -i HOME="$work" MOEC_CACHE_DIR="$work/cache" "$pack/bin/moec" train \
+  "$bundle" --device emu --steps 2 --valid-batches 0 | tee "$work/emu.txt"
+grep -q "step     2/2" "$work/emu.txt" || fail "no second step on emu"
+
+set +e
+start=$(date +%s)
+"$pack/run.sh" "$work/results" > "$work/run.txt" 2>&1
+status=$?
+seconds=$(( $(date +%s) - start ))
+set -e
+cat "$work/run.txt"
+[ $status -eq 3 ] || fail "run.sh without a driver exited $status, not 3"
+[ $seconds -le 30 ] || fail "run.sh took $seconds s to give up"
+[ "$(grep -c '^run.sh:' "$work/run.txt")" -eq 1 ] || fail "not one run.sh line"
+grep -q '^run.sh: the cuda device cannot run here: no CUDA driver' \
+  "$work/run.txt" || fail "run.sh did not say what is missing"
+grep -q '"status": 3' "$work/results/results.json" ||
+  fail "results.json does not record the status"
+echo "pack checks passed"
