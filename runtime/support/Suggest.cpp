@@ -38,7 +38,10 @@ std::string nearestName(std::string_view name,
                         const std::vector<std::string> &candidates) {
   if (std::find(candidates.begin(), candidates.end(), name) != candidates.end())
     return "";
-  unsigned threshold = std::max<unsigned>(1, name.size() / 3);
+  // One edit in a name of three letters or fewer is a different word
+  // ("gpu" is not "cpu").
+  unsigned threshold =
+      name.size() > 3 ? std::max<unsigned>(1, name.size() / 3) : 0;
   std::string best;
   unsigned bestDistance = threshold + 1;
   for (const std::string &candidate : candidates) {

@@ -2,8 +2,9 @@
 //
 // One rule for every suggestion moec makes (command-line flags, settings,
 // layers, functions): the candidate nearest to the misspelt name by edit
-// distance, where an adjacent swap and a change of case count as one edit,
-// within a third of the name's length. Plain C++, shared by the runtime and
+// distance, where an adjacent swap counts as one edit and a change of case
+// as none, within a third of the name's length (names of up to three
+// letters: only a change of case). Plain C++, shared by the runtime and
 // the compiler.
 //
 //===----------------------------------------------------------------------===//
@@ -22,7 +23,8 @@ namespace moec::support {
 /// nothing: "adamW" is 0 away from "adamw".
 unsigned typoDistance(std::string_view a, std::string_view b);
 
-/// The candidate nearest to `name` within max(1, |name| / 3) edits, ties to
+/// The candidate nearest to `name` within max(1, |name| / 3) edits (0 for
+/// names of up to three letters), ties to
 /// the first; failing that, a candidate that `name` qualifies with a prefix
 /// ("num_experts" -> "experts"). Empty when none fits or `name` is itself a
 /// candidate.
