@@ -44,7 +44,7 @@ std::vector<DimExpr> readDims(const JsonReader &r) {
       dims.emplace_back(d.integer(0, kMaxElements));
       continue;
     }
-    std::optional<DimExpr> e = DimExpr::parse(d.string());
+    std::optional<DimExpr> e = parseDimExpr(d.string());
     if (!e)
       d.fail(fmt::format("\"{}\" is not a dimension (an integer or a "
                          "product of symbols such as \"2*B*S\")",
@@ -202,7 +202,7 @@ GridDimDesc readGridDim(const JsonReader &r) {
     d.extent = DimExpr(r.integer(1, int64_t(1) << 31));
     return d;
   }
-  std::optional<DimExpr> extent = DimExpr::parse(r.stringField("extent"));
+  std::optional<DimExpr> extent = parseDimExpr(r.stringField("extent"));
   if (!extent)
     r.field("extent").fail(fmt::format("\"{}\" is not a dimension",
                                        r.stringField("extent")));
@@ -250,7 +250,7 @@ LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
       l.scalars.emplace_back(v.integer());
       continue;
     }
-    std::optional<DimExpr> e = DimExpr::parse(v.string());
+    std::optional<DimExpr> e = parseDimExpr(v.string());
     if (!e)
       v.fail(fmt::format("\"{}\" is not a size expression", v.string()));
     l.scalars.push_back(*e);

@@ -1,44 +1,30 @@
 //===- DimExpr.h - symbolic buffer dimensions -------------------*- C++ -*-===//
 //
 // A bundle dimension is an integer or a monomial over run-time symbols such
-// as "B", "S" or "2*B*S" (the compiler's SymDim, in text). The runtime binds
-// the symbols from its inputs and evaluates every buffer's size.
+// as "B", "S" or "2*B*S": the compiler's symbolic dimension, in text (one
+// class for both, moec/support/SymbolicDim.h). The runtime binds the
+// symbols from its inputs and evaluates every buffer's size.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MOEC_RUNTIME_DIMEXPR_H
 #define MOEC_RUNTIME_DIMEXPR_H
 
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
+#include "moec/support/SymbolicDim.h"
 
 namespace moec::detail {
 
-using SymbolValues = std::map<std::string, int64_t>;
+using DimExpr = support::SymbolicDim;
+using SymbolValues = support::SymbolValues;
 
-class DimExpr {
-public:
-  DimExpr(int64_t value = 0) : coef(value) {}
-  /// Parses "128", "B", "2*B*S", "S^2"; nullopt on anything else.
-  static std::optional<DimExpr> parse(const std::string &text);
-
-  bool isStatic() const { return factors.empty(); }
-  /// A single symbol with exponent and coefficient 1, e.g. "B".
-  std::optional<std::string> asSymbol() const;
-  const std::map<std::string, int> &symbols() const { return factors; }
-
-  /// The value under `values`; nullopt if a symbol is unbound or the value
-  /// overflows.
-  std::optional<int64_t> evaluate(const SymbolValues &values) const;
-  std::string str() const;
-
-private:
-  int64_t coef = 1;
-  std::map<std::string, int> factors;
-};
+/// A dimension as a bundle may write it: SymbolicDim's text, but never the
+/// unknown size `?`.
+inline std::optional<DimExpr> parseDimExpr(const std::string &text) {
+  std::optional<DimExpr> d = DimExpr::parse(text);
+  if (d && d->isUnknown())
+    return std::nullopt;
+  return d;
+}
 
 } // namespace moec::detail
 

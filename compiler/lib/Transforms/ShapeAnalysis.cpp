@@ -22,7 +22,7 @@ static FailureOr<SymShape> argumentShape(func::FuncOp func, unsigned i) {
            << "argument #" << i << " has " << dims.size()
            << " moe.dims entries for a tensor of rank " << type.getRank();
   for (auto [d, attr] : llvm::enumerate(dims)) {
-    std::optional<SymDim> dim = SymDim::fromAttr(attr);
+    std::optional<SymDim> dim = fromDimAttr(attr);
     if (!dim || (type.isDynamicDim(d) == dim->isStatic()) ||
         (dim->isStatic() && dim->getStatic() != type.getDimSize(d)))
       return emitError(arg.getLoc())

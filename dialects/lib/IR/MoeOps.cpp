@@ -155,7 +155,7 @@ LogicalResult StateOp::verify() {
                                     << " entries for a tensor of rank "
                                     << type.getRank();
   for (auto [i, attr] : llvm::enumerate(getDims())) {
-    std::optional<SymDim> dim = SymDim::fromAttr(attr);
+    std::optional<SymDim> dim = fromDimAttr(attr);
     if (!dim || dim->isUnknown())
       return emitOpError("dims entry #")
              << i << " must be a size or a symbol expression, got " << attr;
