@@ -11,41 +11,40 @@
 
 namespace moec {
 
-enum class Act { Identity, Relu, GeluTanh, GeluErf, Silu, Tanh };
 
 /// f(x) of an activation, computed in float.
-template <Act K> MOEC_DEVICE float activate(float x) {
-  if (K == Act::Identity)
+template <Activation K> MOEC_DEVICE float activate(float x) {
+  if (K == Activation::Identity)
     return x;
-  if (K == Act::Relu)
+  if (K == Activation::Relu)
     return x > 0.0f ? x : 0.0f;
-  if (K == Act::GeluTanh) {
+  if (K == Activation::GeluTanh) {
     float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
     return 0.5f * x * (1.0f + t);
   }
-  if (K == Act::GeluErf)
+  if (K == Activation::GeluErf)
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  if (K == Act::Silu)
+  if (K == Activation::Silu)
     return x / (1.0f + expf(-x));
   return tanhf(x);
 }
 
 /// f'(x) of an activation (relu'(0) = 0).
-template <Act K> MOEC_DEVICE float activateGrad(float x) {
-  if (K == Act::Identity)
+template <Activation K> MOEC_DEVICE float activateGrad(float x) {
+  if (K == Activation::Identity)
     return 1.0f;
-  if (K == Act::Relu)
+  if (K == Activation::Relu)
     return x > 0.0f ? 1.0f : 0.0f;
-  if (K == Act::GeluTanh) {
+  if (K == Activation::GeluTanh) {
     float x2 = x * x;
     float t = tanhf(0.7978845608028654f * (x + 0.044715f * x2 * x));
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f *
                                    (1.0f + 3.0f * 0.044715f * x2);
   }
-  if (K == Act::GeluErf)
+  if (K == Activation::GeluErf)
     return 0.5f * (1.0f + erff(x * 0.7071067811865476f)) +
            x * expf(-0.5f * x * x) * 0.3989422804014327f;
-  if (K == Act::Silu) {
+  if (K == Activation::Silu) {
     float s = 1.0f / (1.0f + expf(-x));
     return s * (1.0f + x * (1.0f - s));
   }
@@ -88,21 +87,20 @@ MOEC_DEVICE double philoxUniform(uint64_t seed, uint64_t stream,
   return static_cast<double>(w >> 8) * (1.0 / 16777216.0);
 }
 
-enum class Schedule { Constant, Linear, InverseSqrt, Cosine };
 
 /// moe.lr_schedule at 1-based step `s`, in double.
-template <Schedule K>
+template <LrSchedule K>
 MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
                                 int64_t total, double final) {
   double step = static_cast<double>(s), w = static_cast<double>(warmup);
-  if (K != Schedule::Constant && s < warmup)
+  if (K != LrSchedule::Constant && s < warmup)
     return base * step / w;
-  if (K == Schedule::Constant)
+  if (K == LrSchedule::Constant)
     return base;
-  if (K == Schedule::InverseSqrt)
+  if (K == LrSchedule::InverseSqrt)
     return warmup > 0 ? base * sqrt(w / step) : base / sqrt(step);
   double span = total - warmup > 1 ? static_cast<double>(total - warmup) : 1.0;
-  if (K == Schedule::Linear) {
+  if (K == LrSchedule::Linear) {
     double left = total - s > 0 ? static_cast<double>(total - s) : 0.0;
     return final + (base - final) * left / span;
   }

@@ -37,9 +37,6 @@ typedef unsigned long long uint64_t;
 
 namespace moec {
 
-constexpr int kMaxKernelBuffers = 192;
-constexpr int kMaxKernelScalars = 16;
-
 /// The single argument of every generated kernel (see CODEGEN.md).
 struct KernelParams {
   void *buffers[kMaxKernelBuffers];

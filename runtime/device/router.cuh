@@ -16,10 +16,6 @@
 
 namespace moec {
 
-enum class GateKind { Raw, RenormDetached, SoftmaxTopK, Unit };
-enum class CapacityKind { None, Switch, Tutel, SparseMixer };
-enum class BalanceKind { AllSlots, Top1, AnyTopK };
-
 struct RouterParams {
   int64_t tokens;
   // Inputs: h [T, D] and w [D, E] (+ bias [E]) when the logits are computed
@@ -37,21 +33,21 @@ struct RouterParams {
   int64_t minCapacity;
 };
 
-template <int E, int K, CapacityKind Cap>
+template <int E, int K, Capacity Cap>
 MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
   int64_t c = 0;
-  if (Cap == CapacityKind::Switch)
+  if (Cap == Capacity::Switch)
     c = static_cast<int64_t>(ceil(cf * K * static_cast<double>(n) / E));
-  else if (Cap == CapacityKind::Tutel)
+  else if (Cap == Capacity::Tutel)
     c = K * static_cast<int64_t>(floor(cf * static_cast<double>((n + E - 1) / E)));
-  else if (Cap == CapacityKind::SparseMixer)
+  else if (Cap == Capacity::SparseMixer)
     c = static_cast<int64_t>(rint(cf * static_cast<double>(n) / E));
   return c > minimum ? c : minimum;
 }
 
 /// grid ceil(T / (THREADS / 32)); one warp per token.
-template <int D, int E, int K, int THREADS, bool Linear, GateKind Gate,
-          CapacityKind Cap, bool Bpr, BalanceKind Balance>
+template <int D, int E, int K, int THREADS, bool Linear, GateWeighting Gate,
+          Capacity Cap, bool Bpr, BalanceLoss Balance>
 MOEC_DEVICE void routerKernel(const RouterParams r) {
   static_assert(E <= 64, "the router keeps two experts per lane");
   constexpr int kWarps = THREADS / 32;
@@ -131,9 +127,9 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
     if (lane == 0) {
       for (int j = 0; j < K; ++j) {
         float g = chosen[j];
-        if (Gate == GateKind::RenormDetached || Gate == GateKind::SoftmaxTopK)
+        if (Gate == GateWeighting::RenormDetached || Gate == GateWeighting::SoftmaxTopK)
           g = chosen[j] / selSum;
-        else if (Gate == GateKind::Unit)
+        else if (Gate == GateWeighting::Unit)
           g = 1.0f;
         r.expert[t * K + j] = chosenExpert[j];
         if (r.gates)
@@ -185,7 +181,7 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
   // f counts (before capacity drops), integer atomics: order-free.
   for (int64_t a = threadIdx.x; a < n * K; a += THREADS) {
     int j = static_cast<int>(a % K);
-    if (Balance == BalanceKind::Top1 && j != 0)
+    if (Balance == BalanceLoss::Top1 && j != 0)
       continue;
     atomicAdd(&counts[r.expert[a]], 1);
   }
@@ -197,7 +193,7 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
     if (r.zloss)
       r.zloss[0] = zs / static_cast<float>(n);
     if (r.balance) {
-      float denom = Balance == BalanceKind::AllSlots ? static_cast<float>(n * K)
+      float denom = Balance == BalanceLoss::AllSlots ? static_cast<float>(n * K)
                                                      : static_cast<float>(n);
       float sum = 0.0f;
       for (int e = 0; e < E; ++e)
@@ -219,7 +215,7 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
     __syncthreads();
   }
   const int64_t capacity =
-      Cap == CapacityKind::None ? (int64_t(1) << 62)
+      Cap == Capacity::None ? (int64_t(1) << 62)
                                 : routerCapacity<E, K, Cap>(n, r.capacityFactor,
                                                             r.minCapacity);
   for (int e = threadIdx.x; e < E; e += THREADS)
@@ -257,7 +253,7 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
 
 /// d logits of moe.topk_router for one token per warp (grid ceil(T /
 /// warps)). dgates and dprobs may be null.
-template <int E, int K, int THREADS, GateKind Gate>
+template <int E, int K, int THREADS, GateWeighting Gate>
 MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
                                 gptr<const int32_t> expert,
                                 gptr<const int32_t> slot,
@@ -275,7 +271,7 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
       dp[s] = dprobs ? dprobs[t * E + e] : 0.0f;
     }
   }
-  if (dgates && Gate != GateKind::Unit) {
+  if (dgates && Gate != GateWeighting::Unit) {
     // Every lane walks the k choices; the lane owning expert e adds its part.
     float sel = 0.0f;
     for (int j = 0; j < K; ++j)
@@ -291,9 +287,9 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
       for (int s = 0; s < 2; ++s) {
         if (lane + 32 * s != e)
           continue;
-        if (Gate == GateKind::Raw)
+        if (Gate == GateWeighting::Raw)
           dp[s] += dg;
-        else if (Gate == GateKind::RenormDetached)
+        else if (Gate == GateWeighting::RenormDetached)
           dp[s] += dg / sel;
         else // SoftmaxTopK: softmax over the selected logits
           direct[s] += p[s] / sel * (dg - gdg);
@@ -335,7 +331,7 @@ MOEC_DEVICE void zLossGradRows(int64_t tokens, gptr<const float> logits,
 
 /// The f_e of moe.switch_loss (counted before drops) into `f` [E]; one
 /// block.
-template <int E, int K, int THREADS, BalanceKind Balance>
+template <int E, int K, int THREADS, BalanceLoss Balance>
 MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const int32_t> expert,
                                      gptr<float> f) {
   MOEC_SHARED(int, counts, E);
@@ -343,12 +339,12 @@ MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const int32_t> expert,
     counts[e] = 0;
   __syncthreads();
   for (int64_t a = threadIdx.x; a < tokens * K; a += THREADS) {
-    if (Balance == BalanceKind::Top1 && a % K != 0)
+    if (Balance == BalanceLoss::Top1 && a % K != 0)
       continue;
     atomicAdd(&counts[expert[a]], 1);
   }
   __syncthreads();
-  const float denom = Balance == BalanceKind::AllSlots
+  const float denom = Balance == BalanceLoss::AllSlots
                           ? static_cast<float>(tokens * K)
                           : static_cast<float>(tokens);
   for (int e = threadIdx.x; e < E; e += THREADS)

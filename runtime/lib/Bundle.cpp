@@ -6,6 +6,7 @@
 #include "cpu/Kernel.h"
 #include "moec/Bundle.h"
 #include "moec/Error.h"
+#include "moec/support/MoeDefs.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -237,13 +238,15 @@ LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
   l.sharedBytes = r.field("shared_bytes").integer(0, 232448);
   const int64_t count = static_cast<int64_t>(program.buffers.size());
   JsonReader buffers = r.field("buffers").array();
-  if (buffers.size() > 192)
-    buffers.fail("more than 192 kernel buffers");
+  if (buffers.size() > size_t(defs::kMaxKernelBuffers))
+    buffers.fail(fmt::format("more than {} kernel buffers",
+                             defs::kMaxKernelBuffers));
   for (size_t i = 0; i < buffers.size(); ++i)
     l.buffers.push_back(buffers.at(i).integer(-1, count - 1));
   JsonReader scalars = r.field("scalars").array();
-  if (scalars.size() > 16)
-    scalars.fail("more than 16 kernel scalars");
+  if (scalars.size() > size_t(defs::kMaxKernelScalars))
+    scalars.fail(fmt::format("more than {} kernel scalars",
+                             defs::kMaxKernelScalars));
   for (size_t i = 0; i < scalars.size(); ++i) {
     JsonReader v = scalars.at(i);
     if (v.json().is_number_integer()) {

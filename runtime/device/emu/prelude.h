@@ -64,6 +64,12 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+// The emu device passes the kernel ABI's buffer count, so that this file
+// and the device library share one number.
+#ifndef MOEC_EMU_MAX_BUFFERS
+#error "build with -DMOEC_EMU_MAX_BUFFERS=<the kernel ABI's buffer count>"
+#endif
+
 #if defined(MOEC_EMU_CHECK) && !defined(MOEC_EMU_UNTRACKED_SHARED)
 #define MOEC_EMU_TRACK_SHARED 1
 #endif
@@ -87,12 +93,12 @@ typedef struct moec_emu_launch {
   unsigned long long sharedBytes; ///< dynamic shared memory per block
   unsigned long long stackBytes;  ///< fiber stack per thread; 0: 64 KiB
   /// Byte size of each buffer of KernelParams (0: unknown, not checked).
-  unsigned long long bufferBytes[192];
+  unsigned long long bufferBytes[MOEC_EMU_MAX_BUFFERS];
 } moec_emu_launch;
 }
 static_assert(offsetof(moec_emu_launch, sharedBytes) == 40 &&
                   offsetof(moec_emu_launch, bufferBytes) == 56 &&
-                  sizeof(moec_emu_launch) == 1592,
+                  sizeof(moec_emu_launch) == 56 + 8 * MOEC_EMU_MAX_BUFFERS,
               "the launcher ABI is fixed (EmuCompiler.cpp mirrors it)");
 
 //===----------------------------------------------------------------------===//
@@ -178,7 +184,7 @@ namespace detail {
 constexpr unsigned kWarpSize = 32;
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr unsigned long long kMaxSharedBytes = 227ull * 1024; // sm_90 opt-in
-constexpr unsigned kMaxBuffers = 192;
+constexpr unsigned kMaxBuffers = MOEC_EMU_MAX_BUFFERS;
 constexpr size_t kDefaultStackBytes = 64 * 1024;
 constexpr unsigned kMaxHostThreads = 256;
 

@@ -10,6 +10,7 @@
 #include "CudaDevice.h"
 #include "CudaDriver.h"
 #include "KernelCache.h"
+#include "KernelParams.h"
 #include "KernelSource.h"
 #include "LaunchShape.h"
 #include "moec/Error.h"
@@ -25,16 +26,6 @@ namespace moec::detail::cuda {
 
 namespace {
 
-/// Host mirror of moec::KernelParams (runtime/device/prelude.cuh), the one
-/// argument of every generated kernel.
-constexpr int kMaxKernelBuffers = 192;
-constexpr int kMaxKernelScalars = 16;
-struct KernelParams {
-  void *buffers[kMaxKernelBuffers];
-  int64_t scalars[kMaxKernelScalars];
-};
-static_assert(sizeof(KernelParams) == 1664,
-              "KernelParams must match runtime/device/prelude.cuh");
 
 /// Launches need no attribute up to this much dynamic shared memory.
 constexpr int64_t kDefaultDynamicShared = 48 * 1024;

@@ -52,7 +52,7 @@ struct LaunchAbi {
 };
 static_assert(offsetof(LaunchAbi, sharedBytes) == 40 &&
                   offsetof(LaunchAbi, bufferBytes) == 56 &&
-                  sizeof(LaunchAbi) == 1592,
+                  sizeof(LaunchAbi) == 56 + 8 * kMaxKernelBuffers,
               "layout of moec_emu_launch in runtime/device/emu/prelude.h");
 constexpr unsigned kAbiVersion = 1; // MOEC_EMU_ABI_VERSION
 
@@ -295,7 +295,9 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
   // two loaded libraries never interpose each other's prelude.
   std::vector<std::string> flags = {
       "-std=c++17",          "-g",       "-fPIC",     "-shared",
-      "-fvisibility=hidden", "-pthread", "-DMOEC_EMU"};
+      "-fvisibility=hidden", "-pthread", "-DMOEC_EMU",
+      // The kernel ABI's buffer count (moec/support/MoeDefs.h).
+      fmt::format("-DMOEC_EMU_MAX_BUFFERS={}", kMaxKernelBuffers)};
   if (!options.optimization.empty())
     flags.insert(flags.begin() + 1, options.optimization);
   if (options.check)

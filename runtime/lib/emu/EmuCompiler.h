@@ -12,6 +12,8 @@
 #define MOEC_RUNTIME_EMU_EMUCOMPILER_H
 
 #include <array>
+#include "KernelParams.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,15 +21,9 @@
 
 namespace moec::emu {
 
-constexpr int kMaxKernelBuffers = 192;
-constexpr int kMaxKernelScalars = 16;
-
-/// Host mirror of the device library's moec::KernelParams (prelude.cuh).
-struct KernelParams {
-  void *buffers[kMaxKernelBuffers] = {};
-  int64_t scalars[kMaxKernelScalars] = {};
-};
-static_assert(sizeof(KernelParams) == 1664, "layout of moec::KernelParams");
+using detail::KernelParams;
+using detail::kMaxKernelBuffers;
+using detail::kMaxKernelScalars;
 
 /// How a translation unit is built.
 struct EmuOptions {

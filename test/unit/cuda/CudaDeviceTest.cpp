@@ -12,12 +12,13 @@
 #include "cuda/CudaDevice.h"
 #include "CudaTestUtil.h"
 #include "FakeCudaDriver.h"
+#include "KernelParams.h"
 #include "ProgramRunner.h"
 #include "moec/DeviceLibrary.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <cstdlib>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -54,12 +55,7 @@ fake::State &fakeState() {
   return *get();
 }
 
-/// The host mirror of moec::KernelParams.
-struct Params {
-  void *buffers[192];
-  int64_t scalars[16];
-};
-static_assert(sizeof(Params) == 1664);
+using Params = detail::KernelParams;
 
 Params paramsOf(const fake::Launch &launch) {
   Params p;

@@ -10,6 +10,7 @@
 
 #include "CudaTestUtil.h"
 #include "Device.h"
+#include "KernelParams.h"
 #include "cuda/CudaDriver.h"
 #include "cuda/Nvrtc.h"
 #include "moec/Cuda.h"
@@ -25,11 +26,7 @@ using namespace moec::detail::cuda;
 
 namespace {
 
-/// Host mirror of moec::KernelParams (runtime/device/prelude.cuh).
-struct KernelParams {
-  void *buffers[192];
-  int64_t scalars[16];
-};
+using detail::KernelParams;
 
 /// The GPU 0 context, or a skip reason.
 class GpuContext {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FakeCudaDriver.h"
+#include "KernelParams.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -179,7 +180,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
     return kInvalidValue;
   Launch launch{name, {gx, gy, gz}, {bx, by, bz}, shared, {}, false};
   const uint8_t *bytes = static_cast<const uint8_t *>(params[0]);
-  launch.params.assign(bytes, bytes + 1664);
+  launch.params.assign(bytes, bytes + sizeof(moec::detail::KernelParams));
   (capturing ? captured : state.launches).push_back(std::move(launch));
   return kSuccess;
 }

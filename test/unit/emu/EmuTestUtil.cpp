@@ -27,8 +27,8 @@ std::string readFile(const std::string &path) {
 
 std::string deviceHeaders() {
   std::string dir = MOEC_DEVICE_DIR;
-  return readFile(dir + "/prelude.cuh") + readFile(dir + "/mma.cuh") +
-         readFile(dir + "/gemm.cuh");
+  return readFile(dir + "/defs.cuh") + readFile(dir + "/prelude.cuh") +
+         readFile(dir + "/mma.cuh") + readFile(dir + "/gemm.cuh");
 }
 
 EmuOptions testOptions(bool check) {

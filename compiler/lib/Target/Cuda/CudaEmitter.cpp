@@ -60,7 +60,7 @@ FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
         code.steps.push_back(step.getInt());
     ctx.code.groups.push_back(code);
     GroupEmitter emitter(ctx, group);
-    if (failed(emitGroup(emitter)))
+    if (failed(emitGroup(emitter)) || emitter.exceededAbi())
       return failure();
   }
   return std::move(ctx.code);

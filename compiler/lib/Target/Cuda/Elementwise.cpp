@@ -23,20 +23,6 @@ bool isScalarValue(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank() == 0;
 }
 
-std::string scheduleName(LrSchedule kind) {
-  switch (kind) {
-  case LrSchedule::Constant:
-    return "Constant";
-  case LrSchedule::Linear:
-    return "Linear";
-  case LrSchedule::InverseSqrt:
-    return "InverseSqrt";
-  case LrSchedule::Cosine:
-    return "Cosine";
-  }
-  return "Constant";
-}
-
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
@@ -98,9 +84,9 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
       if (auto lr = dyn_cast<LrScheduleOp>(op)) {
         std::string v = e.fresh();
         w.line(llvm::formatv(
-            "const float {0} = static_cast<float>(moec::learningRate<moec::"
-            "Schedule::{1}>({2}, {3}, {4}LL, {5}LL, {6}));",
-            v, scheduleName(lr.getKind()), in[0],
+            "const float {0} = static_cast<float>(moec::learningRate<{1}>({2}, "
+            "{3}, {4}LL, {5}LL, {6}));",
+            v, deviceEnum(lr.getKind()), in[0],
             doubleLiteral(lr.getBaseLr().convertToDouble()),
             static_cast<int64_t>(lr.getWarmup()),
             static_cast<int64_t>(lr.getTotalSteps()),

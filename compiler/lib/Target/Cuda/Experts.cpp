@@ -21,25 +21,6 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-
-const char *actName(Activation a) {
-  switch (a) {
-  case Activation::Identity:
-    return "Identity";
-  case Activation::Relu:
-    return "Relu";
-  case Activation::GeluTanh:
-    return "GeluTanh";
-  case Activation::GeluErf:
-    return "GeluErf";
-  case Activation::Silu:
-    return "Silu";
-  case Activation::Tanh:
-    return "Tanh";
-  }
-  return "Identity";
-}
-
 /// The static sizes and scratch buffers of one expert group.
 struct Experts {
   Value x, expert, gates, slot, w1, b1, w2, b2, w3;
@@ -54,7 +35,7 @@ struct Experts {
   std::string gemm;
   int64_t offsets, tileStart, order;
 
-  std::string act_() const { return std::string("moec::Act::") + actName(act); }
+  std::string act_() const { return deviceEnum(act); }
 };
 
 template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {

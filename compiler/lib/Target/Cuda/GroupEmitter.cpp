@@ -2,6 +2,7 @@
 
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
+#include "moec/support/MoeDefs.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -131,6 +132,16 @@ std::string GroupEmitter::declared(CodeWriter &w, Value v, bool writable,
 void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
                                 GridDim z, int64_t threads,
                                 int64_t sharedBytes) {
+  if (args.size() > size_t(moec::defs::kMaxKernelBuffers) ||
+      scalars.size() > size_t(moec::defs::kMaxKernelScalars)) {
+    error("needs a kernel '")
+        << name << "' of " << args.size() << " buffers and "
+        << scalars.size() << " scalars, more than the kernel ABI's "
+        << moec::defs::kMaxKernelBuffers << " and "
+        << moec::defs::kMaxKernelScalars;
+    abiExceeded = true;
+    return;
+  }
   std::string header;
   llvm::raw_string_ostream os(header);
   os << "// group " << grp.id << " (" << grp.kind << "):";
@@ -186,23 +197,6 @@ GroupEmitter::elementwise(CodeWriter &w, Operation *op,
   auto def = [&](const Twine &expr) {
     w.line("const float " + v + " = " + expr + ";");
   };
-  auto activation = [](Activation kind) -> std::string {
-    switch (kind) {
-    case Activation::Identity:
-      return "Identity";
-    case Activation::Relu:
-      return "Relu";
-    case Activation::GeluTanh:
-      return "GeluTanh";
-    case Activation::GeluErf:
-      return "GeluErf";
-    case Activation::Silu:
-      return "Silu";
-    case Activation::Tanh:
-      return "Tanh";
-    }
-    return "Identity";
-  };
   auto dropout = [&](StringRef x, double rate, int64_t stream,
                      StringRef seed) {
     double keep = 1.0 - rate;
@@ -227,11 +221,10 @@ GroupEmitter::elementwise(CodeWriter &w, Operation *op,
   else if (isa<arith::MinimumFOp>(op))
     def("fminf(" + in[0] + ", " + in[1] + ")");
   else if (auto act = dyn_cast<ActivationOp>(op))
-    def("moec::activate<moec::Act::" + activation(act.getKind()) + ">(" +
-        in[0] + ")");
+    def("moec::activate<" + deviceEnum(act.getKind()) + ">(" + in[0] + ")");
   else if (auto grad = dyn_cast<ActivationGradOp>(op))
-    def("moec::activateGrad<moec::Act::" + activation(grad.getKind()) + ">(" +
-        in[0] + ") * " + in[1]);
+    def("moec::activateGrad<" + deviceEnum(grad.getKind()) + ">(" + in[0] +
+        ") * " + in[1]);
   else if (isa<CastOp>(op))
     def(in[0]); // computed in float; the store rounds to the buffer's type
   else if (auto drop = dyn_cast<DropoutOp>(op))
@@ -243,6 +236,30 @@ GroupEmitter::elementwise(CodeWriter &w, Operation *op,
   else
     return failure();
   return v;
+}
+
+namespace {
+template <typename DefsEnum, typename DialectEnum>
+std::string deviceEnumName(std::string_view type, DialectEnum value) {
+  return "moec::" + std::string(type) + "::" +
+         std::string(moec::defs::enumerator(static_cast<DefsEnum>(value)));
+}
+} // namespace
+
+std::string mlir::moe::cuda::deviceEnum(Activation value) {
+  return deviceEnumName<moec::defs::Activation>("Activation", value);
+}
+std::string mlir::moe::cuda::deviceEnum(GateWeighting value) {
+  return deviceEnumName<moec::defs::GateWeighting>("GateWeighting", value);
+}
+std::string mlir::moe::cuda::deviceEnum(Capacity value) {
+  return deviceEnumName<moec::defs::Capacity>("Capacity", value);
+}
+std::string mlir::moe::cuda::deviceEnum(BalanceLoss value) {
+  return deviceEnumName<moec::defs::BalanceLoss>("BalanceLoss", value);
+}
+std::string mlir::moe::cuda::deviceEnum(LrSchedule value) {
+  return deviceEnumName<moec::defs::LrSchedule>("LrSchedule", value);
 }
 
 StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,

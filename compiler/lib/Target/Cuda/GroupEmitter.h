@@ -13,6 +13,7 @@
 #include "CodeWriter.h"
 #include "moec/Target/CudaEmitter.h"
 #include "moec/Transforms/KernelGroups.h"
+#include "moe/IR/MoeOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>
 
@@ -74,7 +75,8 @@ public:
   std::string declared(CodeWriter &w, Value v, bool writable,
                        StringRef prefix);
   /// Finishes the kernel with `body` (the statements of the __global__) and
-  /// records its launch.
+  /// records its launch. A kernel with more buffers or scalars than the
+  /// kernel ABI allows is reported at the group and fails the group.
   void finishKernel(const std::string &body, GridDim x, GridDim y, GridDim z,
                     int64_t threads, int64_t sharedBytes = 0);
 
@@ -85,6 +87,8 @@ public:
                                      llvm::ArrayRef<std::string> operands,
                                      StringRef index);
   std::string fresh(StringRef prefix = "v");
+  /// Whether a kernel of the group broke the kernel ABI's limits.
+  bool exceededAbi() const { return abiExceeded; }
 
   InFlightDiagnostic error(const Twine &message) const;
 
@@ -98,10 +102,20 @@ private:
   /// Scratch ids this group took from the pool, returned after the group.
   llvm::SmallVector<std::pair<std::string, int64_t>> taken;
   int counter = 0;
+  bool abiExceeded = false;
 
 public:
   ~GroupEmitter();
 };
+
+/// The device library's name of a dialect enum value,
+/// "moec::Activation::GeluTanh": defs.cuh and the dialect's enums are
+/// generated from the same ODS, so the values agree.
+std::string deviceEnum(Activation value);
+std::string deviceEnum(GateWeighting value);
+std::string deviceEnum(Capacity value);
+std::string deviceEnum(BalanceLoss value);
+std::string deviceEnum(LrSchedule value);
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
 /// tiles: moec::gemmTileBf16 (tensor cores, fp32 accumulation) when both

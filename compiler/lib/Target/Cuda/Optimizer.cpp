@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
+#include "moec/support/MoeDefs.h"
 #include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -139,9 +140,12 @@ private:
 
 LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
   const auto &ops = e.group().ops;
-  // Each update takes up to 4 pointers of its own; the kernel block holds
-  // 192 with the shared scalars.
+  // Each update takes up to 4 pointers of its own, and a few are shared
+  // (learning rate, step, gradient scale): 30 updates stay well inside the
+  // kernel ABI's buffer count.
   constexpr size_t kPerLaunch = 30;
+  static_assert(kPerLaunch * 4 + 8 <= size_t(moec::defs::kMaxKernelBuffers),
+                "an optimizer launch must fit the kernel ABI");
   for (size_t begin = 0; begin < ops.size(); begin += kPerLaunch) {
     size_t end = std::min(ops.size(), begin + kPerLaunch);
     e.beginKernel(ops.size() > kPerLaunch

@@ -9,49 +9,6 @@ using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
-namespace {
-
-const char *gateName(GateWeighting g) {
-  switch (g) {
-  case GateWeighting::Raw:
-    return "Raw";
-  case GateWeighting::RenormDetached:
-    return "RenormDetached";
-  case GateWeighting::SoftmaxTopK:
-    return "SoftmaxTopK";
-  case GateWeighting::Unit:
-    return "Unit";
-  }
-  return "Raw";
-}
-
-const char *capacityName(Capacity c) {
-  switch (c) {
-  case Capacity::None:
-    return "None";
-  case Capacity::Switch:
-    return "Switch";
-  case Capacity::Tutel:
-    return "Tutel";
-  case Capacity::SparseMixer:
-    return "SparseMixer";
-  }
-  return "None";
-}
-
-const char *balanceName(BalanceLoss b) {
-  switch (b) {
-  case BalanceLoss::AllSlots:
-    return "AllSlots";
-  case BalanceLoss::Top1:
-    return "Top1";
-  case BalanceLoss::AnyTopK:
-    return "AnyTopK";
-  }
-  return "AllSlots";
-}
-
-} // namespace
 
 LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   LinearOp linear;
@@ -141,13 +98,12 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                        static_cast<int64_t>(router.getMinCapacity())));
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
   w.line(llvm::formatv(
-      "moec::routerKernel<{0}, {1}, {2}, {3}, {4}, moec::GateKind::{5}, "
-      "moec::CapacityKind::{6}, {7}, moec::BalanceKind::{8}>(r);",
+      "moec::routerKernel<{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}>(r);",
       std::max<int64_t>(d, 1), experts, k, threads,
-      linear ? "true" : "false", gateName(router.getGate()),
-      capacityName(router.getCapacity()),
+      linear ? "true" : "false", deviceEnum(router.getGate()),
+      deviceEnum(router.getCapacity()),
       router.getPriority() == Priority::Bpr ? "true" : "false",
-      balanceName(variant)));
+      deviceEnum(variant)));
   e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(), threads);
   return success();
 }
@@ -173,10 +129,9 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
                            ? e.declared(w, op.getDprobs(), false, "dprobs")
                            : "moec::gptr<const float>()";
   std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
-  w.line(llvm::formatv("moec::routerGradRows<{0}, {1}, {2}, "
-                       "moec::GateKind::{3}>(tokens, {4}, {5}, {6}, {7}, {8}, "
-                       "{9});",
-                       experts, k, threads, gateName(op.getGate()), probs,
+  w.line(llvm::formatv("moec::routerGradRows<{0}, {1}, {2}, {3}>(tokens, {4}, "
+                       "{5}, {6}, {7}, {8}, {9});",
+                       experts, k, threads, deviceEnum(op.getGate()), probs,
                        expert, slot, dgates, dprobs, out));
   e.finishKernel(w.str(), GridDim{tokens, threads / 32}, GridDim(), GridDim(),
                  threads);
@@ -217,9 +172,9 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
     w.indent();
     e.declareScalar(w, "tokens", tokens);
     std::string expert = e.declared(w, op.getExpert(), false, "expert");
-    w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, "
-                         "moec::BalanceKind::{2}>(tokens, {3}, {4});",
-                         experts, k, balanceName(op.getVariant()), expert,
+    w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, {2}>("
+                         "tokens, {3}, {4});",
+                         experts, k, deviceEnum(op.getVariant()), expert,
                          e.bufferExpr(e.argument(fractions), f32, true)));
     e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), 256);
   }

@@ -44,6 +44,34 @@ class Moe_EnumAttr<string mnemonic, Moe_I32Enum enumInfo>
 }
 
 //===----------------------------------------------------------------------===//
+// The contract with the runtime and the device library beyond the ops:
+// moec-tblgen writes these into moec/support/MoeDefs.h and
+// runtime/device/defs.cuh.
+//===----------------------------------------------------------------------===//
+
+/// Every generated kernel takes one moec::KernelParams argument: this many
+/// buffer pointers and int64_t scalars (1,664 bytes, under the 4 KiB of
+/// kernel parameters every architecture allows).
+class Moe_KernelAbi<int buffers, int scalars> {
+  int maxBuffers = buffers;
+  int maxScalars = scalars;
+}
+def Moe_KernelAbiLimits : Moe_KernelAbi<192, 16>;
+
+/// An upstream op that execution plans contain (the runtime has a kernel
+/// for each).
+class Moe_PlanOp<string opName> {
+  string name = opName;
+}
+def Moe_ArithAddF : Moe_PlanOp<"arith.addf">;
+def Moe_ArithSubF : Moe_PlanOp<"arith.subf">;
+def Moe_ArithMulF : Moe_PlanOp<"arith.mulf">;
+def Moe_ArithDivF : Moe_PlanOp<"arith.divf">;
+def Moe_ArithNegF : Moe_PlanOp<"arith.negf">;
+def Moe_ArithMaximumF : Moe_PlanOp<"arith.maximumf">;
+def Moe_ArithMinimumF : Moe_PlanOp<"arith.minimumf">;
+
+//===----------------------------------------------------------------------===//
 // Activations.
 //===----------------------------------------------------------------------===//
 

@@ -14,10 +14,7 @@
 
 namespace moec::cpu {
 
-enum class Activation { Identity, Relu, GeluTanh, GeluErf, Silu, Tanh };
-
-/// The kind named by the string attribute `attr` of the step.
-Activation parseActivation(const KernelContext &ctx, std::string_view attr);
+using defs::Activation;
 
 namespace act {
 constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)

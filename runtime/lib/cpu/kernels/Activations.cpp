@@ -8,27 +8,13 @@
 
 namespace moec::cpu {
 
-Activation parseActivation(const KernelContext &ctx, std::string_view attr) {
-  std::string name = ctx.attrs.getString(attr);
-  static const std::pair<const char *, Activation> kinds[] = {
-      {"identity", Activation::Identity},  {"relu", Activation::Relu},
-      {"gelu_tanh", Activation::GeluTanh}, {"gelu_erf", Activation::GeluErf},
-      {"silu", Activation::Silu},          {"tanh", Activation::Tanh}};
-  for (const auto &[spelling, kind] : kinds)
-    if (name == spelling)
-      return kind;
-  ctx.fail(fmt::format("unknown activation '{}' in attribute '{}' (expected "
-                       "identity, relu, gelu_tanh, gelu_erf, silu or tanh)",
-                       name, attr));
-}
-
 namespace {
 
 template <typename T> void activation(KernelContext &ctx) {
   const TensorView &x = requireInput(ctx, 0, "x");
   const TensorView &y = ctx.out(0);
   expectNumel(ctx, y, x.numel(), dtypeOf<T>(), "the result");
-  Activation kind = parseActivation(ctx, "kind");
+  Activation kind = enumAttr<Activation>(ctx, defs::ops::activation::kKind);
   if (!y.present())
     return;
   const T *in = x.as<T>();
@@ -46,7 +32,7 @@ template <typename T> void activationGrad(KernelContext &ctx) {
   const TensorView &dx = ctx.out(0);
   expectNumel(ctx, dy, x.numel(), dtypeOf<T>(), "dy");
   expectNumel(ctx, dx, x.numel(), dtypeOf<T>(), "dx");
-  Activation kind = parseActivation(ctx, "kind");
+  Activation kind = enumAttr<Activation>(ctx, defs::ops::activation_grad::kKind);
   if (!dx.present())
     return;
   const T *in = x.as<T>(), *g = dy.as<T>();
@@ -66,8 +52,10 @@ void applyDropout(const KernelContext &ctx, const TensorView &in,
                   const TensorView &out) {
   expectNumel(ctx, out, in.numel(), dtypeOf<T>(), "the result");
   uint64_t seed = static_cast<uint64_t>(scalarInt(ctx, ctx.in(1), "seed"));
-  uint64_t stream = static_cast<uint64_t>(ctx.attrs.getInt("stream"));
-  double rate = ctx.attrs.getFloat("rate");
+  // moe.dropout and moe.dropout_grad name their attributes alike.
+  uint64_t stream =
+      static_cast<uint64_t>(ctx.attrs.getInt(defs::ops::dropout::kStream));
+  double rate = ctx.attrs.getFloat(defs::ops::dropout::kRate);
   if (!(rate >= 0.0 && rate <= 1.0))
     ctx.fail(fmt::format("rate must be in [0, 1], got {}", rate));
   if (!out.present())

@@ -49,10 +49,12 @@ AttnDims attnDims(const KernelContext &ctx, const TensorView &q,
     expectRank(ctx, *operand.first, 3, operand.second);
   }
   AttnDims dims;
-  dims.heads = ctx.attrs.getInt("num_heads");
-  dims.kvHeads = ctx.attrs.getInt("num_kv_heads");
-  dims.scale = ctx.attrs.getFloat("scale");
-  dims.causal = ctx.attrs.getFlag("causal");
+  // moe.attention and moe.attention_grad name their attributes alike.
+  namespace attention = defs::ops::attention;
+  dims.heads = ctx.attrs.getInt(attention::kNumHeads);
+  dims.kvHeads = ctx.attrs.getInt(attention::kNumKvHeads);
+  dims.scale = ctx.attrs.getFloat(attention::kScale);
+  dims.causal = ctx.attrs.getFlag(attention::kCausal);
   if (dims.heads <= 0 || dims.kvHeads <= 0 || dims.heads % dims.kvHeads != 0)
     ctx.fail(fmt::format("num_heads = {} must be a positive multiple of "
                          "num_kv_heads = {}",

@@ -17,6 +17,7 @@
 #define MOEC_RUNTIME_CPU_KERNELS_COMMON_H
 
 #include "cpu/Kernel.h"
+#include "moec/support/MoeDefs.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -60,6 +61,19 @@ void dispatchFloat(const KernelContext &ctx, const TensorView &view,
 
 /// Fails unless the step has `minIn..maxIn` inputs and `minOut..maxOut`
 /// outputs.
+/// The value of enum E that the step's string attribute `attr` spells;
+/// anything else fails, listing the spellings E accepts.
+template <typename E>
+E enumAttr(const KernelContext &ctx, std::string_view attr) {
+  std::string text = ctx.attrs.getString(attr);
+  if (std::optional<E> value = defs::EnumTraits<E>::parse(text))
+    return *value;
+  ctx.fail("unknown " + std::string(defs::EnumTraits<E>::kDescription) +
+           " '" + text + "' in attribute '" + std::string(attr) +
+           "' (expected one of " +
+           std::string(defs::EnumTraits<E>::kSpellings) + ")");
+}
+
 void checkArity(const KernelContext &ctx, size_t minIn, size_t maxIn,
                 size_t minOut, size_t maxOut);
 

@@ -39,7 +39,7 @@ template <typename T> void embeddingGrad(KernelContext &ctx) {
   const TensorView &dy = requireInput(ctx, 1, "dy");
   const TensorView &dtable = ctx.out(0);
   expectDType(ctx, ids, DType::I32, "ids");
-  int64_t vocab = ctx.attrs.getInt("vocab");
+  int64_t vocab = ctx.attrs.getInt(defs::ops::embedding_grad::kVocab);
   int64_t n = ids.numel();
   int64_t d = rowShape(dy).width;
   expectRows(ctx, dy, n, d, dtypeOf<T>(), "dy");
@@ -136,7 +136,7 @@ template <typename T> void addPositionsGrad(KernelContext &ctx) {
   const TensorView &dy = requireInput(ctx, 0, "dy");
   const TensorView &dtable = ctx.out(0);
   PositionDims dims = positionDims(ctx, dy, "dy");
-  int64_t maxLen = ctx.attrs.getInt("max_len");
+  int64_t maxLen = ctx.attrs.getInt(defs::ops::add_positions_grad::kMaxLen);
   int64_t start = checkedStart(ctx, ctx.in(1), dims.seq, maxLen);
   if (!dtable.present())
     return;

@@ -227,7 +227,8 @@ Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
 
 template <typename T> void expertFfn(KernelContext &ctx) {
   FfnOperands o = ffnOperands<T>(ctx);
-  Activation kind = parseActivation(ctx, "activation");
+  Activation kind =
+      enumAttr<Activation>(ctx, defs::ops::expert_ffn::kActivation);
   const TensorView &y = ctx.out(0);
   expectRows(ctx, y, o.n, o.d, dtypeOf<T>(), "the result");
   if (!y.present())
@@ -284,7 +285,8 @@ FfnGradResults ffnGradResults(const KernelContext &ctx, const FfnOperands &o) {
 template <typename T> void expertFfnGrad(KernelContext &ctx) {
   FfnOperands o = ffnOperands<T>(ctx);
   const TensorView &dy = requireInput(ctx, 9, "dy");
-  Activation kind = parseActivation(ctx, "activation");
+  Activation kind =
+      enumAttr<Activation>(ctx, defs::ops::expert_ffn_grad::kActivation);
   DType dt = dtypeOf<T>();
   int64_t n = o.n, d = o.d, k = o.k, f = o.hidden;
   expectRows(ctx, dy, n, d, dt, "dy");

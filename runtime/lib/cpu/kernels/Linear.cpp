@@ -24,7 +24,8 @@ LinearDims linearDims(const KernelContext &ctx, const TensorView &x,
   if (x.rank() == 0)
     ctx.fail("x must be [..., K], got a scalar");
   RowShape xs = rowShape(x);
-  bool transposed = ctx.attrs.getFlag("transpose_weight");
+  bool transposed = ctx.attrs.getFlag(
+      defs::ops::linear::kTransposeWeight);
   int64_t wk = transposed ? w.dim(1) : w.dim(0);
   if (wk != xs.width)
     ctx.fail(fmt::format("weight {} does not match x {}: expected {} with "
@@ -67,7 +68,7 @@ template <typename T> void linearGrad(KernelContext &ctx) {
   const TensorView &dy = requireInput(ctx, 2, "dy");
   LinearDims dims = linearDims<T>(ctx, x, w);
   expectRows(ctx, dy, dims.m, dims.n, dtypeOf<T>(), "dy");
-  bool hasBias = ctx.attrs.getFlag("has_bias");
+  bool hasBias = ctx.attrs.getFlag(defs::ops::linear_grad::kHasBias);
   // dbias is result 2: required with has_bias, absent (or missing) without.
   if (hasBias ? ctx.outputs.size() < 3 : ctx.out(2).present())
     ctx.fail(fmt::format("has_bias is {} but the plan step {} a dbias result",

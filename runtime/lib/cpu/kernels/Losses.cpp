@@ -16,6 +16,8 @@
 
 namespace moec::cpu {
 
+using defs::BalanceLoss;
+
 namespace {
 
 /// Max-shifted log-sum-exp of one row, in double.
@@ -51,20 +53,25 @@ void writeScalar(const KernelContext &ctx, const TensorView &out,
 std::vector<double> balanceFractions(const KernelContext &ctx,
                                      const TensorView &expert, int64_t n,
                                      int64_t k, int64_t numExperts) {
-  std::string variant = ctx.attrs.getString("variant");
+  // moe.switch_loss and moe.switch_loss_grad name the variant alike.
+  BalanceLoss variant =
+      enumAttr<BalanceLoss>(ctx, defs::ops::switch_loss::kVariant);
   checkExpertIndices(ctx, expert, nullptr, numExperts);
   const int32_t *ex = expert.as<int32_t>();
   std::vector<double> count(numExperts, 0.0);
   double denom;
-  if (variant == "all_slots") {
+  switch (variant) {
+  case BalanceLoss::AllSlots:
     for (int64_t a = 0; a < n * k; ++a)
       count[ex[a]] += 1;
     denom = static_cast<double>(n) * k;
-  } else if (variant == "top1") {
+    break;
+  case BalanceLoss::Top1:
     for (int64_t t = 0; t < n; ++t)
       count[ex[t * k]] += 1;
     denom = static_cast<double>(n);
-  } else if (variant == "any_topk") {
+    break;
+  case BalanceLoss::AnyTopK: {
     std::vector<int64_t> lastSeen(numExperts, -1);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < k; ++j) {
@@ -75,10 +82,8 @@ std::vector<double> balanceFractions(const KernelContext &ctx,
         }
       }
     denom = static_cast<double>(n);
-  } else {
-    ctx.fail(fmt::format("unknown balance loss variant '{}' (expected "
-                         "all_slots, top1 or any_topk)",
-                         variant));
+    break;
+  }
   }
   for (double &c : count)
     c = denom > 0 ? c / denom : 0.0;
@@ -198,7 +203,9 @@ CrossEntropyOperands crossEntropyOperands(const KernelContext &ctx,
                            indexString(targets.shape, t), tg[t], rs.width));
     counted += tg[t] >= 0;
   }
-  double a = ctx.attrs.getFloat("label_smoothing", 0.0);
+  double a = ctx.attrs.getFloat(
+      defs::ops::cross_entropy::kLabelSmoothing,
+      defs::ops::cross_entropy::kLabelSmoothingDefault);
   return {rs.rows, rs.width, counted, a};
 }
 

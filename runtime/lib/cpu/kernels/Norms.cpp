@@ -59,7 +59,8 @@ template <typename T> void layerNorm(KernelContext &ctx) {
   expectRows(ctx, y, rs.rows, rs.width, dtypeOf<T>(), "the result");
   if (!y.present())
     return;
-  double eps = ctx.attrs.getFloat("eps", 1e-5);
+  double eps = ctx.attrs.getFloat(defs::ops::layer_norm::kEps,
+                                  defs::ops::layer_norm::kEpsDefault);
   const T *xp = x.as<T>(), *gp = gamma.as<T>(), *bp = beta.as<T>();
   T *yp = y.as<T>();
   int64_t d = rs.width;
@@ -82,7 +83,8 @@ template <typename T> void layerNormGrad(KernelContext &ctx) {
   expectRows(ctx, dx, rs.rows, rs.width, dtypeOf<T>(), "dx");
   expectNumel(ctx, dgamma, rs.width, dtypeOf<T>(), "dgamma");
   expectNumel(ctx, dbeta, rs.width, dtypeOf<T>(), "dbeta");
-  double eps = ctx.attrs.getFloat("eps", 1e-5);
+  double eps = ctx.attrs.getFloat(defs::ops::layer_norm_grad::kEps,
+                                  defs::ops::layer_norm_grad::kEpsDefault);
   const T *xp = x.as<T>(), *gp = gamma.as<T>(), *g = dy.as<T>();
   int64_t d = rs.width;
 
@@ -125,7 +127,8 @@ template <typename T> void rmsNorm(KernelContext &ctx) {
   expectRows(ctx, y, rs.rows, rs.width, dtypeOf<T>(), "the result");
   if (!y.present())
     return;
-  double eps = ctx.attrs.getFloat("eps", 1e-6);
+  double eps = ctx.attrs.getFloat(defs::ops::rms_norm::kEps,
+                                  defs::ops::rms_norm::kEpsDefault);
   const T *xp = x.as<T>(), *gp = gamma.as<T>();
   T *yp = y.as<T>();
   int64_t d = rs.width;
@@ -146,7 +149,8 @@ template <typename T> void rmsNormGrad(KernelContext &ctx) {
   const TensorView &dx = ctx.out(0), &dgamma = ctx.out(1);
   expectRows(ctx, dx, rs.rows, rs.width, dtypeOf<T>(), "dx");
   expectNumel(ctx, dgamma, rs.width, dtypeOf<T>(), "dgamma");
-  double eps = ctx.attrs.getFloat("eps", 1e-6);
+  double eps = ctx.attrs.getFloat(defs::ops::rms_norm_grad::kEps,
+                                  defs::ops::rms_norm_grad::kEpsDefault);
   const T *xp = x.as<T>(), *gp = gamma.as<T>(), *g = dy.as<T>();
   int64_t d = rs.width;
 

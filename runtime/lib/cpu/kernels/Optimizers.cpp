@@ -14,30 +14,29 @@
 
 namespace moec::cpu {
 
+using defs::LrSchedule;
+
 namespace {
 
 double scheduledLr(const KernelContext &ctx, int64_t step) {
-  std::string kind = ctx.attrs.getString("kind");
-  double base = ctx.attrs.getFloat("base_lr");
-  int64_t warmup = ctx.attrs.getInt("warmup", 0);
-  int64_t total = ctx.attrs.getInt("total_steps", 0);
-  double finalLr = ctx.attrs.getFloat("final_lr", 0.0);
+  namespace lr = defs::ops::lr_schedule;
+  LrSchedule kind = enumAttr<LrSchedule>(ctx, lr::kKind);
+  double base = ctx.attrs.getFloat(lr::kBaseLr);
+  int64_t warmup = ctx.attrs.getInt(lr::kWarmup, lr::kWarmupDefault);
+  int64_t total = ctx.attrs.getInt(lr::kTotalSteps, lr::kTotalStepsDefault);
+  double finalLr = ctx.attrs.getFloat(lr::kFinalLr, lr::kFinalLrDefault);
   if (warmup < 0 || total < 0)
     ctx.fail(fmt::format("warmup = {} and total_steps = {} must be >= 0",
                          warmup, total));
   double s = static_cast<double>(step), w = static_cast<double>(warmup);
-  if (kind == "constant")
+  if (kind == LrSchedule::Constant)
     return base;
-  if (kind != "linear" && kind != "inverse_sqrt" && kind != "cosine")
-    ctx.fail(fmt::format("unknown schedule '{}' (expected constant, linear, "
-                         "inverse_sqrt or cosine)",
-                         kind));
   if (step < warmup)
     return base * s / w;
-  if (kind == "inverse_sqrt")
+  if (kind == LrSchedule::InverseSqrt)
     return warmup == 0 ? base / std::sqrt(s) : base * std::sqrt(w / s);
   double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
-  if (kind == "linear")
+  if (kind == LrSchedule::Linear)
     return finalLr +
            (base - finalLr) *
                static_cast<double>(std::max<int64_t>(0, total - step)) / span;
@@ -76,11 +75,12 @@ template <typename T> void adamUpdate(KernelContext &ctx) {
   expectNumel(ctx, requireInput(ctx, 5, "lr"), 1, DType::F32, "lr");
   double lr = scalarFloat(ctx, ctx.in(5), "lr");
   double gradScale = scalarFloat(ctx, ctx.in(6), "grad_scale");
-  double beta1 = ctx.attrs.getFloat("beta1"),
-         beta2 = ctx.attrs.getFloat("beta2");
-  double eps = ctx.attrs.getFloat("eps");
-  double wd = ctx.attrs.getFloat("weight_decay", 0.0);
-  bool decoupled = ctx.attrs.getFlag("decoupled");
+  namespace adam = defs::ops::adam_update;
+  double beta1 = ctx.attrs.getFloat(adam::kBeta1),
+         beta2 = ctx.attrs.getFloat(adam::kBeta2);
+  double eps = ctx.attrs.getFloat(adam::kEps);
+  double wd = ctx.attrs.getFloat(adam::kWeightDecay, adam::kWeightDecayDefault);
+  bool decoupled = ctx.attrs.getFlag(adam::kDecoupled);
   const TensorView &newP = ctx.out(0), &newM = ctx.out(1), &newV = ctx.out(2);
   for (const TensorView *out : {&newP, &newM, &newV})
     if (out->present())
@@ -118,8 +118,9 @@ template <typename T> void sgdUpdate(KernelContext &ctx) {
   expectNumel(ctx, requireInput(ctx, 3, "lr"), 1, DType::F32, "lr");
   double lr = scalarFloat(ctx, ctx.in(3), "lr");
   double gradScale = scalarFloat(ctx, ctx.in(4), "grad_scale");
-  double momentum = ctx.attrs.getFloat("momentum", 0.0);
-  double wd = ctx.attrs.getFloat("weight_decay", 0.0);
+  namespace sgd = defs::ops::sgd_update;
+  double momentum = ctx.attrs.getFloat(sgd::kMomentum, sgd::kMomentumDefault);
+  double wd = ctx.attrs.getFloat(sgd::kWeightDecay, sgd::kWeightDecayDefault);
   const TensorView &newP = ctx.out(0), &newM = ctx.out(1);
   for (const TensorView *out : {&newP, &newM})
     if (out->present())

@@ -19,46 +19,10 @@ namespace moec::cpu {
 
 namespace {
 
-enum class GateWeighting { Raw, RenormDetached, SoftmaxTopK, Unit };
-enum class Capacity { None, Switch, Tutel, SparseMixer };
-
-GateWeighting parseGate(const KernelContext &ctx) {
-  std::string name = ctx.attrs.getString("gate");
-  if (name == "raw")
-    return GateWeighting::Raw;
-  if (name == "renorm_detached")
-    return GateWeighting::RenormDetached;
-  if (name == "softmax_topk")
-    return GateWeighting::SoftmaxTopK;
-  if (name == "unit")
-    return GateWeighting::Unit;
-  ctx.fail(fmt::format("unknown gate weighting '{}' (expected raw, "
-                       "renorm_detached, softmax_topk or unit)",
-                       name));
-}
-
-Capacity parseCapacity(const KernelContext &ctx) {
-  std::string name = ctx.attrs.getString("capacity");
-  if (name == "none")
-    return Capacity::None;
-  if (name == "switch")
-    return Capacity::Switch;
-  if (name == "tutel")
-    return Capacity::Tutel;
-  if (name == "sparse_mixer")
-    return Capacity::SparseMixer;
-  ctx.fail(fmt::format("unknown capacity formula '{}' (expected none, switch, "
-                       "tutel or sparse_mixer)",
-                       name));
-}
-
-bool parseBpr(const KernelContext &ctx) {
-  std::string name = ctx.attrs.getString("priority");
-  if (name != "token_order" && name != "bpr")
-    ctx.fail(fmt::format("unknown priority '{}' (expected token_order or bpr)",
-                         name));
-  return name == "bpr";
-}
+using defs::Capacity;
+using defs::GateWeighting;
+using defs::Priority;
+namespace router = defs::ops::topk_router;
 
 /// Python's round(): halves go to the even neighbour, whatever the fenv.
 double roundHalfEven(double x) {
@@ -103,16 +67,18 @@ template <typename T> void topkRouter(KernelContext &ctx) {
     ctx.fail("logits must be [..., E], got a scalar");
   RowShape rs = rowShape(logits);
   int64_t n = rs.rows, numExperts = rs.width;
-  int64_t k = ctx.attrs.getInt("k");
+  int64_t k = ctx.attrs.getInt(router::kK);
   if (k < 1 || k > numExperts)
     ctx.fail(fmt::format("k = {} must be in [1, E = {}]", k, numExperts));
   if (n * k > std::numeric_limits<int32_t>::max())
     ctx.fail(fmt::format("{} tokens x k = {} overflow the i32 slots", n, k));
-  GateWeighting weighting = parseGate(ctx);
-  Capacity capacity = parseCapacity(ctx);
-  double cf = ctx.attrs.getFloat("capacity_factor", 1.0);
-  int64_t minCapacity = ctx.attrs.getInt("min_capacity", 0);
-  bool bpr = parseBpr(ctx);
+  GateWeighting weighting = enumAttr<GateWeighting>(ctx, router::kGate);
+  Capacity capacity = enumAttr<Capacity>(ctx, router::kCapacity);
+  double cf = ctx.attrs.getFloat(router::kCapacityFactor,
+                                 router::kCapacityFactorDefault);
+  int64_t minCapacity = ctx.attrs.getInt(router::kMinCapacity,
+                                         router::kMinCapacityDefault);
+  bool bpr = enumAttr<Priority>(ctx, router::kPriority) == Priority::Bpr;
   const TensorView &probsOut = ctx.out(0), &expertOut = ctx.out(1);
   const TensorView &gatesOut = ctx.out(2), &slotOut = ctx.out(3);
   expectRows(ctx, probsOut, n, numExperts, dtypeOf<T>(), "probs");
@@ -243,7 +209,8 @@ template <typename T> void topkRouterGrad(KernelContext &ctx) {
   expectRows(ctx, dprobs, n, numExperts, dtypeOf<T>(), "dprobs");
   const TensorView &dlogits = ctx.out(0);
   expectRows(ctx, dlogits, n, numExperts, dtypeOf<T>(), "dlogits");
-  GateWeighting weighting = parseGate(ctx);
+  GateWeighting weighting =
+      enumAttr<GateWeighting>(ctx, defs::ops::topk_router_grad::kGate);
   checkExpertIndices(ctx, expert, nullptr, numExperts);
   if (!dlogits.present())
     return;
@@ -327,7 +294,7 @@ void expertLoadKernel(KernelContext &ctx) {
   const TensorView &slot = requireInput(ctx, 1, "slot");
   expectDType(ctx, expert, DType::I32, "expert");
   expectNumel(ctx, slot, expert.numel(), DType::I32, "slot");
-  int64_t numExperts = ctx.attrs.getInt("num_experts");
+  int64_t numExperts = ctx.attrs.getInt(defs::ops::expert_load::kNumExperts);
   const TensorView &load = ctx.out(0);
   expectNumel(ctx, load, numExperts, DType::F32, "load");
   checkExpertIndices(ctx, expert, &slot, numExperts);
