@@ -45,101 +45,108 @@ MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
   return c > minimum ? c : minimum;
 }
 
-/// grid ceil(T / (THREADS / 32)); one warp per token.
-template <int D, int E, int K, int THREADS, bool Linear, GateWeighting Gate,
-          Capacity Cap, bool Bpr, BalanceLoss Balance>
-MOEC_DEVICE void routerKernel(const RouterParams r) {
-  static_assert(E <= 64, "the router keeps two experts per lane");
+/// Phase 1, one warp per token: the logits (computed from h and w, or read),
+/// the softmax into p (two experts per lane) and the token's z-loss term.
+template <int D, int E, bool Linear>
+MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
+                                float (&p)[2]) {
+  float l[2] = {-3.0e38f, -3.0e38f};
+  for (int s = 0; s < 2; ++s) {
+    int e = lane + 32 * s;
+    if (e >= E)
+      continue;
+    float v;
+    if (Linear) {
+      v = r.bias ? r.bias[e] : 0.0f;
+      float acc = 0.0f;
+      for (int d = 0; d < D; ++d)
+        acc += r.h[t * D + d] * r.w[d * E + e];
+      v += acc;
+    } else {
+      v = r.logitsIn[t * E + e];
+    }
+    l[s] = v;
+    if (r.logits)
+      r.logits[t * E + e] = v;
+  }
+  float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
+  float sum = 0.0f;
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E) {
+      p[s] = expf(l[s] - mx);
+      sum += p[s];
+    }
+  sum = warpSum(sum);
+  for (int s = 0; s < 2; ++s)
+    if (lane + 32 * s < E) {
+      p[s] /= sum;
+      if (r.probs)
+        r.probs[t * E + lane + 32 * s] = p[s];
+    }
+  float lse = mx + logf(sum);
+  return lse * lse;
+}
+
+/// Phase 2, one warp per token: k rounds of a warp argmax over p (ties to
+/// the lower expert), then lane 0 writes the experts, the gate weights and
+/// (for batch-priority routing) the top-1 probability.
+template <int E, int K, GateWeighting Gate, bool Bpr>
+MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
+                            const float (&p)[2]) {
+  bool taken[2] = {false, false};
+  float chosen[K];
+  int chosenExpert[K];
+  float selSum = 0.0f;
+  for (int j = 0; j < K; ++j) {
+    float best = -1.0f;
+    int bestE = 1 << 30;
+    for (int s = 0; s < 2; ++s) {
+      int e = lane + 32 * s;
+      if (e < E && !taken[s] && (p[s] > best || (p[s] == best && e < bestE))) {
+        best = p[s];
+        bestE = e;
+      }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      float ob = __shfl_xor_sync(kFullMask, best, offset);
+      int oe = __shfl_xor_sync(kFullMask, bestE, offset);
+      if (ob > best || (ob == best && oe < bestE)) {
+        best = ob;
+        bestE = oe;
+      }
+    }
+    for (int s = 0; s < 2; ++s)
+      if (lane + 32 * s == bestE)
+        taken[s] = true;
+    chosen[j] = best;
+    chosenExpert[j] = bestE;
+    selSum += best;
+  }
+  if (lane != 0)
+    return;
+  for (int j = 0; j < K; ++j) {
+    float g = chosen[j];
+    if (Gate == GateWeighting::RenormDetached ||
+        Gate == GateWeighting::SoftmaxTopK)
+      g = chosen[j] / selSum;
+    else if (Gate == GateWeighting::Unit)
+      g = 1.0f;
+    r.expert[t * K + j] = chosenExpert[j];
+    if (r.gates)
+      r.gates[t * K + j] = g;
+  }
+  if (Bpr)
+    r.top1[t] = chosen[0];
+}
+
+/// Phase 3, every block: its z-loss sum and probability mass per expert,
+/// in warp order, into zPart / pPart.
+template <int E, int THREADS>
+MOEC_DEVICE void routerBlockPartials(const RouterParams &r, int lane, int warp,
+                                     float z, const float (&p)[2]) {
   constexpr int kWarps = THREADS / 32;
   MOEC_SHARED(float, zWarp, kWarps);
   MOEC_SHARED(float, pWarp, kWarps * E);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-
-  float z = 0.0f;
-  float p[2] = {0.0f, 0.0f};
-  if (t < r.tokens) {
-    float l[2] = {-3.0e38f, -3.0e38f};
-    for (int s = 0; s < 2; ++s) {
-      int e = lane + 32 * s;
-      if (e >= E)
-        continue;
-      float v;
-      if (Linear) {
-        v = r.bias ? r.bias[e] : 0.0f;
-        float acc = 0.0f;
-        for (int d = 0; d < D; ++d)
-          acc += r.h[t * D + d] * r.w[d * E + e];
-        v += acc;
-      } else {
-        v = r.logitsIn[t * E + e];
-      }
-      l[s] = v;
-      if (r.logits)
-        r.logits[t * E + e] = v;
-    }
-    float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
-    float sum = 0.0f;
-    for (int s = 0; s < 2; ++s)
-      if (lane + 32 * s < E) {
-        p[s] = expf(l[s] - mx);
-        sum += p[s];
-      }
-    sum = warpSum(sum);
-    for (int s = 0; s < 2; ++s)
-      if (lane + 32 * s < E) {
-        p[s] /= sum;
-        if (r.probs)
-          r.probs[t * E + lane + 32 * s] = p[s];
-      }
-    float lse = mx + logf(sum);
-    z = lse * lse;
-    // Top-k: k rounds of a warp argmax, ties to the lower expert.
-    bool taken[2] = {false, false};
-    float chosen[K];
-    int chosenExpert[K];
-    float selSum = 0.0f;
-    for (int j = 0; j < K; ++j) {
-      float best = -1.0f;
-      int bestE = 1 << 30;
-      for (int s = 0; s < 2; ++s) {
-        int e = lane + 32 * s;
-        if (e < E && !taken[s] && (p[s] > best || (p[s] == best && e < bestE))) {
-          best = p[s];
-          bestE = e;
-        }
-      }
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        float ob = __shfl_xor_sync(kFullMask, best, offset);
-        int oe = __shfl_xor_sync(kFullMask, bestE, offset);
-        if (ob > best || (ob == best && oe < bestE)) {
-          best = ob;
-          bestE = oe;
-        }
-      }
-      for (int s = 0; s < 2; ++s)
-        if (lane + 32 * s == bestE)
-          taken[s] = true;
-      chosen[j] = best;
-      chosenExpert[j] = bestE;
-      selSum += best;
-    }
-    if (lane == 0) {
-      for (int j = 0; j < K; ++j) {
-        float g = chosen[j];
-        if (Gate == GateWeighting::RenormDetached || Gate == GateWeighting::SoftmaxTopK)
-          g = chosen[j] / selSum;
-        else if (Gate == GateWeighting::Unit)
-          g = 1.0f;
-        r.expert[t * K + j] = chosenExpert[j];
-        if (r.gates)
-          r.gates[t * K + j] = g;
-      }
-      if (Bpr)
-        r.top1[t] = chosen[0];
-    }
-  }
-  // Block partials: z-loss and the probability mass per expert.
   if (lane == 0)
     zWarp[warp] = z;
   for (int s = 0; s < 2; ++s)
@@ -159,14 +166,14 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
       ps += pWarp[w * E + e];
     r.pPart[block * E + e] = ps;
   }
-  if (!isLastBlock(r.ticket))
-    return;
+}
 
-  // ---- The last block: losses, capacity positions, drops, load. ----
-  MOEC_SHARED(int, counts, E);
-  MOEC_SHARED(int, running, E);
-  MOEC_SHARED(int, scanScratch, kWarps);
-  MOEC_SHARED(float, pMean, E);
+/// Phase 4, the last block: the z-loss and balance loss from the block
+/// partials (in block order) and the routing counts f (before capacity
+/// drops; `counts` is shared, integer atomics are order-free).
+template <int E, int K, int THREADS, BalanceLoss Balance>
+MOEC_DEVICE void routerLosses(const RouterParams &r, sptr<int> counts,
+                              sptr<float> pMean) {
   const int64_t n = r.tokens;
   const int64_t blocks = gridDim.x;
   for (int e = threadIdx.x; e < E; e += THREADS) {
@@ -175,10 +182,8 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
       ps += r.pPart[b * E + e];
     pMean[e] = ps / static_cast<float>(n);
     counts[e] = 0;
-    running[e] = 0;
   }
   __syncthreads();
-  // f counts (before capacity drops), integer atomics: order-free.
   for (int64_t a = threadIdx.x; a < n * K; a += THREADS) {
     int j = static_cast<int>(a % K);
     if (Balance == BalanceLoss::Top1 && j != 0)
@@ -186,40 +191,58 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
     atomicAdd(&counts[r.expert[a]], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float zs = 0.0f;
-    for (int64_t b = 0; b < blocks; ++b)
-      zs += r.zPart[b];
-    if (r.zloss)
-      r.zloss[0] = zs / static_cast<float>(n);
-    if (r.balance) {
-      float denom = Balance == BalanceLoss::AllSlots ? static_cast<float>(n * K)
-                                                     : static_cast<float>(n);
-      float sum = 0.0f;
-      for (int e = 0; e < E; ++e)
-        sum += (counts[e] / denom) * pMean[e];
-      r.balance[0] = E * sum;
-    }
+  if (threadIdx.x != 0)
+    return;
+  float zs = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b)
+    zs += r.zPart[b];
+  if (r.zloss)
+    r.zloss[0] = zs / static_cast<float>(n);
+  if (r.balance) {
+    float denom = Balance == BalanceLoss::AllSlots ? static_cast<float>(n * K)
+                                                   : static_cast<float>(n);
+    float sum = 0.0f;
+    for (int e = 0; e < E; ++e)
+      sum += (counts[e] / denom) * pMean[e];
+    r.balance[0] = E * sum;
   }
-  // Priority order of the tokens.
-  if (Bpr) {
-    for (int64_t t1 = threadIdx.x; t1 < n; t1 += THREADS) {
-      float mine = r.top1[t1];
-      int64_t rank = 0;
-      for (int64_t t2 = 0; t2 < n; ++t2) {
-        float other = r.top1[t2];
-        rank += other > mine || (other == mine && t2 < t1);
-      }
-      r.order[rank] = static_cast<int32_t>(t1);
+}
+
+/// Phase 5, the last block, batch-priority routing only: the tokens by
+/// descending top-1 probability (ties to the lower token) into order.
+template <int THREADS>
+MOEC_DEVICE void routerPriorityOrder(const RouterParams &r) {
+  const int64_t n = r.tokens;
+  for (int64_t t1 = threadIdx.x; t1 < n; t1 += THREADS) {
+    float mine = r.top1[t1];
+    int64_t rank = 0;
+    for (int64_t t2 = 0; t2 < n; ++t2) {
+      float other = r.top1[t2];
+      rank += other > mine || (other == mine && t2 < t1);
     }
-    __syncthreads();
+    r.order[rank] = static_cast<int32_t>(t1);
   }
+  __syncthreads();
+}
+
+/// Phase 6, the last block: capacity positions choice-major, in priority
+/// order; an assignment past the capacity is dropped (slot -1, gate 0).
+/// Writes the load (kept assignments per expert).
+template <int E, int K, int THREADS, Capacity Cap, bool Bpr>
+MOEC_DEVICE void routerSlots(const RouterParams &r) {
+  constexpr int kWarps = THREADS / 32;
+  MOEC_SHARED(int, kept, E);
+  MOEC_SHARED(int, running, E);
+  MOEC_SHARED(int, scanScratch, kWarps);
+  const int64_t n = r.tokens;
   const int64_t capacity =
-      Cap == Capacity::None ? (int64_t(1) << 62)
-                                : routerCapacity<E, K, Cap>(n, r.capacityFactor,
-                                                            r.minCapacity);
-  for (int e = threadIdx.x; e < E; e += THREADS)
-    counts[e] = 0; // now: kept assignments
+      Cap == Capacity::None
+          ? (int64_t(1) << 62)
+          : routerCapacity<E, K, Cap>(n, r.capacityFactor, r.minCapacity);
+  for (int e = threadIdx.x; e < E; e += THREADS) {
+    kept[e] = 0;
+    running[e] = 0;
+  }
   __syncthreads();
   for (int j = 0; j < K; ++j)
     for (int64_t c0 = 0; c0 < n; c0 += THREADS) {
@@ -232,13 +255,13 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
                                                  total);
         if (myE == e) {
           int64_t slot = running[e] + before;
-          bool kept = slot < capacity;
+          bool keep = slot < capacity;
           if (r.slot)
-            r.slot[tok * K + j] = kept ? static_cast<int32_t>(slot) : -1;
-          if (!kept && r.gates)
+            r.slot[tok * K + j] = keep ? static_cast<int32_t>(slot) : -1;
+          if (!keep && r.gates)
             r.gates[tok * K + j] = 0.0f;
-          if (kept)
-            atomicAdd(&counts[e], 1);
+          if (keep)
+            atomicAdd(&kept[e], 1);
         }
         __syncthreads();
         if (threadIdx.x == 0)
@@ -248,7 +271,33 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
     }
   for (int e = threadIdx.x; e < E; e += THREADS)
     if (r.load)
-      r.load[e] = static_cast<float>(counts[e]);
+      r.load[e] = static_cast<float>(kept[e]);
+}
+
+/// grid ceil(T / (THREADS / 32)); one warp per token for phases 1-3, then
+/// the last block to finish (integer ticket) runs phases 4-6.
+template <int D, int E, int K, int THREADS, bool Linear, GateWeighting Gate,
+          Capacity Cap, bool Bpr, BalanceLoss Balance>
+MOEC_DEVICE void routerKernel(const RouterParams r) {
+  static_assert(E <= 64, "the router keeps two experts per lane");
+  constexpr int kWarps = THREADS / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  float z = 0.0f;
+  float p[2] = {0.0f, 0.0f};
+  if (t < r.tokens) {
+    z = routerSoftmax<D, E, Linear>(r, t, lane, p);
+    routerTopK<E, K, Gate, Bpr>(r, t, lane, p);
+  }
+  routerBlockPartials<E, THREADS>(r, lane, warp, z, p);
+  if (!isLastBlock(r.ticket))
+    return;
+  MOEC_SHARED(int, counts, E);
+  MOEC_SHARED(float, pMean, E);
+  routerLosses<E, K, THREADS, Balance>(r, counts, pMean);
+  if (Bpr)
+    routerPriorityOrder<THREADS>(r);
+  routerSlots<E, K, THREADS, Cap, Bpr>(r);
 }
 
 /// d logits of moe.topk_router for one token per warp (grid ceil(T /

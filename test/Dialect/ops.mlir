@@ -108,3 +108,19 @@ func.func @optimizers(%p: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf3
   %p2, %m2 = moe.sgd_update %p1, %p, %m1, %lr, %n {momentum = 0.9 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return %p2, %m2 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func @fused_kernel
+func.func @fused_kernel(%x: tensor<4x8xf32>, %w: tensor<8x32xf32>) -> tensor<4x32xf32> {
+  // CHECK: %[[K:.*]] = moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 32, tile_k = 16> {
+  // CHECK-NEXT: %[[H:.*]] = moe.linear
+  // CHECK-NEXT: %[[A:.*]] = moe.activation %[[H]]
+  // CHECK-NEXT: moe.yield %[[A]] : tensor<4x32xf32>
+  // CHECK-NEXT: } : tensor<4x32xf32>
+  %y = moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 32, tile_k = 16> {
+    %h = moe.linear %x, %w : (tensor<4x8xf32>, tensor<8x32xf32>) -> tensor<4x32xf32>
+    %a = moe.activation %h {kind = #moe.activation<gelu_tanh>} : (tensor<4x32xf32>) -> tensor<4x32xf32>
+    moe.yield %a : tensor<4x32xf32>
+  } : tensor<4x32xf32>
+  // CHECK: return %[[K]]
+  return %y : tensor<4x32xf32>
+}

@@ -89,7 +89,7 @@ func.func @unbound(%p: tensor<8xf32> {moe.param = @p}, %q: tensor<8xf32>) -> (te
 // A fused group runs as one kernel: the residual add may not take the
 // buffer of the linear's input even though the linear read it first, since
 // other blocks of the same GEMM still read it. The buffer is free again
-// after the group.
+// after the kernel. Kernel results share the buffers of what they yield.
 
 moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
 
@@ -97,16 +97,29 @@ moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
 func.func @fused_residual(%w: tensor<4x4xf32> {moe.param = @w},
                           %x: tensor<?x?x4xf32> {moe.input = "x", moe.dims = ["B", "S", 4]})
     -> (tensor<?x?x4xf32> {moe.output = "y"}) attributes {moe.entry = "forward"} {
-  // CHECK: arith.addf {{.*}}moe.group = 0 {{.*}} moe.out = array<i64: 2>
-  %h = arith.addf %x, %x {moe.group = 0 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
-  // CHECK: moe.linear {{.*}}moe.group = 1 {{.*}} moe.in = array<i64: 2, 0, -1>{{.*}}moe.out = array<i64: 3>
-  %l = moe.linear %h, %w {moe.group = 1 : i64, moe.kernel = "gemm"} : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
-  // Not buffer 2: the linear of the same group still reads it.
-  // CHECK: arith.addf {{.*}}moe.group = 1 {{.*}} moe.in = array<i64: 3, 1>, moe.out = array<i64: 4>
-  %r = arith.addf %l, %x {moe.group = 1 : i64} : tensor<?x?x4xf32>
-  // After group 1, its buffers 2 and 3 are free again (the last freed is
-  // taken first).
-  // CHECK: arith.mulf {{.*}}moe.group = 2 {{.*}} moe.in = array<i64: 4, 4>{{.*}}moe.out = array<i64: 3>
-  %y = arith.mulf %r, %r {moe.group = 2 : i64, moe.kernel = "elementwise"} : tensor<?x?x4xf32>
+  // CHECK: moe.kernel elementwise
+  // CHECK-NEXT: arith.addf {{.*}} moe.out = array<i64: 2>
+  %h = moe.kernel elementwise tiles <threads = 256, items = 4> {
+    %0 = arith.addf %x, %x : tensor<?x?x4xf32>
+    moe.yield %0 : tensor<?x?x4xf32>
+  } : tensor<?x?x4xf32>
+  // CHECK: moe.kernel gemm
+  // CHECK-NEXT: moe.linear {{.*}}moe.in = array<i64: 2, 0, -1>{{.*}}moe.out = array<i64: 3>
+  // Not buffer 2: the linear of the same kernel still reads it.
+  // CHECK-NEXT: arith.addf {{.*}}moe.in = array<i64: 3, 1>, moe.out = array<i64: 4>
+  %r = moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 32, tile_k = 16> {
+    %l = moe.linear %h, %w : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+    %0 = arith.addf %l, %x : tensor<?x?x4xf32>
+    moe.yield %0 : tensor<?x?x4xf32>
+  } : tensor<?x?x4xf32>
+  // After the gemm kernel, its buffers 2 and 3 are free again (the last
+  // freed is taken first).
+  // CHECK: moe.kernel elementwise
+  // CHECK-NEXT: arith.mulf {{.*}}moe.in = array<i64: 4, 4>{{.*}}moe.out = array<i64: 3>
+  %y = moe.kernel elementwise tiles <threads = 256, items = 4> {
+    %0 = arith.mulf %r, %r : tensor<?x?x4xf32>
+    moe.yield %0 : tensor<?x?x4xf32>
+  } : tensor<?x?x4xf32>
+  // CHECK: return {moe.in = array<i64: 3>}
   return %y : tensor<?x?x4xf32>
 }

@@ -11,15 +11,15 @@ module {
                      %n: tensor<128x16xf32> {moe.input = "n"})
       -> (tensor<?x?x512xf32> {moe.output = "h"}, tensor<?x?x128xf32> {moe.output = "a"}, tensor<?x?x16xf32> {moe.output = "m"})
       attributes {moe.entry = "forward"} {
-    // SM80: moe.linear {{.*}}moe.tiles = {threads = 256 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 64 : i64}
-    // SM90: moe.linear {{.*}}moe.tiles = {threads = 256 : i64, tile_k = 16 : i64, tile_m = 128 : i64, tile_n = 64 : i64}
+    // SM80: moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 64, tile_k = 16>
+    // SM90: moe.kernel gemm tiles <threads = 256, tile_m = 128, tile_n = 64, tile_k = 16>
     %h = moe.linear %x, %w : (tensor<?x?x128xf32>, tensor<128x512xf32>) -> tensor<?x?x512xf32>
-    // SM80: moe.attention {{.*}}moe.tiles = {head_dim = 32 : i64, threads = 128 : i64, tile_k = 32 : i64, tile_q = 32 : i64}
-    // SM90: moe.attention {{.*}}moe.tiles = {head_dim = 32 : i64, threads = 128 : i64, tile_k = 64 : i64, tile_q = 32 : i64}
+    // SM80: moe.kernel attention tiles <threads = 128, tile_k = 32, tile_q = 32, head_dim = 32>
+    // SM90: moe.kernel attention tiles <threads = 128, tile_k = 64, tile_q = 32, head_dim = 32>
     %a, %lse = moe.attention %x, %x, %x {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 0.17677669529663687 : f64, causal} : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>) -> (tensor<?x?x128xf32>, tensor<?x4x?xf32>)
     // A narrow output keeps 32-column tiles on both.
-    // SM80: moe.linear {{.*}}moe.tiles = {threads = 256 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 32 : i64}
-    // SM90: moe.linear {{.*}}moe.tiles = {threads = 256 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 32 : i64}
+    // SM80: moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 32, tile_k = 16>
+    // SM90: moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 32, tile_k = 16>
     %m = moe.linear %x, %n : (tensor<?x?x128xf32>, tensor<128x16xf32>) -> tensor<?x?x16xf32>
     return %h, %a, %m : tensor<?x?x512xf32>, tensor<?x?x128xf32>, tensor<?x?x16xf32>
   }

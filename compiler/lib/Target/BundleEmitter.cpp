@@ -7,6 +7,7 @@
 
 #include "moec/Target/BundleEmitter.h"
 #include "moec/Target/CudaEmitter.h"
+#include "moec/Transforms/KernelGroups.h"
 #include "moec/Transforms/PlanAttrs.h"
 #include "moec/DeviceLibrary.h"
 #include "moe/IR/MoeOps.h"
@@ -157,20 +158,16 @@ static FailureOr<json::Object> buildProgram(func::FuncOp func) {
   program["buffers"] = std::move(bufferTable);
 
   json::Array steps;
-  Operation *terminator = nullptr;
-  for (Operation &op : func.getBody().front()) {
-    if (op.hasTrait<OpTrait::IsTerminator>()) {
-      terminator = &op;
-      continue;
-    }
-    if (!op.hasAttr(plan::kStep))
+  Operation *terminator = func.getBody().front().getTerminator();
+  for (Operation *op : executionOrder(func)) {
+    if (!op->hasAttr(plan::kStep))
       continue; // Constants live in the buffer table.
     json::Object step;
-    step["op"] = op.getName().getStringRef().str();
-    step["in"] = attributeToJson(op.getAttr(plan::kIn));
-    step["out"] = attributeToJson(op.getAttr(plan::kOut));
-    step["attrs"] = stepAttributes(&op);
-    std::string loc = locationString(op.getLoc());
+    step["op"] = op->getName().getStringRef().str();
+    step["in"] = attributeToJson(op->getAttr(plan::kIn));
+    step["out"] = attributeToJson(op->getAttr(plan::kOut));
+    step["attrs"] = stepAttributes(op);
+    std::string loc = locationString(op->getLoc());
     if (!loc.empty())
       step["loc"] = loc;
     steps.push_back(std::move(step));

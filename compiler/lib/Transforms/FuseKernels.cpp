@@ -1,7 +1,8 @@
 //===- FuseKernels.cpp - moe-fuse-kernels ---------------------------------===//
 //
-// Groups the ops of each entry function into kernels. Every group starts at
-// an op that decides its kind and absorbs the ops the kind's rules allow:
+// Groups the ops of each entry function into kernels and outlines every
+// group into a `moe.kernel` region. A group starts at an op that decides
+// its kind and absorbs the ops the kind's rules allow:
 //
 //   embedding   moe.embedding [+ moe.add_positions] [+ moe.dropout]
 //   gemm        moe.linear [+ moe.activation] [+ residual arith.addf]
@@ -14,10 +15,11 @@
 //   elementwise runs of elementwise ops over the same number of elements
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
 //
-// and every other op forms a group of its own. Groups are contiguous runs of
-// ops (constants in between are buffers, not steps); the ops the router
+// and every other op forms a group of its own. A group is a contiguous run
+// of ops (constants in between are buffers, not steps); the ops the router
 // group absorbs are moved up next to it first (all ops are pure, and the
-// move keeps every operand defined before its use).
+// move keeps every operand defined before its use). The `moe.kernel`
+// verifier checks the same rules on any plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,7 @@
 #include "moec/Transforms/ShapeAnalysis.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::moe {
@@ -43,93 +46,90 @@ bool isScalar(Value v) {
   return type && type.getRank() == 0;
 }
 
-bool isElementwise(Operation *op) {
-  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
-             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, ActivationOp,
-             ActivationGradOp, DropoutOp, DropoutGradOp, CastOp>(op);
-}
-
-/// The kind of the group an op starts.
-StringRef kindOf(Operation *op) {
-  if (isElementwise(op) || isa<LrScheduleOp>(op))
+/// The kind of the group an op starts, if it starts one.
+std::optional<KernelKind> kindOf(Operation *op) {
+  using K = KernelKind;
+  if (isElementwiseOp(op) || isa<LrScheduleOp>(op))
     return op->getNumResults() == 1 && isScalar(op->getResult(0))
-               ? "scalar"
-               : "elementwise";
-  return llvm::TypeSwitch<Operation *, StringRef>(op)
-      .Case<EmbeddingOp, AddPositionsOp>([](auto) { return "embedding"; })
-      .Case([](LinearOp linear) -> StringRef {
+               ? K::Scalar
+               : K::Elementwise;
+  return llvm::TypeSwitch<Operation *, std::optional<KernelKind>>(op)
+      .Case<EmbeddingOp, AddPositionsOp>([](auto) { return K::Embedding; })
+      .Case([](LinearOp linear) {
         for (Operation *user : linear.getResult().getUsers())
           if (isa<TopKRouterOp>(user))
-            return "router";
-        return "gemm";
+            return K::Router;
+        return K::Gemm;
       })
-      .Case<LinearGradOp>([](auto) { return "gemm_grad"; })
-      .Case<LayerNormOp, RmsNormOp>([](auto) { return "norm"; })
-      .Case<LayerNormGradOp, RmsNormGradOp>([](auto) { return "norm_grad"; })
-      .Case<AttentionOp>([](auto) { return "attention"; })
-      .Case<AttentionGradOp>([](auto) { return "attention_grad"; })
-      .Case<KvCacheWriteOp>([](auto) { return "kv_write"; })
+      .Case<LinearGradOp>([](auto) { return K::GemmGrad; })
+      .Case<LayerNormOp, RmsNormOp>([](auto) { return K::Norm; })
+      .Case<LayerNormGradOp, RmsNormGradOp>([](auto) { return K::NormGrad; })
+      .Case<AttentionOp>([](auto) { return K::Attention; })
+      .Case<AttentionGradOp>([](auto) { return K::AttentionGrad; })
+      .Case<KvCacheWriteOp>([](auto) { return K::KvWrite; })
       .Case<TopKRouterOp, ZLossOp, SwitchLossOp, ExpertLoadOp>(
-          [](auto) { return "router"; })
-      .Case<TopKRouterGradOp>([](auto) { return "router_grad"; })
-      .Case<SwitchLossGradOp>([](auto) { return "switch_loss_grad"; })
-      .Case<ZLossGradOp>([](auto) { return "z_loss_grad"; })
-      .Case<ExpertFfnOp>([](auto) { return "experts"; })
-      .Case<ExpertFfnGradOp>([](auto) { return "experts_grad"; })
-      .Case<CrossEntropyOp>([](auto) { return "cross_entropy"; })
-      .Case<CrossEntropyGradOp>([](auto) { return "cross_entropy_grad"; })
-      .Case<EmbeddingGradOp>([](auto) { return "embedding_grad"; })
-      .Case<AddPositionsGradOp>([](auto) { return "positions_grad"; })
-      .Case<GlobalNormOp>([](auto) { return "global_norm"; })
-      .Case<AdamUpdateOp, SgdUpdateOp>([](auto) { return "optimizer"; })
-      .Default([](Operation *) { return StringRef(); });
+          [](auto) { return K::Router; })
+      .Case<TopKRouterGradOp>([](auto) { return K::RouterGrad; })
+      .Case<SwitchLossGradOp>([](auto) { return K::SwitchLossGrad; })
+      .Case<ZLossGradOp>([](auto) { return K::ZLossGrad; })
+      .Case<ExpertFfnOp>([](auto) { return K::Experts; })
+      .Case<ExpertFfnGradOp>([](auto) { return K::ExpertsGrad; })
+      .Case<CrossEntropyOp>([](auto) { return K::CrossEntropy; })
+      .Case<CrossEntropyGradOp>([](auto) { return K::CrossEntropyGrad; })
+      .Case<EmbeddingGradOp>([](auto) { return K::EmbeddingGrad; })
+      .Case<AddPositionsGradOp>([](auto) { return K::PositionsGrad; })
+      .Case<GlobalNormOp>([](auto) { return K::GlobalNorm; })
+      .Case<AdamUpdateOp, SgdUpdateOp>([](auto) { return K::Optimizer; })
+      .Default([](Operation *) { return std::nullopt; });
 }
 
-class Fuser {
+Operation *nextNonConstant(Operation *op) {
+  Operation *n = op->getNextNode();
+  while (n && isa<arith::ConstantOp>(n))
+    n = n->getNextNode();
+  return n;
+}
+
+/// Finds the groups of one function (in program order).
+class Grouper {
 public:
-  Fuser(func::FuncOp func, llvm::DenseMap<Value, SymShape> shapes)
+  struct Group {
+    KernelKind kind;
+    llvm::SmallVector<Operation *> ops;
+  };
+
+  Grouper(func::FuncOp func, llvm::DenseMap<Value, SymShape> shapes)
       : func(func), shapes(std::move(shapes)) {}
 
-  void run() {
+  std::vector<Group> run() {
+    std::vector<Group> groups;
     Block &body = func.getBody().front();
-    int64_t next = 0;
-    for (Operation *op = &body.front(); op && !op->hasTrait<OpTrait::IsTerminator>();
-         op = op->getNextNode()) {
-      if (isa<arith::ConstantOp>(op) || op->hasAttr(fusion::kGroup))
+    for (Operation *op = &body.front();
+         op && !op->hasTrait<OpTrait::IsTerminator>(); op = op->getNextNode()) {
+      if (isa<arith::ConstantOp>(op) || grouped.contains(op))
         continue;
-      StringRef kind = kindOf(op);
-      if (kind.empty())
+      std::optional<KernelKind> kind = kindOf(op);
+      if (!kind)
         continue;
       group = {op};
-      groupKind = kind;
+      groupKind = *kind;
       // A residual add feeding a norm belongs to the norm's group.
-      if (isa<arith::AddFOp>(op) && kind == "elementwise")
+      if (isa<arith::AddFOp>(op) && groupKind == KernelKind::Elementwise)
         if (Operation *nextOp = nextNonConstant(op))
           if (isa<LayerNormOp, RmsNormOp>(nextOp) &&
               nextOp->getOperand(0) == op->getResult(0))
-            groupKind = "norm";
-      if (groupKind == "router")
+            groupKind = KernelKind::Norm;
+      if (groupKind == KernelKind::Router)
         hoistRouterConsumers(op);
       grow();
-      OpBuilder b(func.getContext());
-      for (auto [i, member] : llvm::enumerate(group)) {
-        member->setAttr(fusion::kGroup, b.getI64IntegerAttr(next));
-        if (i == 0)
-          member->setAttr(fusion::kKernel, b.getStringAttr(groupKind));
-      }
-      ++next;
+      grouped.insert(group.begin(), group.end());
+      groups.push_back({groupKind, group});
       op = group.back();
     }
+    return groups;
   }
 
 private:
-  static Operation *nextNonConstant(Operation *op) {
-    Operation *n = op->getNextNode();
-    while (n && isa<arith::ConstantOp>(n))
-      n = n->getNextNode();
-    return n;
-  }
-
   bool inGroup(Value v) const {
     Operation *def = v.getDefiningOp();
     return def && llvm::is_contained(group, def);
@@ -174,21 +174,25 @@ private:
   /// or same-sized elementwise ops fuse even when independent; the other
   /// kinds only take consumers of their own values.
   bool absorbs(Operation *op) const {
-    if (op->hasAttr(fusion::kGroup) || isa<arith::ConstantOp>(op))
+    using K = KernelKind;
+    if (grouped.contains(op) || isa<arith::ConstantOp>(op))
       return false;
-    if (groupKind == "global_norm" || groupKind == "scalar")
-      return kindOf(op) == "scalar" && available(op);
-    if (groupKind == "elementwise")
-      return kindOf(op) == "elementwise" && available(op) &&
+    std::optional<KernelKind> kind = kindOf(op);
+    if (groupKind == K::GlobalNorm || groupKind == K::Scalar)
+      return kind == K::Scalar && available(op);
+    if (groupKind == K::Elementwise)
+      return kind == K::Elementwise && available(op) &&
              sameElements(op->getResult(0), group.front()->getResult(0));
+    if (groupKind == K::Optimizer)
+      return isa<AdamUpdateOp, SgdUpdateOp>(op);
     if (!feedsFromGroup(op))
       return false;
     Operation *last = group.back();
-    if (groupKind == "embedding")
-      return (isa<AddPositionsOp>(op) &&
-              op->getOperand(0) == last->getResult(0)) ||
-             (isa<DropoutOp>(op) && op->getOperand(0) == last->getResult(0));
-    if (groupKind == "gemm") {
+    switch (groupKind) {
+    case K::Embedding:
+      return isa<AddPositionsOp, DropoutOp>(op) &&
+             op->getOperand(0) == last->getResult(0);
+    case K::Gemm: {
       // The epilogue applies to the last value; values that other ops also
       // read (the pre-activation the backward needs) are stored as well.
       Value tail = last->getResult(0);
@@ -199,31 +203,24 @@ private:
       return isa<arith::AddFOp>(op) && !isa<arith::AddFOp>(last) &&
              !isScalar(op->getResult(0));
     }
-    if (groupKind == "router")
+    case K::Router:
       return isa<TopKRouterOp, ZLossOp, SwitchLossOp, ExpertLoadOp>(op);
-    if (groupKind == "experts")
+    case K::Experts:
       return isa<arith::AddFOp>(op) && isa<ExpertFfnOp>(last) &&
              llvm::is_contained(op->getOperands(), last->getResult(0));
-    if (groupKind == "norm")
+    case K::Norm:
       return isa<LayerNormOp, RmsNormOp>(op) && isa<arith::AddFOp>(last) &&
              op->getOperand(0) == last->getResult(0);
-    return false;
+    default:
+      return false;
+    }
   }
 
   /// Extends the group with the ops that follow it while they qualify.
   void grow() {
-    for (Operation *op = nextNonConstant(group.back()); op;
-         op = nextNonConstant(group.back())) {
-      bool take = groupKind == "optimizer"
-                      ? isa<AdamUpdateOp, SgdUpdateOp>(op) &&
-                            !op->hasAttr(fusion::kGroup)
-                      : absorbs(op);
-      if (!take)
-        break;
-      // Constants between members stay where they are: groups are
-      // contiguous up to constants, which are buffers, not steps.
+    for (Operation *op = nextNonConstant(group.back()); op && absorbs(op);
+         op = nextNonConstant(group.back()))
       group.push_back(op);
-    }
   }
 
   /// Moves the router's statistics and losses up next to it.
@@ -264,9 +261,55 @@ private:
 
   func::FuncOp func;
   llvm::DenseMap<Value, SymShape> shapes;
+  llvm::DenseSet<Operation *> grouped;
   llvm::SmallVector<Operation *> group;
-  StringRef groupKind;
+  KernelKind groupKind = KernelKind::Elementwise;
 };
+
+/// Moves the ops of `group` (contiguous up to constants) into a new
+/// moe.kernel at their place; values read after the group leave it through
+/// moe.yield. A constant among the members moves in when only members read
+/// it, else in front of the kernel.
+void outline(const Grouper::Group &group) {
+  Operation *first = group.ops.front(), *last = group.ops.back();
+  llvm::SetVector<Operation *> members;
+  for (Operation *op = first;; op = op->getNextNode()) {
+    members.insert(op);
+    if (op == last)
+      break;
+  }
+  llvm::SmallVector<Operation *> inside;
+  for (Operation *op : members) {
+    bool onlyMembersRead = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      return members.contains(user);
+    });
+    if (isa<arith::ConstantOp>(op) && !onlyMembersRead)
+      op->moveBefore(first);
+    else
+      inside.push_back(op);
+  }
+  llvm::SmallVector<Value> escaping;
+  for (Operation *op : inside)
+    for (Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return !members.contains(user);
+          }))
+        escaping.push_back(result);
+
+  OpBuilder b(first);
+  auto kernel = b.create<KernelOp>(
+      first->getLoc(), ValueRange(escaping).getTypes(),
+      KernelKindAttr::get(first->getContext(), group.kind), TilesAttr());
+  Block *body = b.createBlock(&kernel.getBody());
+  for (Operation *op : inside)
+    op->moveBefore(body, body->end());
+  b.setInsertionPointToEnd(body);
+  b.create<YieldOp>(first->getLoc(), escaping);
+  for (auto [value, result] : llvm::zip(escaping, kernel.getResults()))
+    value.replaceUsesWithIf(result, [&](OpOperand &use) {
+      return use.getOwner()->getParentOp() != kernel.getOperation();
+    });
+}
 
 struct MoeFuseKernelsPass
     : public mlir::moe::impl::MoeFuseKernelsBase<MoeFuseKernelsPass> {
@@ -274,10 +317,16 @@ struct MoeFuseKernelsPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(attrs::kEntry))
         continue;
+      if (!func.getBody().front().getOps<KernelOp>().empty()) {
+        func.emitOpError("is fused already");
+        return signalPassFailure();
+      }
       llvm::DenseMap<Value, SymShape> shapes;
       if (failed(computeSymbolicShapes(func, shapes)))
         return signalPassFailure();
-      Fuser(func, std::move(shapes)).run();
+      for (const Grouper::Group &group :
+           Grouper(func, std::move(shapes)).run())
+        outline(group);
     }
   }
 };

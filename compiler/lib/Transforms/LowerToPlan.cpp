@@ -111,8 +111,11 @@ llvm::DenseMap<Value, int64_t> mlir::moe::plan::bufferIds(func::FuncOp func) {
     if (!out)
       return;
     for (auto [value, id] : llvm::zip(odsResults(op), out.asArrayRef()))
-      if (value)
+      if (value) {
         ids[value] = id;
+        // The kernel result that yields it lives in the same buffer.
+        ids[outerValue(value)] = id;
+      }
   });
   return ids;
 }
@@ -128,46 +131,48 @@ public:
       return failure();
     Block &body = func.getBody().front();
     Operation *terminator = body.getTerminator();
-    for (auto [i, op] : llvm::enumerate(body))
-      position[&op] = i;
-    computeGroupSpans(body);
+    llvm::SmallVector<Operation *> order = executionOrder(func);
+    for (auto [i, op] : llvm::enumerate(order))
+      position[op] = i;
+    position[terminator] = order.size();
+    computeGroupSpans(order);
 
     if (failed(bindArguments()))
       return failure();
     llvm::DenseMap<Value, Attribute> updates = returnedUpdates(terminator);
 
     int64_t stepIndex = 0;
-    for (Operation &op : body.without_terminator()) {
+    for (Operation *op : order) {
       if (auto cst = dyn_cast<arith::ConstantOp>(op)) {
         int64_t id = add({cast<TensorType>(cst.getType()).getElementType(),
                           shapes[cst.getResult()], "const", Attribute(),
                           cst.getValue()});
-        ids[cst.getResult()] = id;
+        setId(cst.getResult(), id);
         // Constants are buffers, not steps; record which one.
-        op.setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, {id}));
+        op->setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, {id}));
         continue;
       }
       SmallVector<int64_t> outs;
-      for (auto [index, result] : llvm::enumerate(plan::odsResults(&op))) {
+      for (auto [index, result] : llvm::enumerate(plan::odsResults(op))) {
         if (!result) {
           outs.push_back(-1);
           continue;
         }
         int64_t id = -1;
-        if (!result.use_empty())
-          id = placeResult(&op, result, index, updates);
-        ids[result] = id;
+        if (!readersOf(result).empty())
+          id = placeResult(op, result, index, updates);
+        setId(result, id);
         outs.push_back(id);
       }
       SmallVector<int64_t> ins;
-      for (Value operand : odsOperands(&op))
+      for (Value operand : odsOperands(op))
         ins.push_back(operand ? ids.lookup(operand) : -1);
-      op.setAttr(plan::kStep, IntegerAttr::get(IntegerType::get(ctx, 64),
-                                               stepIndex++));
-      op.setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, ins));
-      op.setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, outs));
-      releaseDeadOperands(&op, terminator);
-      releasePending(position[&op]);
+      op->setAttr(plan::kStep, IntegerAttr::get(IntegerType::get(ctx, 64),
+                                                stepIndex++));
+      op->setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, ins));
+      op->setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, outs));
+      releaseDeadOperands(op, terminator);
+      releasePending(position[op]);
     }
     SmallVector<int64_t> returned;
     for (Value v : terminator->getOperands())
@@ -178,6 +183,12 @@ public:
   }
 
 private:
+  /// Records the buffer of `v`, and of the kernel result that yields it.
+  void setId(Value v, int64_t id) {
+    ids[v] = id;
+    ids[outerValue(v)] = id;
+  }
+
   int64_t add(Buffer buffer) {
     buffers.push_back(std::move(buffer));
     return static_cast<int64_t>(buffers.size()) - 1;
@@ -223,28 +234,28 @@ private:
   }
 
   /// Fused groups run as one kernel (or a few), so a buffer lives from the
-  /// start of the group that writes it to the end of the last group that
-  /// reads it: no op of a group may take a buffer another op of the same
-  /// group reads. Ops outside any group span themselves.
-  void computeGroupSpans(Block &body) {
-    llvm::DenseMap<int64_t, std::pair<size_t, size_t>> spanOfGroup;
-    for (Operation &op : body)
-      if (auto group = op.getAttrOfType<IntegerAttr>(fusion::kGroup)) {
-        auto [it, inserted] = spanOfGroup.try_emplace(
-            group.getInt(), position[&op], position[&op]);
-        it->second.second = position[&op];
+  /// start of the kernel that writes it to the end of the last kernel that
+  /// reads it: no op of a kernel may take a buffer another op of the same
+  /// kernel reads. Ops outside any kernel span themselves.
+  void computeGroupSpans(ArrayRef<Operation *> order) {
+    llvm::DenseMap<Operation *, std::pair<size_t, size_t>> spanOfKernel;
+    for (Operation *op : order)
+      if (auto kernel = dyn_cast<KernelOp>(op->getParentOp())) {
+        auto [it, inserted] = spanOfKernel.try_emplace(
+            kernel, position[op], position[op]);
+        it->second.second = position[op];
       }
-    for (Operation &op : body) {
-      auto group = op.getAttrOfType<IntegerAttr>(fusion::kGroup);
-      span[&op] = group ? spanOfGroup[group.getInt()]
-                        : std::make_pair(position[&op], position[&op]);
+    for (Operation *op : order) {
+      auto kernel = dyn_cast<KernelOp>(op->getParentOp());
+      span[op] = kernel ? spanOfKernel[kernel]
+                        : std::make_pair(position[op], position[op]);
     }
   }
 
   /// Whether `op` may write over `v`: every other reader of `v` runs in an
   /// earlier group, and `v` is not returned.
   bool isLastUser(Value v, Operation *op) {
-    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    return llvm::all_of(readersOf(v), [&](Operation *user) {
       if (isa<func::ReturnOp>(user))
         return false;
       return user == op || span[user].second < span[op].first;
@@ -254,7 +265,7 @@ private:
   int64_t placeResult(Operation *op, Value result, unsigned index,
                       const llvm::DenseMap<Value, Attribute> &updates) {
     // An update written over its own argument.
-    if (auto target = updates.lookup(result)) {
+    if (auto target = updates.lookup(outerValue(result))) {
       std::optional<unsigned> operand = inPlaceOperand(op, index);
       Value arg = argumentFor(target);
       if (operand && arg && op->getOperand(*operand) == arg &&
@@ -292,7 +303,7 @@ private:
       int64_t id = ids.lookup(v);
       if (id < 0 || buffers[id].kind != "temp")
         continue;
-      bool later = llvm::any_of(v.getUsers(), [&](Operation *user) {
+      bool later = llvm::any_of(readersOf(v), [&](Operation *user) {
         return user == terminator || position[user] > position[op];
       });
       if (!later)

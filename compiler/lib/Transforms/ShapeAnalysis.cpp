@@ -33,18 +33,24 @@ static FailureOr<SymShape> argumentShape(func::FuncOp func, unsigned i) {
   return shape;
 }
 
-LogicalResult
-mlir::moe::computeSymbolicShapes(func::FuncOp func,
-                                 llvm::DenseMap<Value, SymShape> &shapes) {
-  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-    FailureOr<SymShape> shape = argumentShape(func, i);
-    if (failed(shape))
-      return failure();
-    shapes[func.getArgument(i)] = *shape;
-  }
-  if (!func.getBody().hasOneBlock())
-    return func.emitOpError("moe programs must have a single block");
-  for (Operation &op : func.getBody().front()) {
+/// Infers the shapes of every op of `block` in order; a kernel's results
+/// take the shapes of the values its body yields.
+static LogicalResult inferBlock(Block &block,
+                                llvm::DenseMap<Value, SymShape> &shapes) {
+  for (Operation &op : block) {
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      if (failed(inferBlock(kernel.getBody().front(), shapes)))
+        return failure();
+      for (auto [result, yielded] :
+           llvm::zip(kernel.getResults(),
+                     kernel.getBody().front().getTerminator()->getOperands())) {
+        SymShape shape = shapes.lookup(yielded); // a copy: [] may rehash
+        shapes[result] = std::move(shape);
+      }
+      continue;
+    }
+    if (isa<YieldOp>(op))
+      continue;
     SmallVector<SymShape> operands;
     for (Value v : op.getOperands()) {
       auto it = shapes.find(v);
@@ -66,4 +72,18 @@ mlir::moe::computeSymbolicShapes(func::FuncOp func,
       shapes[value] = shape;
   }
   return success();
+}
+
+LogicalResult
+mlir::moe::computeSymbolicShapes(func::FuncOp func,
+                                 llvm::DenseMap<Value, SymShape> &shapes) {
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    FailureOr<SymShape> shape = argumentShape(func, i);
+    if (failed(shape))
+      return failure();
+    shapes[func.getArgument(i)] = *shape;
+  }
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("moe programs must have a single block");
+  return inferBlock(func.getBody().front(), shapes);
 }

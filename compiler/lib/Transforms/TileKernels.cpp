@@ -55,68 +55,95 @@ int64_t lastDim(Value v) {
 
 class Tiler {
 public:
-  Tiler(MLIRContext *ctx, ArchLimits limits) : b(ctx), limits(limits) {}
+  Tiler(MLIRContext *ctx, ArchLimits limits) : ctx(ctx), limits(limits) {}
 
-  DictionaryAttr tilesFor(const KernelGroup &group) {
-    fields.clear();
+  TilesAttr tilesFor(const KernelGroup &group) {
+    fields = Fields();
     Operation *first = group.ops.front();
-    StringRef kind = group.kind;
-    if (kind == "gemm" || kind == "gemm_grad") {
+    using K = KernelKind;
+    switch (group.kind) {
+    case K::Gemm:
+    case K::GemmGrad: {
       Value w = first->getOperand(1);
       auto type = cast<RankedTensorType>(w.getType());
-      int64_t n = type.getDimSize(isa<LinearOp>(first) &&
-                                          cast<LinearOp>(first).getTransposeWeight()
-                                      ? 0
-                                      : 1);
+      auto linear = dyn_cast<LinearOp>(first);
+      int64_t n =
+          type.getDimSize(linear && linear.getTransposeWeight() ? 0 : 1);
       gemmTiles(n);
-    } else if (kind == "experts" || kind == "experts_grad") {
+      break;
+    }
+    case K::Experts:
+    case K::ExpertsGrad: {
       auto w1 = cast<RankedTensorType>(first->getOperand(4).getType());
       gemmTiles(w1.getDimSize(2));
-      set("dispatch_threads", 1024);
-    } else if (kind == "attention" || kind == "attention_grad") {
-      attentionTiles(first);
-    } else if (kind == "norm" || kind == "norm_grad" || kind == "router_grad" ||
-               kind == "switch_loss_grad" || kind == "z_loss_grad") {
-      set("threads", 128);
-      set("rows_per_block", 4);
-    } else if (kind == "router") {
-      // One warp per token; the last block to finish sums the losses.
-      set("threads", 256);
-      set("rows_per_block", 8);
-    } else if (kind == "cross_entropy" || kind == "cross_entropy_grad") {
-      int64_t vocab = lastDim(first->getOperand(0));
-      set("threads", vocab >= 256 ? 256 : std::max<int64_t>(32, roundUp(vocab, 32)));
-      set("rows_per_block", 1);
-    } else if (kind == "scalar") {
-      set("threads", 1);
-    } else {
-      // elementwise, embedding, kv_write, embedding_grad, positions_grad,
-      // global_norm, optimizer.
-      set("threads", 256);
-      set("items", 4);
+      fields.dispatchThreads = 1024;
+      break;
     }
-    return b.getDictionaryAttr(fields);
+    case K::Attention:
+    case K::AttentionGrad:
+      attentionTiles(first);
+      break;
+    case K::Norm:
+    case K::NormGrad:
+    case K::RouterGrad:
+    case K::SwitchLossGrad:
+    case K::ZLossGrad:
+      fields.threads = 128;
+      fields.rowsPerBlock = 4;
+      break;
+    case K::Router:
+      // One warp per token; the last block to finish sums the losses.
+      fields.threads = 256;
+      fields.rowsPerBlock = 8;
+      break;
+    case K::CrossEntropy:
+    case K::CrossEntropyGrad: {
+      int64_t vocab = lastDim(first->getOperand(0));
+      fields.threads =
+          vocab >= 256 ? 256 : std::max<int64_t>(32, roundUp(vocab, 32));
+      fields.rowsPerBlock = 1;
+      break;
+    }
+    case K::Scalar:
+      fields.threads = 1;
+      break;
+    case K::Elementwise:
+    case K::Embedding:
+    case K::EmbeddingGrad:
+    case K::PositionsGrad:
+    case K::KvWrite:
+    case K::GlobalNorm:
+    case K::Optimizer:
+      fields.threads = 256;
+      fields.items = 4;
+      break;
+    }
+    return TilesAttr::get(ctx, fields.threads, fields.tileM, fields.tileN,
+                          fields.tileK, fields.tileQ, fields.headDim,
+                          fields.dispatchThreads, fields.rowsPerBlock,
+                          fields.items);
   }
 
 private:
+  struct Fields {
+    std::optional<int64_t> threads, tileM, tileN, tileK, tileQ, headDim,
+        dispatchThreads, rowsPerBlock, items;
+  };
+
   static int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-  void set(StringRef name, int64_t value) {
-    fields.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(value)));
-  }
-
   void gemmTiles(int64_t n) {
-    int64_t tileN = n >= 64 ? 64 : 32;
-    int64_t tileM = limits.large && n >= 128 ? 128 : 64;
-    set("tile_m", tileM);
-    set("tile_n", tileN);
-    set("tile_k", 16);
-    set("threads", 256);
+    fields.tileN = n >= 64 ? 64 : 32;
+    fields.tileM = limits.large && n >= 128 ? 128 : 64;
+    fields.tileK = 16;
+    fields.threads = 256;
   }
 
   void attentionTiles(Operation *op) {
     int64_t width = lastDim(op->getOperand(0));
-    int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
+    int64_t heads = static_cast<int64_t>(
+        isa<AttentionOp>(op) ? cast<AttentionOp>(op).getNumHeads()
+                             : cast<AttentionGradOp>(op).getNumHeads());
     int64_t headDim = heads > 0 ? width / heads : width;
     // The kernels stage Q and dO tiles (tile_q x head_dim) and K and V
     // tiles (tile_k x head_dim) in static shared memory, which is 48 KiB on
@@ -132,15 +159,15 @@ private:
       else
         tileQ /= 2;
     }
-    set("tile_q", tileQ);
-    set("tile_k", tileK);
-    set("threads", 128);
-    set("head_dim", headDim);
+    fields.tileQ = tileQ;
+    fields.tileK = tileK;
+    fields.threads = 128;
+    fields.headDim = headDim;
   }
 
-  Builder b;
+  MLIRContext *ctx;
   ArchLimits limits;
-  SmallVector<NamedAttribute> fields;
+  Fields fields;
 };
 
 struct MoeTileKernelsPass
@@ -156,8 +183,8 @@ struct MoeTileKernelsPass
     }
     Tiler tiler(&getContext(), *limits);
     for (auto func : getOperation().getOps<func::FuncOp>())
-      for (const KernelGroup &group : collectGroups(func))
-        group.ops.front()->setAttr(fusion::kTiles, tiler.tilesFor(group));
+      for (KernelGroup &group : collectGroups(func))
+        group.op.setTilesAttr(tiler.tilesFor(group));
   }
 };
 

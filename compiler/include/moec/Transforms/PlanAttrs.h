@@ -3,6 +3,7 @@
 #ifndef MOEC_TRANSFORMS_PLANATTRS_H
 #define MOEC_TRANSFORMS_PLANATTRS_H
 
+#include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
@@ -13,7 +14,7 @@ namespace mlir::moe::plan {
 /// {id, kind, type, dims, bind?, value?}.
 inline constexpr llvm::StringLiteral kBuffers = "moe.buffers";
 /// Op attribute: the op's position in the plan.
-inline constexpr llvm::StringLiteral kStep = "moe.step";
+inline constexpr llvm::StringLiteral kStep = attrs::kStep;
 /// Op attributes: buffer ids of the ODS operands / results (-1 for an
 /// absent optional one or a result nobody reads). Constants carry kOut only.
 inline constexpr llvm::StringLiteral kIn = "moe.in";

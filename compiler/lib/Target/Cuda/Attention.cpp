@@ -51,8 +51,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
                op.getScale().convertToDouble(), op.getCausal()};
   geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
                 geo.heads;
-  int64_t tq = e.tile("tile_q", 32), tk = e.tile("tile_k", 32),
-          threads = e.tile("threads", 128);
+  int64_t tq = e.tile(e.tiles().getTileQ()), tk = e.tile(e.tiles().getTileK()),
+          threads = e.tile(e.tiles().getThreads());
   e.beginKernel("");
   CodeWriter w;
   w.indent();
@@ -82,8 +82,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                op.getScale().convertToDouble(), op.getCausal()};
   geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
                 geo.heads;
-  int64_t tq = e.tile("tile_q", 32), tk = e.tile("tile_k", 32),
-          threads = e.tile("threads", 128);
+  int64_t tq = e.tile(e.tiles().getTileQ()), tk = e.tile(e.tiles().getTileK()),
+          threads = e.tile(e.tiles().getThreads());
   const SymShape &qs = e.shapeOf(op.getQ()), &ks = e.shapeOf(op.getK());
   Type f32 = cast<TensorType>(op.getLse().getType()).getElementType();
   int64_t delta = e.scratch(f32, e.shapeOf(op.getLse()));

@@ -2,6 +2,9 @@
 
 #include "CodeWriter.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/ErrorHandling.h"
 #include <cmath>
 #include <cstdio>
 
@@ -27,6 +30,37 @@ CodeWriter::Scope::Scope(CodeWriter &writer, const llvm::Twine &head,
 CodeWriter::Scope::~Scope() {
   writer.dedent();
   writer.line(tail);
+}
+
+std::string mlir::moe::cuda::fill(llvm::StringRef templ,
+                                  std::initializer_list<Subst> values) {
+  std::string out;
+  llvm::SmallVector<bool> used(values.size(), false);
+  while (!templ.empty()) {
+    size_t at = templ.find("${");
+    out += templ.substr(0, at).str();
+    if (at == llvm::StringRef::npos)
+      break;
+    size_t end = templ.find('}', at);
+    if (end == llvm::StringRef::npos)
+      llvm::report_fatal_error("code template: unclosed ${ in '" + templ + "'");
+    llvm::StringRef name = templ.slice(at + 2, end);
+    const Subst *found = nullptr;
+    for (auto [i, v] : llvm::enumerate(values))
+      if (v.name == name) {
+        found = &v;
+        used[i] = true;
+      }
+    if (!found)
+      llvm::report_fatal_error("code template: no value for ${" + name + "}");
+    out += found->text;
+    templ = templ.drop_front(end + 1);
+  }
+  for (auto [i, v] : llvm::enumerate(values))
+    if (!used[i])
+      llvm::report_fatal_error("code template: ${" + v.name +
+                               "} is never used");
+  return out;
 }
 
 std::string mlir::moe::cuda::floatLiteral(double v) {

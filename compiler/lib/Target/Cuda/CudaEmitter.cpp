@@ -3,42 +3,61 @@
 #include "GroupEmitter.h"
 #include "moec/Transforms/PlanAttrs.h"
 #include "moec/Transforms/ShapeAnalysis.h"
-#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
 LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
-  using Fn = LogicalResult (*)(GroupEmitter &);
-  Fn fn = llvm::StringSwitch<Fn>(e.group().kind)
-              .Cases("elementwise", "scalar", emitElementwiseGroup)
-              .Case("gemm", emitGemmGroup)
-              .Case("gemm_grad", emitGemmGradGroup)
-              .Case("norm", emitNormGroup)
-              .Case("norm_grad", emitNormGradGroup)
-              .Case("embedding", emitEmbeddingGroup)
-              .Case("embedding_grad", emitEmbeddingGradGroup)
-              .Case("positions_grad", emitPositionsGradGroup)
-              .Case("kv_write", emitKvWriteGroup)
-              .Case("attention", emitAttentionGroup)
-              .Case("attention_grad", emitAttentionGradGroup)
-              .Case("router", emitRouterGroup)
-              .Case("router_grad", emitRouterGradGroup)
-              .Case("z_loss_grad", emitZLossGradGroup)
-              .Case("switch_loss_grad", emitSwitchLossGradGroup)
-              .Case("experts", emitExpertsGroup)
-              .Case("experts_grad", emitExpertsGradGroup)
-              .Case("cross_entropy", emitCrossEntropyGroup)
-              .Case("cross_entropy_grad", emitCrossEntropyGradGroup)
-              .Case("global_norm", emitGlobalNormGroup)
-              .Case("optimizer", emitOptimizerGroup)
-              .Default(nullptr);
-  if (!fn)
-    return e.error("is in a '")
-           << e.group().kind << "' kernel group, which this moec cannot "
-           << "generate CUDA for yet";
-  return fn(e);
+  using K = KernelKind;
+  switch (e.group().kind) {
+  case K::Elementwise:
+  case K::Scalar:
+    return emitElementwiseGroup(e);
+  case K::Gemm:
+    return emitGemmGroup(e);
+  case K::GemmGrad:
+    return emitGemmGradGroup(e);
+  case K::Norm:
+    return emitNormGroup(e);
+  case K::NormGrad:
+    return emitNormGradGroup(e);
+  case K::Embedding:
+    return emitEmbeddingGroup(e);
+  case K::EmbeddingGrad:
+    return emitEmbeddingGradGroup(e);
+  case K::PositionsGrad:
+    return emitPositionsGradGroup(e);
+  case K::KvWrite:
+    return emitKvWriteGroup(e);
+  case K::Attention:
+    return emitAttentionGroup(e);
+  case K::AttentionGrad:
+    return emitAttentionGradGroup(e);
+  case K::Router:
+    return emitRouterGroup(e);
+  case K::RouterGrad:
+    return emitRouterGradGroup(e);
+  case K::ZLossGrad:
+    return emitZLossGradGroup(e);
+  case K::SwitchLossGrad:
+    return emitSwitchLossGradGroup(e);
+  case K::Experts:
+    return emitExpertsGroup(e);
+  case K::ExpertsGrad:
+    return emitExpertsGradGroup(e);
+  case K::CrossEntropy:
+    return emitCrossEntropyGroup(e);
+  case K::CrossEntropyGrad:
+    return emitCrossEntropyGradGroup(e);
+  case K::GlobalNorm:
+    return emitGlobalNormGroup(e);
+  case K::Optimizer:
+    return emitOptimizerGroup(e);
+  }
+  return e.error("is in a '")
+         << stringifyKernelKind(e.group().kind)
+         << "' kernel group, which this moec cannot generate CUDA for";
 }
 
 FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
@@ -52,9 +71,11 @@ FailureOr<ProgramCode> mlir::moe::cuda::emitProgram(
   if (auto table = func->getAttrOfType<ArrayAttr>(plan::kBuffers))
     ctx.planBuffers = table.size();
   for (const KernelGroup &group : collectGroups(func)) {
+    if (!group.tiles)
+      return group.op->emitOpError("has no tiles: run moe-tile-kernels first");
     GroupCode code;
     code.group = group.id;
-    code.kind = group.kind.str();
+    code.kind = stringifyKernelKind(group.kind).str();
     for (Operation *op : group.ops)
       if (auto step = op->getAttrOfType<IntegerAttr>(plan::kStep))
         code.steps.push_back(step.getInt());

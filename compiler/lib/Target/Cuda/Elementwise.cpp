@@ -27,12 +27,12 @@ bool isScalarValue(Value v) {
 
 LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
   const KernelGroup &g = e.group();
-  bool scalar = g.kind == "scalar";
+  bool scalar = g.kind == KernelKind::Scalar;
   // The loop runs over the elements of the first non-scalar result.
   Value reference = g.ops.front()->getResult(0);
   e.beginKernel("");
-  int64_t threads = scalar ? 1 : e.tile("threads", 256);
-  int64_t items = scalar ? 1 : e.tile("items", 4);
+  int64_t threads = scalar ? 1 : e.tile(e.tiles().getThreads());
+  int64_t items = scalar ? 1 : e.tile(e.tiles().getItems());
   SymDim n = scalar ? SymDim(1) : e.numElements(reference);
 
   CodeWriter w;
@@ -97,7 +97,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
       FailureOr<std::string> v = e.elementwise(w, op, in, "i");
       if (failed(v))
         return op->emitOpError("has no CUDA code generation in an ")
-               << g.kind << " kernel";
+               << stringifyKernelKind(g.kind) << " kernel";
       names[op->getResult(0)] = *v;
     }
     for (auto &[v, ptr] : outputs)

@@ -89,7 +89,7 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
         w.line(stores[op->getResult(0)] + "[i] = " + v + ";");
     }
   }
-  int64_t threads = e.tile("threads", 256), items = e.tile("items", 4);
+  int64_t threads = e.tile(e.tiles().getThreads()), items = e.tile(e.tiles().getItems());
   e.finishKernel(w.str(), GridDim{n, threads * items}, GridDim(), GridDim(),
                  threads);
   return success();
@@ -161,7 +161,7 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   auto cacheType = cast<RankedTensorType>(write.getCache().getType());
   int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
   bool inPlace = e.buffer(write.getCache()) == e.buffer(write.getResult());
-  int64_t threads = e.tile("threads", 256), items = e.tile("items", 4);
+  int64_t threads = e.tile(e.tiles().getThreads()), items = e.tile(e.tiles().getItems());
   if (!inPlace) {
     // The plan kept the old cache alive: copy it first.
     e.beginKernel("copy");

@@ -56,11 +56,11 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   x.f = w1.getDimSize(2);
   x.k = cast<RankedTensorType>(x.expert.getType()).getShape().back();
   x.tokens = em.rowsOf(x.x);
-  x.tm = em.tile("tile_m", 64);
-  x.tn = em.tile("tile_n", 64);
-  x.tk = em.tile("tile_k", 16);
-  x.threads = em.tile("threads", 256);
-  x.dispatchThreads = em.tile("dispatch_threads", 1024);
+  x.tm = em.tile(em.tiles().getTileM());
+  x.tn = em.tile(em.tiles().getTileN());
+  x.tk = em.tile(em.tiles().getTileK());
+  x.threads = em.tile(em.tiles().getThreads());
+  x.dispatchThreads = em.tile(em.tiles().getDispatchThreads());
   MLIRContext *ctx = op->getContext();
   x.f32 = Float32Type::get(ctx);
   x.t = cudaType(cast<TensorType>(x.x.getType()).getElementType());

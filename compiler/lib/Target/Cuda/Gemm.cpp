@@ -57,8 +57,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   bool transposed = linear.getTransposeWeight();
   int64_t k = wType.getDimSize(transposed ? 1 : 0);
   int64_t n = wType.getDimSize(transposed ? 0 : 1);
-  int64_t tm = e.tile("tile_m", 64), tn = e.tile("tile_n", 64),
-          tk = e.tile("tile_k", 16), threads = e.tile("threads", 256);
+  int64_t tm = e.tile(e.tiles().getTileM()), tn = e.tile(e.tiles().getTileN()),
+          tk = e.tile(e.tiles().getTileK()), threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
 
   e.beginKernel("");
@@ -130,8 +130,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
   bool transposed = grad.getTransposeWeight();
   int64_t kin = wType.getDimSize(transposed ? 1 : 0);
   int64_t nout = wType.getDimSize(transposed ? 0 : 1);
-  int64_t tm = e.tile("tile_m", 64), tn = e.tile("tile_n", 64),
-          tk = e.tile("tile_k", 16), threads = e.tile("threads", 256);
+  int64_t tm = e.tile(e.tiles().getTileM()), tn = e.tile(e.tiles().getTileN()),
+          tk = e.tile(e.tiles().getTileK()), threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
   auto store = [](StringRef out, int64_t ld) {
     return llvm::formatv("[=](int64_t m, int64_t col, float acc) {{ {0}[m * "

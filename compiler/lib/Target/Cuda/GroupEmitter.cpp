@@ -15,22 +15,22 @@ GroupEmitter::GroupEmitter(ProgramContext &program, const KernelGroup &group)
 
 GroupEmitter::~GroupEmitter() = default;
 
-int64_t GroupEmitter::tile(StringRef key, int64_t fallback) const {
-  if (grp.tiles)
-    if (auto v = grp.tiles.getAs<IntegerAttr>(key))
-      return v.getInt();
-  return fallback;
+int64_t GroupEmitter::tile(std::optional<int64_t> field) const {
+  if (!field)
+    llvm::report_fatal_error("internal error: a verified moe.kernel lacks a "
+                             "tile its kind uses");
+  return *field;
 }
 
 bool GroupEmitter::inGroup(Value v) const {
   Operation *def = v.getDefiningOp();
-  return def && llvm::is_contained(grp.ops, def);
+  return def && def->getParentOp() == static_cast<Operation *>(grp.op);
 }
 
 bool GroupEmitter::escapes(Value v) const {
-  return llvm::any_of(v.getUsers(), [&](Operation *user) {
-    return !llvm::is_contained(grp.ops, user);
-  });
+  // Everything read after the kernel leaves it through moe.yield.
+  return llvm::any_of(v.getUsers(),
+                      [](Operation *user) { return isa<YieldOp>(user); });
 }
 
 const SymShape &GroupEmitter::shapeOf(Value v) const {
@@ -144,15 +144,15 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
   }
   std::string header;
   llvm::raw_string_ostream os(header);
-  os << "// group " << grp.id << " (" << grp.kind << "):";
+  os << "// group " << grp.id << " (" << stringifyKernelKind(grp.kind)
+     << "):";
   for (Operation *op : grp.ops)
     os << " " << op->getName().getStringRef();
   os << "\n";
   if (grp.tiles) {
     os << "// tiles:";
-    for (NamedAttribute n : grp.tiles)
-      os << " " << n.getName().getValue() << "="
-         << cast<IntegerAttr>(n.getValue()).getInt();
+    for (auto [field, value] : grp.tiles.fields())
+      os << " " << field << "=" << value;
     os << "\n";
   }
   const char *self = KernelTable::kNamePlaceholder;

@@ -37,8 +37,11 @@ public:
 
   const KernelGroup &group() const { return grp; }
   Operation *first() const { return grp.ops.front(); }
-  /// A tile parameter from moe.tiles (or `fallback`).
-  int64_t tile(StringRef name, int64_t fallback) const;
+  /// The group's tiles (the moe.kernel verifier guarantees every field its
+  /// kind uses).
+  TilesAttr tiles() const { return grp.tiles; }
+  /// A tile field of tiles() that the kind uses.
+  int64_t tile(std::optional<int64_t> field) const;
 
   bool inGroup(Value v) const;
   /// Whether anything outside the group reads `v` (it must be stored).

@@ -11,7 +11,7 @@ using namespace mlir::moe::cuda;
 LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   auto op = cast<CrossEntropyOp>(e.first());
   int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
-  int64_t threads = e.tile("threads", 256);
+  int64_t threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(op.getLogits());
   Type f32 = Float32Type::get(op->getContext());
   Type i32 = IntegerType::get(op->getContext(), 32);
@@ -38,7 +38,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
 LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
   auto op = cast<CrossEntropyGradOp>(e.first());
   int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
-  int64_t threads = e.tile("threads", 256);
+  int64_t threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(op.getLogits());
   Type f32 = Float32Type::get(op->getContext());
   int64_t count = e.scratch(f32, {SymDim(1)});

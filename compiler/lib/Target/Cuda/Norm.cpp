@@ -42,7 +42,7 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
     return e.error("a norm group must end with its norm");
   NormInfo info = normInfo(normOp);
   int64_t d = cast<RankedTensorType>(info.x.getType()).getShape().back();
-  int64_t rowsPerBlock = e.tile("rows_per_block", 4);
+  int64_t rowsPerBlock = e.tile(e.tiles().getRowsPerBlock());
   SymDim rows = e.rowsOf(info.x);
 
   e.beginKernel("");
@@ -103,7 +103,7 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
   auto xType = cast<RankedTensorType>(x.getType());
   Type f32 = Float32Type::get(op->getContext());
   int64_t d = xType.getShape().back();
-  int64_t rowsPerBlock = e.tile("rows_per_block", 4);
+  int64_t rowsPerBlock = e.tile(e.tiles().getRowsPerBlock());
   SymDim rows = e.rowsOf(x);
   bool needGamma = e.escapes(dgamma);
   bool needBeta = dbeta && e.escapes(dbeta);

@@ -43,7 +43,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   int64_t d = linear
                   ? cast<RankedTensorType>(linear.getX().getType()).getShape().back()
                   : 0;
-  int64_t threads = e.tile("threads", 256), warps = threads / 32;
+  int64_t threads = e.tile(e.tiles().getThreads()), warps = threads / 32;
   SymDim tokens = e.rowsOf(logits);
   MLIRContext *ctx = e.first()->getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
@@ -114,7 +114,7 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
       cast<RankedTensorType>(op.getProbs().getType()).getShape().back();
   int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
   SymDim tokens = e.rowsOf(op.getProbs());
-  int64_t threads = e.tile("threads", 128);
+  int64_t threads = e.tile(e.tiles().getThreads());
   e.beginKernel("");
   CodeWriter w;
   w.indent();
@@ -143,7 +143,7 @@ LogicalResult mlir::moe::cuda::emitZLossGradGroup(GroupEmitter &e) {
   int64_t experts =
       cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
   SymDim tokens = e.rowsOf(op.getLogits());
-  int64_t threads = e.tile("threads", 128);
+  int64_t threads = e.tile(e.tiles().getThreads());
   e.beginKernel("");
   CodeWriter w;
   w.indent();

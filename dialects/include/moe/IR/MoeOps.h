@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "moe/IR/MoeDialect.h"
@@ -18,6 +19,14 @@
 #include "moe/IR/MoeAttrs.h.inc"
 
 #include "moe/IR/MoeInterfaces.h.inc"
+
+namespace mlir::moe {
+class KernelKindAttr;
+/// The custom<KernelKind> directive of moe.kernel: the kind as a keyword.
+ParseResult parseKernelKind(OpAsmParser &parser, KernelKindAttr &kind);
+void printKernelKind(OpAsmPrinter &printer, Operation *op,
+                     KernelKindAttr kind);
+} // namespace mlir::moe
 
 #define GET_OP_CLASSES
 #include "moe/IR/MoeOps.h.inc"
@@ -38,7 +47,14 @@ inline constexpr llvm::StringLiteral kObjective = "moe.objective";
 inline constexpr llvm::StringLiteral kModel = "moe.model";
 inline constexpr llvm::StringLiteral kTraining = "moe.training";
 inline constexpr llvm::StringLiteral kData = "moe.data";
+/// An op's position in an execution plan (moe-lower-to-plan).
+inline constexpr llvm::StringLiteral kStep = "moe.step";
 } // namespace attrs
+
+/// Whether `op` is computed element by element (arith float ops,
+/// activation, dropout, cast, and their gradients): the ops that fuse into
+/// other kernels' prologues and epilogues.
+bool isElementwiseOp(Operation *op);
 
 /// Computes the symbolic shape of every value of an op that has no moe
 /// interface: func.return, tensor constants and the elementwise float arith

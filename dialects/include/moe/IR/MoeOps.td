@@ -619,4 +619,6 @@ def Moe_SgdUpdateOp : Moe_Op<"sgd_update"> {
   }];
 }
 
+include "moe/IR/MoeKernels.td"
+
 #endif // MOE_OPS

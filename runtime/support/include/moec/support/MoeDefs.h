@@ -350,6 +350,212 @@ template <> struct EnumTraits<Init> {
   }
 };
 
+/// what a fused kernel group computes.
+enum class KernelKind : int32_t {
+  Elementwise = 0,
+  Scalar = 1,
+  Embedding = 2,
+  EmbeddingGrad = 3,
+  PositionsGrad = 4,
+  Gemm = 5,
+  GemmGrad = 6,
+  Norm = 7,
+  NormGrad = 8,
+  Attention = 9,
+  AttentionGrad = 10,
+  KvWrite = 11,
+  Router = 12,
+  RouterGrad = 13,
+  SwitchLossGrad = 14,
+  ZLossGrad = 15,
+  Experts = 16,
+  ExpertsGrad = 17,
+  CrossEntropy = 18,
+  CrossEntropyGrad = 19,
+  GlobalNorm = 20,
+  Optimizer = 21,
+};
+inline constexpr std::array<KernelKind, 22> kKernelKindValues = {
+    KernelKind::Elementwise,
+    KernelKind::Scalar,
+    KernelKind::Embedding,
+    KernelKind::EmbeddingGrad,
+    KernelKind::PositionsGrad,
+    KernelKind::Gemm,
+    KernelKind::GemmGrad,
+    KernelKind::Norm,
+    KernelKind::NormGrad,
+    KernelKind::Attention,
+    KernelKind::AttentionGrad,
+    KernelKind::KvWrite,
+    KernelKind::Router,
+    KernelKind::RouterGrad,
+    KernelKind::SwitchLossGrad,
+    KernelKind::ZLossGrad,
+    KernelKind::Experts,
+    KernelKind::ExpertsGrad,
+    KernelKind::CrossEntropy,
+    KernelKind::CrossEntropyGrad,
+    KernelKind::GlobalNorm,
+    KernelKind::Optimizer,
+};
+/// How .moe files, MLIR and bundles spell it.
+constexpr std::string_view spelling(KernelKind value) {
+  switch (value) {
+  case KernelKind::Elementwise:
+    return "elementwise";
+  case KernelKind::Scalar:
+    return "scalar";
+  case KernelKind::Embedding:
+    return "embedding";
+  case KernelKind::EmbeddingGrad:
+    return "embedding_grad";
+  case KernelKind::PositionsGrad:
+    return "positions_grad";
+  case KernelKind::Gemm:
+    return "gemm";
+  case KernelKind::GemmGrad:
+    return "gemm_grad";
+  case KernelKind::Norm:
+    return "norm";
+  case KernelKind::NormGrad:
+    return "norm_grad";
+  case KernelKind::Attention:
+    return "attention";
+  case KernelKind::AttentionGrad:
+    return "attention_grad";
+  case KernelKind::KvWrite:
+    return "kv_write";
+  case KernelKind::Router:
+    return "router";
+  case KernelKind::RouterGrad:
+    return "router_grad";
+  case KernelKind::SwitchLossGrad:
+    return "switch_loss_grad";
+  case KernelKind::ZLossGrad:
+    return "z_loss_grad";
+  case KernelKind::Experts:
+    return "experts";
+  case KernelKind::ExpertsGrad:
+    return "experts_grad";
+  case KernelKind::CrossEntropy:
+    return "cross_entropy";
+  case KernelKind::CrossEntropyGrad:
+    return "cross_entropy_grad";
+  case KernelKind::GlobalNorm:
+    return "global_norm";
+  case KernelKind::Optimizer:
+    return "optimizer";
+  }
+  return "";
+}
+/// The enumerator's name, as the device library's moec::KernelKind spells it.
+constexpr std::string_view enumerator(KernelKind value) {
+  switch (value) {
+  case KernelKind::Elementwise:
+    return "Elementwise";
+  case KernelKind::Scalar:
+    return "Scalar";
+  case KernelKind::Embedding:
+    return "Embedding";
+  case KernelKind::EmbeddingGrad:
+    return "EmbeddingGrad";
+  case KernelKind::PositionsGrad:
+    return "PositionsGrad";
+  case KernelKind::Gemm:
+    return "Gemm";
+  case KernelKind::GemmGrad:
+    return "GemmGrad";
+  case KernelKind::Norm:
+    return "Norm";
+  case KernelKind::NormGrad:
+    return "NormGrad";
+  case KernelKind::Attention:
+    return "Attention";
+  case KernelKind::AttentionGrad:
+    return "AttentionGrad";
+  case KernelKind::KvWrite:
+    return "KvWrite";
+  case KernelKind::Router:
+    return "Router";
+  case KernelKind::RouterGrad:
+    return "RouterGrad";
+  case KernelKind::SwitchLossGrad:
+    return "SwitchLossGrad";
+  case KernelKind::ZLossGrad:
+    return "ZLossGrad";
+  case KernelKind::Experts:
+    return "Experts";
+  case KernelKind::ExpertsGrad:
+    return "ExpertsGrad";
+  case KernelKind::CrossEntropy:
+    return "CrossEntropy";
+  case KernelKind::CrossEntropyGrad:
+    return "CrossEntropyGrad";
+  case KernelKind::GlobalNorm:
+    return "GlobalNorm";
+  case KernelKind::Optimizer:
+    return "Optimizer";
+  }
+  return "";
+}
+constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
+  if (text == "elementwise")
+    return KernelKind::Elementwise;
+  if (text == "scalar")
+    return KernelKind::Scalar;
+  if (text == "embedding")
+    return KernelKind::Embedding;
+  if (text == "embedding_grad")
+    return KernelKind::EmbeddingGrad;
+  if (text == "positions_grad")
+    return KernelKind::PositionsGrad;
+  if (text == "gemm")
+    return KernelKind::Gemm;
+  if (text == "gemm_grad")
+    return KernelKind::GemmGrad;
+  if (text == "norm")
+    return KernelKind::Norm;
+  if (text == "norm_grad")
+    return KernelKind::NormGrad;
+  if (text == "attention")
+    return KernelKind::Attention;
+  if (text == "attention_grad")
+    return KernelKind::AttentionGrad;
+  if (text == "kv_write")
+    return KernelKind::KvWrite;
+  if (text == "router")
+    return KernelKind::Router;
+  if (text == "router_grad")
+    return KernelKind::RouterGrad;
+  if (text == "switch_loss_grad")
+    return KernelKind::SwitchLossGrad;
+  if (text == "z_loss_grad")
+    return KernelKind::ZLossGrad;
+  if (text == "experts")
+    return KernelKind::Experts;
+  if (text == "experts_grad")
+    return KernelKind::ExpertsGrad;
+  if (text == "cross_entropy")
+    return KernelKind::CrossEntropy;
+  if (text == "cross_entropy_grad")
+    return KernelKind::CrossEntropyGrad;
+  if (text == "global_norm")
+    return KernelKind::GlobalNorm;
+  if (text == "optimizer")
+    return KernelKind::Optimizer;
+  return std::nullopt;
+}
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer";
+template <> struct EnumTraits<KernelKind> {
+  static constexpr std::string_view kDescription = "what a fused kernel group computes";
+  static constexpr std::string_view kSpellings = kKernelKindSpellings;
+  static constexpr std::optional<KernelKind> parse(std::string_view text) {
+    return parseKernelKind(text);
+  }
+};
+
 /// learning-rate schedule.
 enum class LrSchedule : int32_t {
   Constant = 0,
@@ -580,6 +786,13 @@ namespace global_norm {
 inline constexpr std::string_view kName = "moe.global_norm";
 } // namespace global_norm
 
+/// moe.kernel: a fused kernel group.
+namespace kernel {
+inline constexpr std::string_view kName = "moe.kernel";
+inline constexpr std::string_view kKind = "kind";
+inline constexpr std::string_view kTiles = "tiles";
+} // namespace kernel
+
 /// moe.kv_cache_write: writes new keys or values into a cache.
 namespace kv_cache_write {
 inline constexpr std::string_view kName = "moe.kv_cache_write";
@@ -698,6 +911,11 @@ inline constexpr std::string_view kMinCapacity = "min_capacity";
 inline constexpr int64_t kMinCapacityDefault = 0;
 inline constexpr std::string_view kPriority = "priority";
 } // namespace topk_router
+
+/// moe.yield: the values a fused kernel group returns.
+namespace yield {
+inline constexpr std::string_view kName = "moe.yield";
+} // namespace yield
 
 /// moe.z_loss_grad: gradient of moe.z_loss.
 namespace z_loss_grad {

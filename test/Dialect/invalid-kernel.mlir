@@ -1,0 +1,151 @@
+// RUN: moec-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier error of fused kernel groups (moe.kernel, moe.yield,
+// #moe.tiles): a pass that breaks a group, or a plan edited by hand, is
+// rejected where it is malformed.
+
+func.func @wrong_start(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel gemm {
+    // expected-error @+1 {{'arith.addf' op cannot start a 'gemm' kernel}}
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    %2 = moe.linear %1, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    moe.yield %2 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @wrong_member(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel experts {
+    // expected-error @+1 {{'moe.linear' op cannot start a 'experts' kernel}}
+    %1 = moe.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @absorbs_too_much(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel gemm_grad {
+    %1:2 = moe.linear_grad %x, %w, %x : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>)
+    // expected-error @+1 {{'arith.addf' op cannot follow earlier ops in a 'gemm_grad' kernel}}
+    %2 = arith.addf %1#0, %x : tensor<4x8xf32>
+    moe.yield %2 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @yields_outside(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel elementwise {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    // expected-error @+1 {{'moe.yield' op yields a value not computed in its kernel}}
+    moe.yield %x : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @yield_types(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'moe.kernel' op yields 'tensor<4x8xf32>' but its results are 'tensor<4x8xf64>'}}
+  %0 = moe.kernel elementwise {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf64>
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @empty(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'moe.kernel' op has no ops}}
+  moe.kernel elementwise {
+    moe.yield
+  }
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @nested(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel elementwise {
+    // expected-error @+1 {{'moe.kernel' op cannot be nested in another moe.kernel}}
+    %1 = moe.kernel elementwise {
+      %2 = arith.addf %x, %x : tensor<4x8xf32>
+      moe.yield %2 : tensor<4x8xf32>
+    } : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @unknown_kind(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{unknown kernel kind 'fused'}}
+  %0 = moe.kernel fused {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A planned kernel (its ops carry moe.step) without tiles.
+func.func @planned_without_tiles(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'moe.kernel' op is planned (its ops have moe.step) but has no tiles: run moe-tile-kernels before moe-lower-to-plan}}
+  %0 = moe.kernel elementwise {
+    %1 = arith.addf %x, %x {moe.step = 0 : i64} : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @missing_tile(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'gemm' kernel needs the tile 'tile_k'}}
+  %0 = moe.kernel gemm tiles <threads = 256, tile_m = 64, tile_n = 64> {
+    %1 = moe.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @foreign_tile(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'elementwise' kernel does not use the tile 'tile_q'}}
+  %0 = moe.kernel elementwise tiles <threads = 256, items = 4, tile_q = 32> {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @bad_threads(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{threads must be 1 or a multiple of 32 up to 1024, got 48}}
+  %0 = moe.kernel elementwise tiles <threads = 48, items = 4> {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @bad_tile(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{items must be at least 1, got 0}}
+  %0 = moe.kernel elementwise tiles <threads = 256, items = 0> {
+    %1 = arith.addf %x, %x : tensor<4x8xf32>
+    moe.yield %1 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
