@@ -2,7 +2,7 @@
 
 #include "KernelCache.h"
 #include "AtomicFile.h"
-#include "CacheDirectory.h"
+#include "KernelCacheFiles.h"
 #include "CacheEntry.h"
 #include "Sha256.h"
 #include "moec/Error.h"
@@ -41,14 +41,7 @@ KernelCache::KernelCache(std::string directory)
     : dir(std::move(directory)), diskUsable(!dir.empty()) {}
 
 KernelCache &KernelCache::global() {
-  static KernelCache cache([] {
-    std::string dir = defaultKernelCacheDirectory();
-    if (dir.empty())
-      fmt::print(stderr, "moec: warning: no kernel cache directory "
-                         "($MOEC_CACHE_DIR, $XDG_CACHE_HOME and $HOME are "
-                         "unset); compiled kernels are kept in memory only\n");
-    return dir;
-  }());
+  static KernelCache cache(kernelCacheDirectory("cuda"));
   return cache;
 }
 

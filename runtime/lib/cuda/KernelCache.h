@@ -47,7 +47,7 @@ public:
   /// `directory` keeps kernels in memory only.
   explicit KernelCache(std::string directory);
 
-  /// The process-wide cache, in defaultKernelCacheDirectory() as it was at
+  /// The process-wide cache, in kernelCacheDirectory("cuda") as it was at
   /// the first call.
   static KernelCache &global();
 

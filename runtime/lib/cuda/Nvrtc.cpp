@@ -9,7 +9,7 @@
 
 #include "Nvrtc.h"
 #include "AtomicFile.h"
-#include "CacheDirectory.h"
+#include "KernelCacheFiles.h"
 #include "moec/Error.h"
 #include "moec/support/GpuArch.h"
 
@@ -135,10 +135,8 @@ std::string programCubin(const NvrtcApi &api, NvrtcProgram program) {
 /// and the reason in `why`.
 std::string saveFailedSource(std::string dir, const std::string &name,
                              const std::string &source, std::string &why) {
-  if (dir.empty()) {
-    std::string cache = defaultKernelCacheDirectory();
-    dir = cache.empty() ? "" : cache + "/failed";
-  }
+  if (dir.empty())
+    dir = kernelCacheDirectory("cuda") + "/failed";
   const char *tmp = std::getenv("TMPDIR");
   std::string fallback =
       fmt::format("{}/moec-{}/failed", tmp && *tmp ? tmp : "/tmp", ::getuid());

@@ -75,7 +75,7 @@ public:
   /// PTX too when `wantPtx`. The program is called "<name>.cu". On failure
   /// throws moec::Error with NVRTC's log and the path where the whole
   /// translation unit was saved: `failedDir`/<name>.cu, where an empty
-  /// `failedDir` means defaultKernelCacheDirectory()/failed.
+  /// `failedDir` means kernelCacheDirectory("cuda")/failed.
   CompiledKernel compile(const std::string &source, const std::string &name,
                          const std::string &arch, bool wantPtx,
                          const std::string &failedDir = "") const;

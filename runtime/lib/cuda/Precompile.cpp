@@ -4,7 +4,7 @@
 #include "BundleData.h"
 #include "KernelCache.h"
 #include "KernelSource.h"
-#include "CacheDirectory.h"
+#include "KernelCacheFiles.h"
 #include "moec/DeviceLibrary.h"
 #include "moec/Error.h"
 #include "moec/support/GpuArch.h"

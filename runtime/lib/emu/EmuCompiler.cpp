@@ -2,15 +2,19 @@
 //
 // Cache layout, in one directory: prelude-<hash>.h (the prelude the kernels
 // were built with) and, per translation unit, <name>-<key>.cu (the source),
-// .so (the library) and .key (what it was built from). A cached library is
-// used only when its .key, source and prelude match byte for byte, so a
-// hash collision can cost a rebuild but never run the wrong code.
+// .so (the library) and .key (what it was built from, and the library's
+// SHA-256). A cached library is used only when its .key, source and prelude
+// match byte for byte and the library still has the recorded hash, so a
+// hash collision or a damaged file costs a rebuild but never runs the wrong
+// code.
 //
 //===----------------------------------------------------------------------===//
 
 #include "emu/EmuCompiler.h"
 
 #include "AtomicFile.h"
+#include "KernelCacheFiles.h"
+#include "Sha256.h"
 #include "moec/Error.h"
 
 #include <atomic>
@@ -33,6 +37,10 @@
 extern char **environ;
 
 namespace moec::emu {
+
+using detail::fileStem;
+using detail::kernelCacheDirectory;
+using detail::sha256Hex;
 
 namespace {
 
@@ -61,32 +69,14 @@ using LaunchFn = int (*)(const LaunchAbi *, const KernelParams *, char *,
 
 constexpr size_t kMaxSourceBytes = size_t(1) << 30;
 
-uint64_t fnv1a(const std::string &text, uint64_t hash = 0xcbf29ce484222325ull) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
+/// A short content hash for file names and keys: 16 hex digits of SHA-256.
+std::string shortHash(const std::string &text) {
+  return sha256Hex(text).substr(0, 16);
 }
-
-std::string hex(uint64_t value) { return fmt::format("{:016x}", value); }
 
 std::string getEnv(const char *name) {
   const char *value = std::getenv(name);
   return value ? value : "";
-}
-
-/// Letters, digits, '-' and '_' of `name`, at most 64 of them.
-std::string fileStem(const std::string &name) {
-  std::string stem;
-  for (char c : name) {
-    if (stem.size() == 64)
-      break;
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                 (c >= '0' && c <= '9') || c == '-' || c == '_';
-    stem += plain ? c : '_';
-  }
-  return stem.empty() ? "tu" : stem;
 }
 
 struct ProcessResult {
@@ -190,6 +180,15 @@ std::string trimLog(const std::string &log) {
   return trimmed;
 }
 
+/// The SHA-256 of a file's contents, or "" when it cannot be read.
+std::string fileHash(const std::string &path) {
+  try {
+    return sha256Hex(detail::readWholeFile(path, kMaxSourceBytes));
+  } catch (const Error &) {
+    return "";
+  }
+}
+
 bool fileEquals(const std::string &path, const std::string &expected) {
   std::error_code ec;
   if (std::filesystem::file_size(path, ec) != expected.size() || ec)
@@ -232,18 +231,7 @@ const std::string &emuPrelude() {
   return text;
 }
 
-std::string defaultEmuCacheDir() {
-  std::string dir = getEnv("MOEC_CACHE_DIR");
-  if (!dir.empty())
-    return dir + "/emu";
-  dir = getEnv("XDG_CACHE_HOME");
-  if (!dir.empty())
-    return dir + "/moec/emu";
-  dir = getEnv("HOME");
-  if (!dir.empty())
-    return dir + "/.cache/moec/emu";
-  return fmt::format("/tmp/moec-cache-{}/emu", ::getuid());
-}
+std::string defaultEmuCacheDir() { return kernelCacheDirectory("emu"); }
 
 struct EmuModule::Impl {
   std::string libraryPath, sourcePath;
@@ -311,21 +299,27 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
       "moec-emu-cache 1\ncompiler: {}\nversion: {}\nflags: {}\nprelude: {} "
       "{}\nsource: {} {}\n",
       compiler, compilerIdentity(compiler), compileCommandText(flags),
-      hex(fnv1a(prelude)), prelude.size(), hex(fnv1a(source)), source.size());
-  std::string stem =
-      fmt::format("{}/{}-{}", dir, fileStem(name), hex(fnv1a(key)));
+      shortHash(prelude), prelude.size(), shortHash(source), source.size());
+  std::string stem = fmt::format("{}/{}-{}", dir, fileStem(name),
+                                 shortHash(key));
   std::string preludePath =
-      fmt::format("{}/prelude-{}.h", dir, hex(fnv1a(prelude)));
+      fmt::format("{}/prelude-{}.h", dir, shortHash(prelude));
   auto impl = std::make_shared<Impl>();
   impl->sourcePath = stem + ".cu";
   impl->libraryPath = stem + ".so";
 
   std::shared_ptr<std::mutex> entry = entryMutex(stem);
   std::lock_guard<std::mutex> lock(*entry);
-  bool cached = fileEquals(stem + ".key", key) &&
+  // The index (.key) records the library's own hash, so that a damaged or
+  // truncated library is rebuilt, never loaded.
+  auto indexFor = [&](const std::string &libraryHash) {
+    return key + "library: " + libraryHash + "\n";
+  };
+  bool cached = std::filesystem::exists(impl->libraryPath, ec) &&
                 fileEquals(impl->sourcePath, source) &&
                 fileEquals(preludePath, prelude) &&
-                std::filesystem::exists(impl->libraryPath, ec);
+                fileEquals(stem + ".key",
+                           indexFor(fileHash(impl->libraryPath)));
   if (cached) {
     impl->handle = ::dlopen(impl->libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     impl->fromCache = impl->handle != nullptr;
@@ -359,7 +353,7 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
       throw Error(fmt::format("emu: cannot move the compiled '{}' to '{}': {}",
                               name, impl->libraryPath, std::strerror(error)));
     }
-    writeFile(stem + ".key", key);
+    writeFile(stem + ".key", indexFor(fileHash(impl->libraryPath)));
     impl->handle = ::dlopen(impl->libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!impl->handle)
       throw Error(fmt::format("emu: cannot load '{}' built from {}: {}",

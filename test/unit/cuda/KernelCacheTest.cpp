@@ -3,7 +3,7 @@
 #include "cuda/KernelCache.h"
 #include "CudaTestUtil.h"
 #include "cuda/CacheEntry.h"
-#include "cuda/Sha256.h"
+#include "Sha256.h"
 
 #include <atomic>
 #include <gmock/gmock.h>

@@ -1,6 +1,6 @@
 //===- Sha256Test.cpp - SHA-256 against the FIPS 180-4 vectors ------------===//
 
-#include "cuda/Sha256.h"
+#include "Sha256.h"
 #include "moec/DeviceLibrary.h"
 
 #include <gtest/gtest.h>

@@ -111,6 +111,31 @@ TEST(EmuCompiler, SecondLoadHitsTheCache) {
   EXPECT_NE(third.libraryPath(), first.libraryPath());
 }
 
+TEST(EmuCompiler, ADamagedCachedLibraryIsRebuiltNotLoaded) {
+  TempCache cache;
+  std::string source = deviceHeaders() + kTinyKernel;
+  std::string library =
+      EmuModule::load(source, "tiny", cache.options()).libraryPath();
+  // Damage the cached library the way a full disk or a stray write would:
+  // same size, garbage in the middle (dlopen of it could crash).
+  {
+    std::fstream file(library,
+                      std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(
+        std::filesystem::file_size(library) / 2));
+    std::string garbage(4096, '\xAB');
+    file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  EmuModule again = EmuModule::load(source, "tiny", cache.options());
+  EXPECT_FALSE(again.fromCache());
+  std::vector<int> y(4, 0);
+  Launch(1, 4).buffer(0, y).scalar(0, 7).run(again, "fill");
+  for (int t = 0; t < 4; ++t)
+    EXPECT_EQ(y[t], 7 + t);
+  // The rebuilt library is trusted again.
+  EXPECT_TRUE(EmuModule::load(source, "tiny", cache.options()).fromCache());
+}
+
 TEST(EmuCompiler, UnknownKernelsAreReported) {
   const EmuModule &module = correctModule();
   EXPECT_TRUE(module.hasKernel("blockReduce"));

@@ -42,6 +42,17 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
   w.line(llvm::formatv("s.causal = {0};", geo.causal ? "true" : "false"));
 }
 
+/// The template arguments every attention kernel takes: head_dim, tile_q,
+/// tile_k, threads.
+std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
+                     int64_t threads) {
+  return fill("${headDim}, ${tq}, ${tk}, ${threads}",
+              {{"headDim", geo.headDim},
+               {"tq", tq},
+               {"tk", tk},
+               {"threads", threads}});
+}
+
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
@@ -66,9 +77,14 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   std::string lse = e.escapes(op.getLse())
                         ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
-  w.line(llvm::formatv("moec::attentionForward<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
-                       "{6}, {7}, {8});",
-                       geo.headDim, tq, tk, threads, q, k, v, out, lse));
+  w.line(fill("moec::attentionForward<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
+              "${lse});",
+              {{"tiles", tileArgs(geo, tq, tk, threads)},
+               {"q", q},
+               {"k", k},
+               {"v", v},
+               {"out", out},
+               {"lse", lse}}));
   const SymShape &qs = e.shapeOf(op.getQ());
   e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
                  GridDim{qs[0], 1}, threads);
@@ -118,10 +134,16 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     w.indent();
     auto [q, k, v, dout, lse, dl] = common(w);
     std::string dq = e.declared(w, op.getDq(), true, "dq");
-    w.line(llvm::formatv("moec::attentionGradQ<{0}, {1}, {2}, {3}>(s, {4}, {5}, "
-                         "{6}, {7}, {8}, {9}, {10});",
-                         geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,
-                         dq));
+    w.line(fill("moec::attentionGradQ<${tiles}>(s, ${q}, ${k}, ${v}, ${dout}, "
+                "${lse}, ${delta}, ${dq});",
+                {{"tiles", tileArgs(geo, tq, tk, threads)},
+                 {"q", q},
+                 {"k", k},
+                 {"v", v},
+                 {"dout", dout},
+                 {"lse", lse},
+                 {"delta", dl},
+                 {"dq", dq}}));
     e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
                    GridDim{qs[0], 1}, threads);
   }
@@ -132,10 +154,17 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     auto [q, k, v, dout, lse, dl] = common(w);
     std::string dk = e.declared(w, op.getDk(), true, "dk");
     std::string dv = e.declared(w, op.getDv(), true, "dv");
-    w.line(llvm::formatv("moec::attentionGradKV<{0}, {1}, {2}, {3}>(s, {4}, "
-                         "{5}, {6}, {7}, {8}, {9}, {10}, {11});",
-                         geo.headDim, tq, tk, threads, q, k, v, dout, lse, dl,
-                         dk, dv));
+    w.line(fill("moec::attentionGradKV<${tiles}>(s, ${q}, ${k}, ${v}, ${dout}, "
+                "${lse}, ${delta}, ${dk}, ${dv});",
+                {{"tiles", tileArgs(geo, tq, tk, threads)},
+                 {"q", q},
+                 {"k", k},
+                 {"v", v},
+                 {"dout", dout},
+                 {"lse", lse},
+                 {"delta", dl},
+                 {"dk", dk},
+                 {"dv", dv}}));
     e.finishKernel(w.str(), GridDim{ks[1], tk}, GridDim{SymDim(geo.kvHeads), 1},
                    GridDim{qs[0], 1}, threads);
   }

@@ -13,7 +13,6 @@
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -35,8 +34,36 @@ struct Experts {
   std::string gemm;
   int64_t offsets, tileStart, order;
 
-  std::string act_() const { return deviceEnum(act); }
+  /// Every assignment (token, choice) is a row.
+  SymDim assignments() const { return tokens * SymDim(k); }
+
+  /// The row-major weight of this block's expert `ex`: `[rows, ld]` per
+  /// expert, stored as `t`.
+  std::string expertWeight(StringRef layout, StringRef ptr, int64_t rows,
+                           int64_t ld) const {
+    return fill("moec::${layout}<${t}>{${ptr} + static_cast<int64_t>(ex) * "
+                "${stride}, ${ld}}",
+                {{"layout", layout},
+                 {"t", t},
+                 {"ptr", ptr},
+                 {"stride", rows * ld},
+                 {"ld", ld}});
+  }
+  /// Token rows of `ptr` (`[T, d]`, stored as `t`) gathered in assignment
+  /// order, each scaled by `scale` (null: 1).
+  std::string gatheredRows(StringRef ptr, StringRef scale) const {
+    return fill("moec::GatherRows<${t}>{${ptr}, order, row0, ${k}, ${d}, "
+                "${scale}}",
+                {{"t", t}, {"ptr", ptr}, {"k", k}, {"d", d}, {"scale", scale}});
+  }
+  /// This block's rows of a float scratch of `ld` columns per assignment.
+  static std::string scratchRows(StringRef layout, StringRef ptr, int64_t ld) {
+    return fill("moec::${layout}<float>{${ptr} + row0 * ${ld}, ${ld}}",
+                {{"layout", layout}, {"ptr", ptr}, {"ld", ld}});
+  }
 };
+
+constexpr const char *kNoFloats = "moec::gptr<const float>()";
 
 template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   Experts x;
@@ -56,11 +83,12 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   x.f = w1.getDimSize(2);
   x.k = cast<RankedTensorType>(x.expert.getType()).getShape().back();
   x.tokens = em.rowsOf(x.x);
-  x.tm = em.tile(em.tiles().getTileM());
-  x.tn = em.tile(em.tiles().getTileN());
-  x.tk = em.tile(em.tiles().getTileK());
-  x.threads = em.tile(em.tiles().getThreads());
-  x.dispatchThreads = em.tile(em.tiles().getDispatchThreads());
+  TilesAttr tiles = em.tiles();
+  x.tm = em.tile(tiles.getTileM());
+  x.tn = em.tile(tiles.getTileN());
+  x.tk = em.tile(tiles.getTileK());
+  x.threads = em.tile(tiles.getThreads());
+  x.dispatchThreads = em.tile(tiles.getDispatchThreads());
   MLIRContext *ctx = op->getContext();
   x.f32 = Float32Type::get(ctx);
   x.t = cudaType(cast<TensorType>(x.x.getType()).getElementType());
@@ -68,7 +96,7 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   x.i32 = IntegerType::get(ctx, 32);
   x.offsets = em.scratch(x.i32, {SymDim(x.e + 1)});
   x.tileStart = em.scratch(x.i32, {SymDim(x.e + 1)});
-  x.order = em.scratch(x.i32, {x.tokens * SymDim(x.k)});
+  x.order = em.scratch(x.i32, {x.assignments()});
   return x;
 }
 
@@ -78,9 +106,18 @@ void declareOptional(GroupEmitter &e, CodeWriter &w, StringRef name, Value v,
   if (v)
     e.declare(w, name, v, false);
   else
-    w.line(llvm::formatv("const moec::gptr<const {0}> {1} = moec::gptr<const "
-                         "{0}>();",
-                         t, name));
+    w.line(fill("const moec::gptr<const ${t}> ${name} = moec::gptr<const "
+                "${t}>();",
+                {{"t", t}, {"name", name}}));
+}
+
+/// Declares `name` bound to float scratch buffer `id`.
+void declareScratch(GroupEmitter &e, CodeWriter &w, StringRef name, int64_t id,
+                    Type f32, bool writable) {
+  w.line(fill("const moec::gptr<${const}float> ${name} = ${expr};",
+              {{"const", writable ? "" : "const "},
+               {"name", name},
+               {"expr", e.bufferExpr(e.argument(id), f32, writable)}}));
 }
 
 /// The dispatch launch; `zero` clears a [T*k] float buffer (dgates).
@@ -93,31 +130,59 @@ void dispatch(GroupEmitter &e, const Experts &x, Value zero) {
   std::string slot = e.declared(w, x.slot, false, "slot");
   std::string zp = zero ? e.declared(w, zero, true, "zero")
                         : std::string("moec::gptr<float>()");
-  w.line(llvm::formatv(
-      "moec::expertDispatch<{0}, {1}, {2}, {3}>(tokens, {4}, {5}, {6}, {7}, "
-      "{8}, {9});",
-      x.e, x.k, x.tm, x.dispatchThreads, expert, slot,
-      e.bufferExpr(e.argument(x.offsets), x.i32, true),
-      e.bufferExpr(e.argument(x.tileStart), x.i32, true),
-      e.bufferExpr(e.argument(x.order), x.i32, true), zp));
+  w.line(fill("moec::expertDispatch<${E}, ${K}, ${TM}, ${threads}>(tokens, "
+              "${expert}, ${slot}, ${offsets}, ${tileStart}, ${order}, "
+              "${zero});",
+              {{"E", x.e},
+               {"K", x.k},
+               {"TM", x.tm},
+               {"threads", x.dispatchThreads},
+               {"expert", expert},
+               {"slot", slot},
+               {"offsets", e.bufferExpr(e.argument(x.offsets), x.i32, true)},
+               {"tileStart",
+                e.bufferExpr(e.argument(x.tileStart), x.i32, true)},
+               {"order", e.bufferExpr(e.argument(x.order), x.i32, true)},
+               {"zero", zp}}));
   e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), x.dispatchThreads);
 }
 
 /// Declares offsets/tileStart/order and looks up this block's tile: `ex`
 /// (expert), `row0`, `rows`.
 void tileLookup(GroupEmitter &e, CodeWriter &w, const Experts &x) {
-  w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
-                       e.bufferExpr(e.argument(x.offsets), x.i32, false)));
-  w.line(llvm::formatv("const moec::gptr<const int32_t> tileStart = {0};",
-                       e.bufferExpr(e.argument(x.tileStart), x.i32, false)));
-  w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
-                       e.bufferExpr(e.argument(x.order), x.i32, false)));
+  for (auto [name, id] : {std::make_pair("offsets", x.offsets),
+                          std::make_pair("tileStart", x.tileStart),
+                          std::make_pair("order", x.order)})
+    w.line(fill("const moec::gptr<const int32_t> ${name} = ${expr};",
+                {{"name", name},
+                 {"expr", e.bufferExpr(e.argument(id), x.i32, false)}}));
   w.line("int ex;");
   w.line("int64_t row0, rows;");
-  w.line(llvm::formatv("if (!moec::expertTile<{0}, {1}>(offsets, tileStart, "
-                       "blockIdx.y, ex, row0, rows))",
-                       x.e, x.tm));
+  w.line(fill("if (!moec::expertTile<${E}, ${TM}>(offsets, tileStart, "
+              "blockIdx.y, ex, row0, rows))",
+              {{"E", x.e}, {"TM", x.tm}}));
   w.line("  return;");
+}
+
+/// The GEMM tile call of one block: C [m, n] over `depth`, the block's
+/// output tile at (`m0`, `n0`).
+std::string gemmCall(const Experts &x, StringRef m0, StringRef n0, StringRef m,
+                     int64_t n, StringRef depth, StringRef loadA,
+                     StringRef loadB) {
+  return fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(${m0}, ${n0}, ${m}, "
+              "${n}, ${depth}, ${loadA}, ${loadB}, store);",
+              {{"gemm", x.gemm},
+               {"TM", x.tm},
+               {"TN", x.tn},
+               {"TK", x.tk},
+               {"threads", x.threads},
+               {"m0", m0},
+               {"n0", n0},
+               {"m", m},
+               {"n", n},
+               {"depth", depth},
+               {"loadA", loadA},
+               {"loadB", loadB}});
 }
 
 /// A grouped GEMM over row tiles of every expert: n output columns, k deep.
@@ -130,23 +195,22 @@ void groupedGemm(GroupEmitter &e, const Experts &x, StringRef phase,
   w.indent();
   declare(w);
   tileLookup(e, w, x);
-  w.line(llvm::formatv("const auto store = {0};", store));
-  w.line(llvm::formatv("{8}<{0}, {1}, {2}, {3}>(0, "
-                       "static_cast<int64_t>(blockIdx.x) * {1}, rows, {4}, {5}, "
-                       "{6}, {7}, store);",
-                       x.tm, x.tn, x.tk, x.threads, n, k, loadA, loadB, x.gemm));
+  w.line("const auto store = " + store + ";");
+  w.line(gemmCall(x, "0", fill("static_cast<int64_t>(blockIdx.x) * ${TN}",
+                               {{"TN", x.tn}}),
+                  "rows", n, std::to_string(k), loadA, loadB));
   e.finishKernel(w.str(), GridDim{SymDim(n), x.tn},
-                 GridDim{x.tokens * SymDim(x.k), x.tm, x.e}, GridDim(),
-                 x.threads);
+                 GridDim{x.assignments(), x.tm, x.e}, GridDim(), x.threads);
 }
 
 /// Declares `offsets` (each expert's first row) and `order` (the
 /// assignments sorted by expert).
 void declareSorted(GroupEmitter &e, CodeWriter &w, const Experts &x) {
-  w.line(llvm::formatv("const moec::gptr<const int32_t> offsets = {0};",
-                       e.bufferExpr(e.argument(x.offsets), x.i32, false)));
-  w.line(llvm::formatv("const moec::gptr<const int32_t> order = {0};",
-                       e.bufferExpr(e.argument(x.order), x.i32, false)));
+  for (auto [name, id] : {std::make_pair("offsets", x.offsets),
+                          std::make_pair("order", x.order)})
+    w.line(fill("const moec::gptr<const int32_t> ${name} = ${expr};",
+                {{"name", name},
+                 {"expr", e.bufferExpr(e.argument(id), x.i32, false)}}));
 }
 
 /// declareSorted, the expert `ex` of this block (`axis`) and its rows
@@ -154,7 +218,7 @@ void declareSorted(GroupEmitter &e, CodeWriter &w, const Experts &x) {
 void expertRows(GroupEmitter &e, CodeWriter &w, const Experts &x,
                 StringRef axis) {
   declareSorted(e, w, x);
-  w.line(llvm::formatv("const int ex = {0};", axis));
+  w.line("const int ex = " + axis + ";");
   w.line("const int64_t row0 = offsets[ex], rows = offsets[ex + 1] - row0;");
 }
 
@@ -169,11 +233,11 @@ void perExpertGemm(GroupEmitter &e, const Experts &x, StringRef phase,
   w.indent();
   declare(w);
   expertRows(e, w, x, "blockIdx.z");
-  w.line(llvm::formatv("const auto store = {0};", store));
-  w.line(llvm::formatv("{8}<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
-                       "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
-                       "{1}, {4}, {5}, rows, {6}, {7}, store);",
-                       x.tm, x.tn, x.tk, x.threads, m, n, loadA, loadB, x.gemm));
+  w.line("const auto store = " + store + ";");
+  w.line(gemmCall(
+      x, fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", x.tm}}),
+      fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", x.tn}}),
+      std::to_string(m), n, "rows", loadA, loadB));
   e.finishKernel(w.str(), GridDim{SymDim(n), x.tn}, GridDim{SymDim(m), x.tm},
                  GridDim{SymDim(x.e), 1}, x.threads);
 }
@@ -188,11 +252,77 @@ void perExpertColumnSums(GroupEmitter &e, const Experts &x, StringRef phase,
   w.indent();
   declare(w);
   expertRows(e, w, x, "blockIdx.y");
-  w.line(llvm::formatv("moec::columnSums(rows, {0}, {1}, [=](int64_t c, float "
-                       "s) {{ {2}[ex * {0} + c] = s; });",
-                       n, load, out));
+  w.line(fill("moec::columnSums(rows, ${n}, ${load}, [=](int64_t c, float s) "
+              "{ ${out}[ex * ${n} + c] = s; });",
+              {{"n", n}, {"load", load}, {"out", out}}));
   e.finishKernel(w.str(), GridDim{SymDim(n), 32}, GridDim{SymDim(x.e), 1},
                  GridDim(), 256);
+}
+
+/// The combine launch: per token, the sum over its kept assignments of the
+/// rows of float scratch `rowsId` (named `rowsName`, in choice order),
+/// handed as (element, value) to the epilogue `outputs` declares and
+/// returns.
+void combine(GroupEmitter &e, const Experts &x, StringRef rowsName,
+             int64_t rowsId,
+             llvm::function_ref<std::string(CodeWriter &)> outputs) {
+  e.beginKernel("combine");
+  CodeWriter w;
+  w.indent();
+  e.declareScalar(w, "tokens", x.tokens);
+  std::string slot = e.declared(w, x.slot, false, "slot");
+  declareScratch(e, w, rowsName, rowsId, x.f32, false);
+  std::string epilogue = outputs(w);
+  w.line(fill("moec::expertCombine<${K}, ${D}>(tokens, ${slot}, ${rows}, "
+              "${epilogue});",
+              {{"K", x.k},
+               {"D", x.d},
+               {"slot", slot},
+               {"rows", rowsName},
+               {"epilogue", epilogue}}));
+  e.finishKernel(w.str(), GridDim{x.tokens * SymDim(x.d), 1024}, GridDim(),
+                 GridDim(), 256);
+}
+
+//===----------------------------------------------------------------------===//
+// The forward launches.
+//===----------------------------------------------------------------------===//
+
+/// hidden = act(x W1 + b1) [* up], and with GLU up = x W3 first.
+void forwardHidden(GroupEmitter &e, const Experts &x, int64_t hidden,
+                   int64_t up) {
+  std::string gatherX = x.gatheredRows("xs", kNoFloats);
+  if (x.w3)
+    groupedGemm(
+        e, x, "up3", x.f, x.d,
+        [&](CodeWriter &w) {
+          e.declare(w, "xs", x.x, false);
+          e.declare(w, "w3", x.w3, false);
+          declareScratch(e, w, "up", up, x.f32, true);
+        },
+        gatherX, x.expertWeight("RowMajor", "w3", x.d, x.f),
+        fill("[=](int64_t m, int64_t n, float acc) { up[(row0 + m) * ${F} + "
+             "n] = acc; }",
+             {{"F", x.f}}));
+  groupedGemm(
+      e, x, "up", x.f, x.d,
+      [&](CodeWriter &w) {
+        e.declare(w, "xs", x.x, false);
+        e.declare(w, "w1", x.w1, false);
+        declareOptional(e, w, "b1", x.b1, x.t);
+        if (x.w3)
+          declareScratch(e, w, "up", up, x.f32, false);
+        else
+          w.line("const moec::gptr<const float> up = " + std::string(kNoFloats) +
+                 ";");
+        declareScratch(e, w, "hidden", hidden, x.f32, true);
+      },
+      gatherX, x.expertWeight("RowMajor", "w1", x.d, x.f),
+      fill("[=](int64_t m, int64_t n, float acc) { const int64_t i = (row0 + "
+           "m) * ${F} + n; const float a = acc + (b1 ? moec::toFloat(b1[ex * "
+           "${F} + n]) : 0.0f); hidden[i] = moec::activate<${act}>(a) * (up ? "
+           "up[i] : 1.0f); }",
+           {{"F", x.f}, {"act", deviceEnum(x.act)}}));
 }
 
 } // namespace
@@ -200,322 +330,266 @@ void perExpertColumnSums(GroupEmitter &e, const Experts &x, StringRef phase,
 LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   auto op = cast<ExpertFfnOp>(e.first());
   Experts x = expertsOf(e, op);
-  SymDim rowsAll = x.tokens * SymDim(x.k);
-  int64_t hidden = e.scratch(x.f32, {rowsAll, SymDim(x.f)});
-  int64_t up = x.w3 ? e.scratch(x.f32, {rowsAll, SymDim(x.f)}) : -1;
-  int64_t yk = e.scratch(x.f32, {rowsAll, SymDim(x.d)});
+  int64_t hidden = e.scratch(x.f32, {x.assignments(), SymDim(x.f)});
+  int64_t up = x.w3 ? e.scratch(x.f32, {x.assignments(), SymDim(x.f)}) : -1;
+  int64_t yk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
   dispatch(e, x, Value());
-
-  std::string gatherX =
-      llvm::formatv("moec::GatherRows<{2}>{{xs, order, row0, {0}, {1}, "
-                    "moec::gptr<const float>()}",
-                    x.k, x.d, x.t);
-  if (x.w3) {
-    groupedGemm(
-        e, x, "up3", x.f, x.d,
-        [&](CodeWriter &w) {
-          e.declare(w, "xs", x.x, false);
-          e.declare(w, "w3", x.w3, false);
-          w.line("const moec::gptr<float> up = " +
-                 e.bufferExpr(e.argument(up), x.f32, true) + ";");
-        },
-        gatherX,
-        llvm::formatv("moec::RowMajor<{2}>{{w3 + static_cast<int64_t>(ex) * "
-                      "{0}, {1}}",
-                      x.d * x.f, x.f, x.t)
-            .str(),
-        llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ up[(row0 + m) * "
-                      "{0} + n] = acc; }",
-                      x.f)
-            .str());
-  }
-  groupedGemm(
-      e, x, "up", x.f, x.d,
-      [&](CodeWriter &w) {
-        e.declare(w, "xs", x.x, false);
-        e.declare(w, "w1", x.w1, false);
-        declareOptional(e, w, "b1", x.b1, x.t);
-        w.line("const moec::gptr<const float> up = " +
-               (x.w3 ? e.bufferExpr(e.argument(up), x.f32, false)
-                     : std::string("moec::gptr<const float>()")) +
-               ";");
-        w.line("const moec::gptr<float> hidden = " +
-               e.bufferExpr(e.argument(hidden), x.f32, true) + ";");
-      },
-      gatherX,
-      llvm::formatv("moec::RowMajor<{2}>{{w1 + static_cast<int64_t>(ex) * "
-                    "{0}, {1}}",
-                    x.d * x.f, x.f, x.t)
-          .str(),
-      llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t i = "
-                    "(row0 + m) * {0} + n; const float a = acc + (b1 ? "
-                    "moec::toFloat(b1[ex * {0} + n]) : 0.0f); hidden[i] = moec::activate<{1}>(a) * (up "
-                    "? up[i] : 1.0f); }",
-                    x.f, x.act_())
-          .str());
+  forwardHidden(e, x, hidden, up);
+  // yk = gate * (hidden W2 + b2), one row per assignment.
   groupedGemm(
       e, x, "down", x.d, x.f,
       [&](CodeWriter &w) {
-        w.line("const moec::gptr<const float> hidden = " +
-               e.bufferExpr(e.argument(hidden), x.f32, false) + ";");
+        declareScratch(e, w, "hidden", hidden, x.f32, false);
         e.declare(w, "w2", x.w2, false);
         declareOptional(e, w, "b2", x.b2, x.t);
         e.declare(w, "gates", x.gates, false);
-        w.line("const moec::gptr<float> yk = " +
-               e.bufferExpr(e.argument(yk), x.f32, true) + ";");
+        declareScratch(e, w, "yk", yk, x.f32, true);
       },
-      llvm::formatv("moec::RowMajor<float>{{hidden + row0 * {0}, {0}}", x.f)
-          .str(),
-      llvm::formatv("moec::RowMajor<{2}>{{w2 + static_cast<int64_t>(ex) * "
-                    "{0}, {1}}",
-                    x.f * x.d, x.d, x.t)
-          .str(),
-      llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t a = "
-                    "order[row0 + m]; yk[a * {0} + n] = gates[a] * (acc + (b2 ? "
-                    "moec::toFloat(b2[ex * {0} + n]) : 0.0f)); }",
-                    x.d)
-          .str());
+      Experts::scratchRows("RowMajor", "hidden", x.f),
+      x.expertWeight("RowMajor", "w2", x.f, x.d),
+      fill("[=](int64_t m, int64_t n, float acc) { const int64_t a = "
+           "order[row0 + m]; yk[a * ${D} + n] = gates[a] * (acc + (b2 ? "
+           "moec::toFloat(b2[ex * ${D} + n]) : 0.0f)); }",
+           {{"D", x.d}}));
 
   // Combine, with the group's residual add.
-  e.beginKernel("combine");
-  CodeWriter w;
-  w.indent();
-  e.declareScalar(w, "tokens", x.tokens);
-  std::string slot = e.declared(w, x.slot, false, "slot");
-  w.line("const moec::gptr<const float> yk = " +
-         e.bufferExpr(e.argument(yk), x.f32, false) + ";");
-  std::string epilogue;
-  {
-    llvm::raw_string_ostream os(epilogue);
-    os << "[=](int64_t i, float y) {";
+  combine(e, x, "yk", yk, [&](CodeWriter &w) {
+    std::string epilogue = "[=](int64_t i, float y) {";
     if (e.escapes(op.getResult())) {
       std::string out = e.declared(w, op.getResult(), true, "y");
-      os << " " << out << "[i] = y;";
+      epilogue += " " + out + "[i] = y;";
     }
     if (e.group().ops.size() > 1) {
       Operation *add = e.group().ops[1];
-      if (!isa<arith::AddFOp>(add))
-        return add->emitOpError("cannot follow an expert FFN in its kernel");
       Value other = add->getOperand(0) == op.getResult() ? add->getOperand(1)
                                                          : add->getOperand(0);
       std::string res = e.declared(w, other, false, "res");
       std::string out = e.declared(w, add->getResult(0), true, "sum");
-      os << " " << out << "[i] = moec::toFloat(" << res << "[i]) + y;";
+      epilogue += " " + out + "[i] = moec::toFloat(" + res + "[i]) + y;";
     }
-    os << " }";
-  }
-  w.line(llvm::formatv("moec::expertCombine<{0}, {1}>(tokens, {2}, yk, {3});",
-                       x.k, x.d, slot, epilogue));
-  e.finishKernel(w.str(), GridDim{x.tokens * SymDim(x.d), 1024}, GridDim(),
-                 GridDim(), 256);
+    return epilogue + " }";
+  });
   return success();
 }
 
-LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
-  auto op = cast<ExpertFfnGradOp>(e.first());
-  Experts x = expertsOf(e, op);
-  SymDim rowsAll = x.tokens * SymDim(x.k);
-  SymShape hiddenShape{rowsAll, SymDim(x.f)};
-  int64_t pre = e.scratch(x.f32, hiddenShape);
-  int64_t up = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
-  int64_t g = e.scratch(x.f32, hiddenShape);
-  int64_t hidden = e.scratch(x.f32, hiddenShape);
-  int64_t da = e.scratch(x.f32, hiddenShape);
-  int64_t du = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
-  int64_t dxk = e.scratch(x.f32, {rowsAll, SymDim(x.d)});
-  Value dgates = op.getDgates();
-  // Results: dx, dgates, then one per weight in operand order.
-  auto dweights = op.getDweights();
-  unsigned wi = 0;
-  Value dw1 = dweights[wi++];
-  Value db1 = x.b1 ? dweights[wi++] : Value();
-  Value dw2 = dweights[wi++];
-  Value db2 = x.b2 ? dweights[wi++] : Value();
-  Value dw3 = x.w3 ? dweights[wi++] : Value();
-  std::string buf = "moec::gptr<const float>()";
-  auto in = [&](int64_t id) { return e.bufferExpr(e.argument(id), x.f32, false); };
-  auto out = [&](int64_t id) { return e.bufferExpr(e.argument(id), x.f32, true); };
+//===----------------------------------------------------------------------===//
+// The gradient, by phase.
+//===----------------------------------------------------------------------===//
 
-  dispatch(e, x, dgates);
-  std::string gatherX =
-      llvm::formatv("moec::GatherRows<{2}>{{xs, order, row0, {0}, {1}, "
-                    "moec::gptr<const float>()}",
-                    x.k, x.d, x.t);
-  auto declX = [&](CodeWriter &w) {
-    e.declare(w, "xs", x.x, false);
-  };
-  // Recompute the pre-activations (and the GLU up branch).
+namespace {
+
+/// The float scratch of the gradient, `[assignments, F]` unless noted, and
+/// the op's results.
+struct GradState {
+  int64_t pre, up, g, hidden, da, du, dxk /* [assignments, d] */;
+  Value dy, dgates, dx, dw1, db1, dw2, db2, dw3;
+};
+
+GradState gradState(GroupEmitter &e, const Experts &x, ExpertFfnGradOp op) {
+  SymShape hiddenShape{x.assignments(), SymDim(x.f)};
+  GradState s;
+  s.pre = e.scratch(x.f32, hiddenShape);
+  s.up = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
+  s.g = e.scratch(x.f32, hiddenShape);
+  s.hidden = e.scratch(x.f32, hiddenShape);
+  s.da = e.scratch(x.f32, hiddenShape);
+  s.du = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
+  s.dxk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
+  s.dy = op.getDy();
+  s.dgates = op.getDgates();
+  s.dx = op.getDx();
+  // One weight gradient per weight operand, in operand order.
+  auto dweights = op.getDweights();
+  unsigned next = 0;
+  s.dw1 = dweights[next++];
+  s.db1 = x.b1 ? dweights[next++] : Value();
+  s.dw2 = dweights[next++];
+  s.db2 = x.b2 ? dweights[next++] : Value();
+  s.dw3 = x.w3 ? dweights[next++] : Value();
+  return s;
+}
+
+/// pre = x W1 + b1 (and up = x W3 with GLU), recomputed per assignment;
+/// g = dy W2^T gathered by token.
+void recomputeForGradient(GroupEmitter &e, const Experts &x,
+                          const GradState &s) {
+  std::string gatherX = x.gatheredRows("xs", kNoFloats);
   for (auto [name, weight, bias, target] :
-       {std::make_tuple("pre", x.w1, x.b1, pre),
-        std::make_tuple("up3", x.w3, Value(), up)}) {
+       {std::make_tuple("pre", x.w1, x.b1, s.pre),
+        std::make_tuple("up3", x.w3, Value(), s.up)}) {
     if (!weight)
       continue;
     groupedGemm(
         e, x, name, x.f, x.d,
         [&](CodeWriter &w) {
-          declX(w);
+          e.declare(w, "xs", x.x, false);
           e.declare(w, "w", weight, false);
           declareOptional(e, w, "b", bias, x.t);
-          w.line("const moec::gptr<float> target = " + out(target) + ";");
+          declareScratch(e, w, "target", target, x.f32, true);
         },
-        gatherX,
-        llvm::formatv("moec::RowMajor<{2}>{{w + static_cast<int64_t>(ex) * "
-                      "{0}, {1}}",
-                      x.d * x.f, x.f, x.t)
-            .str(),
-        llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ target[(row0 + "
-                      "m) * {0} + n] = acc + (b ? moec::toFloat(b[ex * {0} + n]) : 0.0f); }",
-                      x.f)
-            .str());
+        gatherX, x.expertWeight("RowMajor", "w", x.d, x.f),
+        fill("[=](int64_t m, int64_t n, float acc) { target[(row0 + m) * "
+             "${F} + n] = acc + (b ? moec::toFloat(b[ex * ${F} + n]) : "
+             "0.0f); }",
+             {{"F", x.f}}));
   }
-  // G = dy W2^T, gathered by token.
   groupedGemm(
       e, x, "g", x.f, x.d,
       [&](CodeWriter &w) {
-        e.declare(w, "dy", op.getDy(), false);
+        e.declare(w, "dy", s.dy, false);
         e.declare(w, "w2", x.w2, false);
-        w.line("const moec::gptr<float> g = " + out(g) + ";");
+        declareScratch(e, w, "g", s.g, x.f32, true);
       },
-      llvm::formatv("moec::GatherRows<{2}>{{dy, order, row0, {0}, {1}, "
-                    "moec::gptr<const float>()}",
-                    x.k, x.d, x.t)
-          .str(),
-      llvm::formatv("moec::ColMajor<{2}>{{w2 + static_cast<int64_t>(ex) * "
-                    "{0}, {1}}",
-                    x.f * x.d, x.d, x.t)
-          .str(),
-      llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ g[(row0 + m) * "
-                    "{0} + n] = acc; }",
-                    x.f)
-          .str());
-  // Hidden-layer gradient rows and dgates.
-  {
-    e.beginKernel("hidden");
-    CodeWriter w;
-    w.indent();
-    declareSorted(e, w, x);
-    std::string gates = e.declared(w, x.gates, false, "gates");
-    std::string dy = e.declared(w, op.getDy(), false, "dy");
-    std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2")
-                          : "moec::gptr<const " + x.t + ">()";
-    std::string dg = e.declared(w, dgates, true, "dgates");
-    w.line(llvm::formatv(
-        "moec::expertHiddenGrad<{0}, {1}, {2}, {3}, {16}>(offsets, {4}, order, "
-        "{5}, "
-        "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, [](float v) {{ "
-        "return moec::activate<{15}>(v); }, [](float v) {{ return "
-        "moec::activateGrad<{15}>(v); }, 8);",
-        x.f, x.d, x.k, x.w3 ? "true" : "false", x.e, gates, in(pre),
-        x.w3 ? in(up) : buf, in(g), dy, b2, dg, out(hidden), out(da),
-        x.w3 ? out(du) : std::string("moec::gptr<float>()"), x.act_(), x.t));
-    e.finishKernel(w.str(), GridDim{rowsAll, 8}, GridDim(), GridDim(), 256);
-  }
-  // Weight gradients, one GEMM per expert over its rows.
-  auto declOrderless = [&](CodeWriter &) {};
-  (void)declOrderless;
-  if (e.escapes(dw2))
+      x.gatheredRows("dy", kNoFloats), x.expertWeight("ColMajor", "w2", x.f, x.d),
+      fill("[=](int64_t m, int64_t n, float acc) { g[(row0 + m) * ${F} + n] = "
+           "acc; }",
+           {{"F", x.f}}));
+}
+
+/// Per assignment: dgates, the hidden activations again, and the gradients
+/// of the pre-activations (da) and of the GLU branch (du).
+void hiddenGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
+  e.beginKernel("hidden");
+  CodeWriter w;
+  w.indent();
+  declareSorted(e, w, x);
+  std::string gates = e.declared(w, x.gates, false, "gates");
+  std::string dy = e.declared(w, s.dy, false, "dy");
+  std::string b2 = x.b2 ? e.declared(w, x.b2, false, "b2")
+                        : "moec::gptr<const " + x.t + ">()";
+  std::string dgates = e.declared(w, s.dgates, true, "dgates");
+  auto in = [&](int64_t id) {
+    return id < 0 ? std::string(kNoFloats)
+                  : e.bufferExpr(e.argument(id), x.f32, false);
+  };
+  auto out = [&](int64_t id) {
+    return id < 0 ? std::string("moec::gptr<float>()")
+                  : e.bufferExpr(e.argument(id), x.f32, true);
+  };
+  w.line(fill(
+      "moec::expertHiddenGrad<${F}, ${D}, ${K}, ${glu}, ${t}>(offsets, ${E}, "
+      "order, ${gates}, ${pre}, ${up}, ${g}, ${dy}, ${b2}, ${dgates}, "
+      "${hidden}, ${da}, ${du}, [](float v) { return "
+      "moec::activate<${act}>(v); }, [](float v) { return "
+      "moec::activateGrad<${act}>(v); }, 8);",
+      {{"F", x.f},
+       {"D", x.d},
+       {"K", x.k},
+       {"glu", static_cast<bool>(x.w3)},
+       {"t", x.t},
+       {"E", x.e},
+       {"gates", gates},
+       {"pre", in(s.pre)},
+       {"up", in(s.up)},
+       {"g", in(s.g)},
+       {"dy", dy},
+       {"b2", b2},
+       {"dgates", dgates},
+       {"hidden", out(s.hidden)},
+       {"da", out(s.da)},
+       {"du", out(s.du)},
+       {"act", deviceEnum(x.act)}}));
+  e.finishKernel(w.str(), GridDim{x.assignments(), 8}, GridDim(), GridDim(),
+                 256);
+}
+
+/// dW2, db2, dW1, db1, dW3: one GEMM (or column sum) per expert over its
+/// rows, for the gradients anything reads.
+void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
+  auto store = [&](int64_t m, int64_t n) {
+    return fill("[=](int64_t m, int64_t n, float acc) { dw[(ex * ${M} + m) * "
+                "${N} + n] = acc; }",
+                {{"M", m}, {"N", n}});
+  };
+  if (e.escapes(s.dw2))
     perExpertGemm(
         e, x, "dw2", x.f, x.d,
         [&](CodeWriter &w) {
-          w.line("const moec::gptr<const float> hidden = " + in(hidden) + ";");
-          e.declare(w, "dy", op.getDy(), false);
+          declareScratch(e, w, "hidden", s.hidden, x.f32, false);
+          e.declare(w, "dy", s.dy, false);
           e.declare(w, "gates", x.gates, false);
-          e.declare(w, "dw", dw2, true);
+          e.declare(w, "dw", s.dw2, true);
         },
-        llvm::formatv("moec::ColMajor<float>{{hidden + row0 * {0}, {0}}", x.f)
-            .str(),
-        llvm::formatv("moec::GatherRows<{2}>{{dy, order, row0, {0}, {1}, "
-                      "gates}",
-                      x.k, x.d, x.t)
-            .str(),
-        llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ dw[(ex * {0} + "
-                      "m) * {1} + n] = acc; }",
-                      x.f, x.d)
-            .str());
-  if (db2 && e.escapes(db2))
+        Experts::scratchRows("ColMajor", "hidden", x.f),
+        x.gatheredRows("dy", "gates"), store(x.f, x.d));
+  if (s.db2 && e.escapes(s.db2))
     perExpertColumnSums(
         e, x, "db2", x.d,
         [&](CodeWriter &w) {
-          e.declare(w, "dy", op.getDy(), false);
+          e.declare(w, "dy", s.dy, false);
           e.declare(w, "gates", x.gates, false);
-          e.declare(w, "db", db2, true);
+          e.declare(w, "db", s.db2, true);
         },
-        llvm::formatv("[=](int64_t r, int64_t c) {{ const int64_t a = "
-                      "order[row0 + r]; return gates[a] * moec::toFloat(dy[(a / "
-                      "{0}) * {1} + c]); }",
-                      x.k, x.d)
-            .str(),
+        fill("[=](int64_t r, int64_t c) { const int64_t a = order[row0 + r]; "
+             "return gates[a] * moec::toFloat(dy[(a / ${K}) * ${D} + c]); }",
+             {{"K", x.k}, {"D", x.d}}),
         "db");
   for (auto [name, result, source] :
-       {std::make_tuple("dw1", dw1, da), std::make_tuple("dw3", dw3, du)}) {
+       {std::make_tuple("dw1", s.dw1, s.da),
+        std::make_tuple("dw3", s.dw3, s.du)}) {
     if (!result || !e.escapes(result))
       continue;
     perExpertGemm(
         e, x, name, x.d, x.f,
         [&](CodeWriter &w) {
-          declX(w);
-          w.line("const moec::gptr<const float> src = " + in(source) + ";");
+          e.declare(w, "xs", x.x, false);
+          declareScratch(e, w, "src", source, x.f32, false);
           e.declare(w, "dw", result, true);
         },
-        llvm::formatv("moec::GatherCols<{2}>{{xs, order, row0, {0}, {1}}",
-                      x.k, x.d, x.t)
-            .str(),
-        llvm::formatv("moec::RowMajor<float>{{src + row0 * {0}, {0}}", x.f)
-            .str(),
-        llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ dw[(ex * {0} + "
-                      "m) * {1} + n] = acc; }",
-                      x.d, x.f)
-            .str());
+        fill("moec::GatherCols<${t}>{xs, order, row0, ${K}, ${D}}",
+             {{"t", x.t}, {"K", x.k}, {"D", x.d}}),
+        Experts::scratchRows("RowMajor", "src", x.f), store(x.d, x.f));
   }
-  if (db1 && e.escapes(db1))
+  if (s.db1 && e.escapes(s.db1))
     perExpertColumnSums(
         e, x, "db1", x.f,
         [&](CodeWriter &w) {
-          w.line("const moec::gptr<const float> da = " + in(da) + ";");
-          e.declare(w, "db", db1, true);
+          declareScratch(e, w, "da", s.da, x.f32, false);
+          e.declare(w, "db", s.db1, true);
         },
-        llvm::formatv("[=](int64_t r, int64_t c) {{ return da[(row0 + r) * {0} "
-                      "+ c]; }",
-                      x.f)
-            .str(),
+        fill("[=](int64_t r, int64_t c) { return da[(row0 + r) * ${F} + c]; }",
+             {{"F", x.f}}),
         "db");
-  if (!e.escapes(op.getDx()))
-    return success();
-  // dx rows per assignment: da W1^T (+ du W3^T), then the combine.
+}
+
+/// dx: per assignment da W1^T (+ du W3^T), then the combine per token.
+void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
   for (auto [name, weight, source, accumulate] :
-       {std::make_tuple("dxk", x.w1, da, false),
-        std::make_tuple("dxk3", x.w3, du, true)}) {
+       {std::make_tuple("dxk", x.w1, s.da, false),
+        std::make_tuple("dxk3", x.w3, s.du, true)}) {
     if (!weight)
       continue;
     groupedGemm(
         e, x, name, x.d, x.f,
         [&](CodeWriter &w) {
-          w.line("const moec::gptr<const float> src = " + in(source) + ";");
+          declareScratch(e, w, "src", source, x.f32, false);
           e.declare(w, "w", weight, false);
-          w.line("const moec::gptr<float> dxk = " + out(dxk) + ";");
+          declareScratch(e, w, "dxk", s.dxk, x.f32, true);
         },
-        llvm::formatv("moec::RowMajor<float>{{src + row0 * {0}, {0}}", x.f)
-            .str(),
-        llvm::formatv("moec::ColMajor<{2}>{{w + static_cast<int64_t>(ex) * "
-                      "{0}, {1}}",
-                      x.d * x.f, x.f, x.t)
-            .str(),
-        llvm::formatv("[=](int64_t m, int64_t n, float acc) {{ const int64_t i "
-                      "= static_cast<int64_t>(order[row0 + m]) * {0} + n; "
-                      "dxk[i] = {1}acc; }",
-                      x.d, accumulate ? "dxk[i] + " : "")
-            .str());
+        Experts::scratchRows("RowMajor", "src", x.f),
+        x.expertWeight("ColMajor", "w", x.d, x.f),
+        fill("[=](int64_t m, int64_t n, float acc) { const int64_t i = "
+             "static_cast<int64_t>(order[row0 + m]) * ${D} + n; dxk[i] = "
+             "${add}acc; }",
+             {{"D", x.d}, {"add", accumulate ? "dxk[i] + " : ""}}));
   }
-  e.beginKernel("combine");
-  CodeWriter w;
-  w.indent();
-  e.declareScalar(w, "tokens", x.tokens);
-  std::string slot = e.declared(w, x.slot, false, "slot");
-  std::string dx = e.declared(w, op.getDx(), true, "dx");
-  w.line(llvm::formatv("moec::expertCombine<{0}, {1}>(tokens, {2}, {3}, "
-                       "[=](int64_t i, float v) {{ {4}[i] = v; });",
-                       x.k, x.d, slot, in(dxk), dx));
-  e.finishKernel(w.str(), GridDim{x.tokens * SymDim(x.d), 1024}, GridDim(),
-                 GridDim(), 256);
+  combine(e, x, "dxk", s.dxk, [&](CodeWriter &w) {
+    std::string dx = e.declared(w, s.dx, true, "dx");
+    return "[=](int64_t i, float v) { " + dx + "[i] = v; }";
+  });
+}
+
+} // namespace
+
+LogicalResult mlir::moe::cuda::emitExpertsGradGroup(GroupEmitter &e) {
+  auto op = cast<ExpertFfnGradOp>(e.first());
+  Experts x = expertsOf(e, op);
+  GradState s = gradState(e, x, op);
+  dispatch(e, x, s.dgates);
+  recomputeForGradient(e, x, s);
+  hiddenGradients(e, x, s);
+  weightGradients(e, x, s);
+  if (e.escapes(s.dx))
+    inputGradient(e, x, s);
   return success();
 }

@@ -19,24 +19,25 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-/// Declares a pointer local for a value and returns its name.
-std::string pointer(GroupEmitter &e, CodeWriter &w, Value v, bool writable,
-                    StringRef prefix) {
-  std::string name = e.fresh(prefix);
-  e.declare(w, name, v, writable);
-  return name;
-}
-
 /// Writes the call of the GEMM tile for this block; `a` and `b` are the
 /// values the operands are read from (their storage picks the tile).
 void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
               int64_t tk, int64_t threads, StringRef m, StringRef n,
               StringRef k, StringRef loadA, StringRef loadB, StringRef store) {
-  w.line(llvm::formatv("{10}<{0}, {1}, {2}, {3}>(static_cast<int64_t>("
-                       "blockIdx.y) * {0}, static_cast<int64_t>(blockIdx.x) * "
-                       "{1}, {4}, {5}, {6}, {7}, {8}, {9});",
-                       tm, tn, tk, threads, m, n, k, loadA, loadB, store,
-                       gemmTileFunction(a, b, tm, tn, tk, threads)));
+  w.line(fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(static_cast<int64_t>("
+              "blockIdx.y) * ${TM}, static_cast<int64_t>(blockIdx.x) * ${TN}, "
+              "${m}, ${n}, ${k}, ${loadA}, ${loadB}, ${store});",
+              {{"gemm", gemmTileFunction(a, b, tm, tn, tk, threads)},
+               {"TM", tm},
+               {"TN", tn},
+               {"TK", tk},
+               {"threads", threads},
+               {"m", m},
+               {"n", n},
+               {"k", k},
+               {"loadA", loadA},
+               {"loadB", loadB},
+               {"store", store}}));
 }
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
@@ -65,19 +66,19 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   CodeWriter body;
   body.indent();
   e.declareScalar(body, "M", rows);
-  std::string xp = pointer(e, body, x, false, "x");
-  std::string wp = pointer(e, body, w, false, "w");
-  std::string bias = linear.getBias() ? pointer(e, body, linear.getBias(), false, "b")
+  std::string xp = e.declared(body, x, false, "x");
+  std::string wp = e.declared(body, w, false, "w");
+  std::string bias = linear.getBias() ? e.declared(body, linear.getBias(), false, "b")
                                       : std::string();
   // Epilogue operands from outside the group and the values to store.
   llvm::DenseMap<Value, std::string> names, outputs;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     for (Value v : op->getOperands())
       if (!e.inGroup(v) && !names.count(v))
-        names[v] = pointer(e, body, v, false, "in");
+        names[v] = e.declared(body, v, false, "in");
   for (Operation *op : e.group().ops)
     if (e.escapes(op->getResult(0)))
-      outputs[op->getResult(0)] = pointer(e, body, op->getResult(0), true, "out");
+      outputs[op->getResult(0)] = e.declared(body, op->getResult(0), true, "out");
 
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
@@ -146,9 +147,9 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "M", rows);
-    std::string dyp = pointer(e, b, dy, false, "dy");
-    std::string wp = pointer(e, b, w, false, "w");
-    std::string dxp = pointer(e, b, grad.getDx(), true, "dx");
+    std::string dyp = e.declared(b, dy, false, "dy");
+    std::string wp = e.declared(b, w, false, "w");
+    std::string dxp = e.declared(b, grad.getDx(), true, "dx");
     std::string loadB =
         transposed
             ? loader("RowMajor", wp, w, kin)
@@ -167,9 +168,9 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "T", rows);
-    std::string xp = pointer(e, b, x, false, "x");
-    std::string dyp = pointer(e, b, dy, false, "dy");
-    std::string dwp = pointer(e, b, grad.getDweight(), true, "dw");
+    std::string xp = e.declared(b, x, false, "x");
+    std::string dyp = e.declared(b, dy, false, "dy");
+    std::string dwp = e.declared(b, grad.getDweight(), true, "dw");
     int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
     std::string loadA =
         transposed
@@ -191,8 +192,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "T", rows);
-    std::string dyp = pointer(e, b, dy, false, "dy");
-    std::string dbp = pointer(e, b, grad.getDbias(), true, "db");
+    std::string dyp = e.declared(b, dy, false, "dy");
+    std::string dbp = e.declared(b, grad.getDbias(), true, "db");
     b.line(llvm::formatv("moec::columnSums(T, {0}, [=](int64_t r, int64_t c) "
                          "{{ return {1}[r * {0} + c]; }, [=](int64_t c, float "
                          "s) {{ {2}[c] = s; });",

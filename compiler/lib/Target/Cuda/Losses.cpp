@@ -24,13 +24,18 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   std::string logits = e.declared(w, op.getLogits(), false, "logits");
   std::string targets = e.declared(w, op.getTargets(), false, "targets");
   std::string loss = e.declared(w, op.getLoss(), true, "loss");
-  w.line(llvm::formatv("moec::crossEntropyForward<{0}, {1}>(rows, {2}, {3}, "
-                       "{4}, {5}, {6}, moec::bufferArg<unsigned>(p, {7}));",
-                       vocab, threads,
-                       floatLiteral(op.getLabelSmoothing().convertToDouble()),
-                       logits, targets,
-                       e.bufferExpr(e.argument(rowLoss), f32, true), loss,
-                       e.argument(ticket)));
+  w.line(fill("moec::crossEntropyForward<${V}, ${threads}>(rows, "
+              "${smoothing}, ${logits}, ${targets}, ${rowLoss}, ${loss}, "
+              "moec::bufferArg<unsigned>(p, ${ticket}));",
+              {{"V", vocab},
+               {"threads", threads},
+               {"smoothing",
+                floatLiteral(op.getLabelSmoothing().convertToDouble())},
+               {"logits", logits},
+               {"targets", targets},
+               {"rowLoss", e.bufferExpr(e.argument(rowLoss), f32, true)},
+               {"loss", loss},
+               {"ticket", int64_t(e.argument(ticket))}}));
   e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
   return success();
 }
@@ -59,12 +64,17 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
   std::string targets = e.declared(w, op.getTargets(), false, "targets");
   std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
   std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
-  w.line(llvm::formatv("moec::crossEntropyBackward<{0}, {1}>({2}, {3}, {4}, "
-                       "{5}, {6}, {7});",
-                       vocab, threads,
-                       floatLiteral(op.getLabelSmoothing().convertToDouble()),
-                       logits, targets, dloss,
-                       e.bufferExpr(e.argument(count), f32, false), out));
+  w.line(fill("moec::crossEntropyBackward<${V}, ${threads}>(${smoothing}, "
+              "${logits}, ${targets}, ${dloss}, ${count}, ${dlogits});",
+              {{"V", vocab},
+               {"threads", threads},
+               {"smoothing",
+                floatLiteral(op.getLabelSmoothing().convertToDouble())},
+               {"logits", logits},
+               {"targets", targets},
+               {"dloss", dloss},
+               {"count", e.bufferExpr(e.argument(count), f32, false)},
+               {"dlogits", out}}));
   e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
   return success();
 }

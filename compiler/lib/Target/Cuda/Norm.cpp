@@ -80,12 +80,18 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                          x, d)
                .str();
   }
-  w.line(llvm::formatv("moec::normRows<{0}, {1}, {2}, {8}>(rows, {3}, {4}, {5}, "
-                       "{6}, "
-                       "[=](int64_t r, int64_t c, float v) {{ {7}[r * {0} + c] "
-                       "= v; });",
-                       d, info.rms ? "true" : "false", rowsPerBlock,
-                       floatLiteral(info.eps), load, gamma, beta, y, gammaType));
+  w.line(fill("moec::normRows<${d}, ${rms}, ${rowsPerBlock}, ${gammaType}>("
+              "rows, ${eps}, ${load}, ${gamma}, ${beta}, [=](int64_t r, "
+              "int64_t c, float v) { ${y}[r * ${d} + c] = v; });",
+              {{"d", d},
+               {"rms", info.rms},
+               {"rowsPerBlock", rowsPerBlock},
+               {"gammaType", gammaType},
+               {"eps", floatLiteral(info.eps)},
+               {"load", load},
+               {"gamma", gamma},
+               {"beta", beta},
+               {"y", y}}));
   e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
                  32 * rowsPerBlock);
   return success();
@@ -124,10 +130,17 @@ LogicalResult mlir::moe::cuda::emitNormGradGroup(GroupEmitter &e) {
     w.line(llvm::formatv("const moec::gptr<float> {0} = {1};", contrib,
                          e.bufferExpr(e.argument(contribId), f32, true)));
   }
-  w.line(llvm::formatv("moec::normGradRows<{0}, {1}, {2}>(rows, {3}, {4}, {5}, "
-                       "{6}, {7}, {8});",
-                       d, rms ? "true" : "false", rowsPerBlock,
-                       floatLiteral(eps), xp, gp, dyp, dxp, contrib));
+  w.line(fill("moec::normGradRows<${d}, ${rms}, ${rowsPerBlock}>(rows, "
+              "${eps}, ${x}, ${gamma}, ${dy}, ${dx}, ${contrib});",
+              {{"d", d},
+               {"rms", rms},
+               {"rowsPerBlock", rowsPerBlock},
+               {"eps", floatLiteral(eps)},
+               {"x", xp},
+               {"gamma", gp},
+               {"dy", dyp},
+               {"dx", dxp},
+               {"contrib", contrib}}));
   e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
                  32 * rowsPerBlock);
   if (!needGamma && !needBeta)

@@ -185,13 +185,20 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
                              n));
         w.line(llvm::formatv(
             "  float pv = {0}[i], mv = {1}[i], vv = {2}[i];", p, m, v));
-        w.line(llvm::formatv(
-            "  moec::adamStep(pv, mv, vv, {0}[i], {1}, {2}, {3}, {4}, {5}, {6}, "
-            "{7}, {8}, {9});",
-            g, lr, scale, floatLiteral(b1), floatLiteral(b2),
-            floatLiteral(adam.getEps().convertToDouble()),
-            floatLiteral(adam.getWeightDecay().convertToDouble()),
-            adam.getDecoupled() ? "true" : "false", rbc1, rbc2));
+        w.line(fill("  moec::adamStep(pv, mv, vv, ${g}[i], ${lr}, ${scale}, "
+                    "${beta1}, ${beta2}, ${eps}, ${weightDecay}, "
+                    "${decoupled}, ${rbc1}, ${rbc2});",
+                    {{"g", g},
+                     {"lr", lr},
+                     {"scale", scale},
+                     {"beta1", floatLiteral(b1)},
+                     {"beta2", floatLiteral(b2)},
+                     {"eps", floatLiteral(adam.getEps().convertToDouble())},
+                     {"weightDecay",
+                      floatLiteral(adam.getWeightDecay().convertToDouble())},
+                     {"decoupled", static_cast<bool>(adam.getDecoupled())},
+                     {"rbc1", rbc1},
+                     {"rbc2", rbc2}}));
         w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv; {2}[i] = vv;", po, mo,
                              vo));
         w.line("}");

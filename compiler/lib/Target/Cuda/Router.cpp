@@ -97,13 +97,17 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.minCapacity = {0};",
                        static_cast<int64_t>(router.getMinCapacity())));
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
-  w.line(llvm::formatv(
-      "moec::routerKernel<{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}>(r);",
-      std::max<int64_t>(d, 1), experts, k, threads,
-      linear ? "true" : "false", deviceEnum(router.getGate()),
-      deviceEnum(router.getCapacity()),
-      router.getPriority() == Priority::Bpr ? "true" : "false",
-      deviceEnum(variant)));
+  w.line(fill("moec::routerKernel<${D}, ${E}, ${K}, ${threads}, ${linear}, "
+              "${gate}, ${capacity}, ${bpr}, ${balance}>(r);",
+              {{"D", std::max<int64_t>(d, 1)},
+               {"E", experts},
+               {"K", k},
+               {"threads", threads},
+               {"linear", static_cast<bool>(linear)},
+               {"gate", deviceEnum(router.getGate())},
+               {"capacity", deviceEnum(router.getCapacity())},
+               {"bpr", router.getPriority() == Priority::Bpr},
+               {"balance", deviceEnum(variant)}}));
   e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(), threads);
   return success();
 }
@@ -129,10 +133,19 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
                            ? e.declared(w, op.getDprobs(), false, "dprobs")
                            : "moec::gptr<const float>()";
   std::string out = e.declared(w, op.getDlogits(), true, "dlogits");
-  w.line(llvm::formatv("moec::routerGradRows<{0}, {1}, {2}, {3}>(tokens, {4}, "
-                       "{5}, {6}, {7}, {8}, {9});",
-                       experts, k, threads, deviceEnum(op.getGate()), probs,
-                       expert, slot, dgates, dprobs, out));
+  w.line(fill("moec::routerGradRows<${E}, ${K}, ${threads}, ${gate}>(tokens, "
+              "${probs}, ${expert}, ${slot}, ${dgates}, ${dprobs}, "
+              "${dlogits});",
+              {{"E", experts},
+               {"K", k},
+               {"threads", threads},
+               {"gate", deviceEnum(op.getGate())},
+               {"probs", probs},
+               {"expert", expert},
+               {"slot", slot},
+               {"dgates", dgates},
+               {"dprobs", dprobs},
+               {"dlogits", out}}));
   e.finishKernel(w.str(), GridDim{tokens, threads / 32}, GridDim(), GridDim(),
                  threads);
   return success();

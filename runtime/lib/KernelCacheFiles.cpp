@@ -1,6 +1,6 @@
-//===- CacheDirectory.cpp - where compiled kernels are kept ---------------===//
+//===- KernelCacheFiles.cpp - where compiled kernels are kept -------------===//
 
-#include "CacheDirectory.h"
+#include "KernelCacheFiles.h"
 
 #include <cctype>
 #include <cerrno>
@@ -8,8 +8,9 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-namespace moec::detail::cuda {
+namespace moec::detail {
 
 namespace {
 
@@ -20,14 +21,17 @@ std::string environment(const char *name) {
 
 } // namespace
 
-std::string defaultKernelCacheDirectory() {
+std::string kernelCacheDirectory(std::string_view device) {
+  std::string root;
   if (std::string dir = environment("MOEC_CACHE_DIR"); !dir.empty())
-    return dir + "/cuda";
-  if (std::string dir = environment("XDG_CACHE_HOME"); !dir.empty())
-    return dir + "/moec/cuda";
-  if (std::string home = environment("HOME"); !home.empty())
-    return home + "/.cache/moec/cuda";
-  return "";
+    root = dir;
+  else if (std::string dir = environment("XDG_CACHE_HOME"); !dir.empty())
+    root = dir + "/moec";
+  else if (std::string home = environment("HOME"); !home.empty())
+    root = home + "/.cache/moec";
+  else
+    root = fmt::format("/tmp/moec-cache-{}", ::getuid());
+  return root + "/" + std::string(device);
 }
 
 std::string makeDirectories(const std::string &path) {
@@ -59,4 +63,4 @@ std::string fileStem(const std::string &name) {
   return stem;
 }
 
-} // namespace moec::detail::cuda
+} // namespace moec::detail

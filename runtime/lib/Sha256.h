@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_RUNTIME_CUDA_SHA256_H
-#define MOEC_RUNTIME_CUDA_SHA256_H
+#ifndef MOEC_RUNTIME_SHA256_H
+#define MOEC_RUNTIME_SHA256_H
 
 #include <array>
 #include <cstddef>
@@ -43,4 +43,4 @@ std::string sha256Hex(std::string_view text);
 
 } // namespace moec::detail
 
-#endif // MOEC_RUNTIME_CUDA_SHA256_H
+#endif // MOEC_RUNTIME_SHA256_H
