@@ -6,7 +6,7 @@
 
 #include "moec/Frontend/Diagnostics.h"
 #include "mlir/IR/Diagnostics.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 
 using namespace moec::frontend;
 

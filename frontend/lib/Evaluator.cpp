@@ -15,7 +15,7 @@
 
 #include "moec/Frontend/Evaluator.h"
 #include "Values.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/StringMap.h"
 #include <optional>
 

@@ -9,7 +9,7 @@
 
 #include "moec/Frontend/Parser.h"
 #include "ParserImpl.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/ScopeExit.h"
 #include <cmath>
 

@@ -14,7 +14,7 @@
 
 #include "moec/Frontend/AST.h"
 #include "moec/Frontend/Diagnostics.h"
-#include "moec/Frontend/Spec.h"
+#include "moec/Frontend/SpecTree.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/LogicalResult.h"
 #include <string>

@@ -2,7 +2,7 @@
 
 #include "Initializers.h"
 #include "moec/Error.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <cmath>
 #include <cstring>

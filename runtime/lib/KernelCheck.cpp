@@ -4,7 +4,7 @@
 #include "Initializers.h"
 #include "ProgramRunner.h"
 #include "moec/Error.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <algorithm>
 #include <chrono>

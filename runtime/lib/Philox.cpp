@@ -1,6 +1,6 @@
 //===- Philox.cpp - counter-based random numbers --------------------------===//
 
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <cmath>
 

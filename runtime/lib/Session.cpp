@@ -9,7 +9,7 @@
 #include "Sampling.h"
 #include "moec/Checkpoint.h"
 #include "moec/Error.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 #include "moec/Version.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 
 #include "moec/Driver/Pipeline.h"
 #include "moec/Frontend/MLIRGen.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "moec/Frontend/Sema.h"
 #include "moec/Target/BundleEmitter.h"
 #include "moec/Transforms/Passes.h"

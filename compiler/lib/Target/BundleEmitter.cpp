@@ -7,9 +7,9 @@
 
 #include "moec/Target/BundleEmitter.h"
 #include "moec/Target/CudaEmitter.h"
-#include "moec/Transforms/KernelGroups.h"
+#include "moec/Analysis/KernelGroups.h"
 #include "moec/Transforms/PlanAttrs.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moe/IR/MoeOps.h"
 #include "moec/Version.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,7 +1,7 @@
 //===- InferShapes.cpp - moe-infer-shapes ---------------------------------===//
 
 #include "moec/Transforms/Passes.h"
-#include "moec/Transforms/ShapeAnalysis.h"
+#include "moec/Analysis/ShapeAnalysis.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/IR/TypeUtilities.h"
 

@@ -8,10 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Transforms/EntryPoints.h"
-#include "moec/Transforms/KernelGroups.h"
+#include "moec/Analysis/KernelGroups.h"
 #include "moec/Transforms/Passes.h"
 #include "moec/Transforms/PlanAttrs.h"
-#include "moec/Transforms/ShapeAnalysis.h"
+#include "moec/Analysis/ShapeAnalysis.h"
 #include "mlir/IR/Builders.h"
 
 #include <map>

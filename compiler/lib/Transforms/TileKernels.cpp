@@ -16,9 +16,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Transforms/KernelGroups.h"
+#include "moec/Analysis/KernelGroups.h"
 #include "moec/Transforms/Passes.h"
-#include "moec/Transforms/ShapeAnalysis.h"
+#include "moec/Analysis/ShapeAnalysis.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/IR/Builders.h"
 

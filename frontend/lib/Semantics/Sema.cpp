@@ -8,7 +8,7 @@
 
 #include "moec/Frontend/Sema.h"
 #include "Settings.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

@@ -1,7 +1,7 @@
 //===- Settings.cpp - typed, checked access to a node's settings ----------===//
 
 #include "Settings.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -3,7 +3,7 @@
 #ifndef MOEC_FRONTEND_SETTINGS_H
 #define MOEC_FRONTEND_SETTINGS_H
 
-#include "moec/Frontend/Spec.h"
+#include "moec/Frontend/SpecTree.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ArrayRef.h"

@@ -1,7 +1,7 @@
 //===- KernelSource.cpp - the text a generated kernel compiles from -------===//
 
 #include "KernelSource.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moec/Error.h"
 #include "moec/Version.h"
 

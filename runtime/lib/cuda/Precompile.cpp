@@ -5,7 +5,7 @@
 #include "KernelCache.h"
 #include "KernelSource.h"
 #include "KernelCacheFiles.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moec/Error.h"
 #include "moec/support/GpuArch.h"
 

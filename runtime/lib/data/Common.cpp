@@ -2,7 +2,7 @@
 
 #include "data/Sources.h"
 #include "moec/Error.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <algorithm>
 #include <cctype>

@@ -46,7 +46,8 @@ namespace {
 
 #include "emu/EmuPrelude.inc"
 
-/// The C struct moec_emu_launch of prelude.h, field for field.
+/// The C struct moec_emu_launch of the prelude (launcher_abi.h), field for
+/// field.
 struct LaunchAbi {
   unsigned version;
   unsigned flags;
@@ -61,7 +62,7 @@ struct LaunchAbi {
 static_assert(offsetof(LaunchAbi, sharedBytes) == 40 &&
                   offsetof(LaunchAbi, bufferBytes) == 56 &&
                   sizeof(LaunchAbi) == 56 + 8 * kMaxKernelBuffers,
-              "layout of moec_emu_launch in runtime/device/emu/prelude.h");
+              "layout of moec_emu_launch in runtime/device/emu/launcher_abi.h");
 constexpr unsigned kAbiVersion = 1; // MOEC_EMU_ABI_VERSION
 
 using LaunchFn = int (*)(const LaunchAbi *, const KernelParams *, char *,

@@ -2,9 +2,10 @@
 //
 // The emu device runs the CUDA translation units moec generates on the CPU:
 // EmuModule::load compiles one with the host C++ compiler against the SIMT
-// prelude (runtime/device/emu/prelude.h, embedded in the runtime), caches
-// the shared object on disk and dlopens it; EmuModule::launch runs a kernel
-// of it through the moec_emu_launch_<kernel> entry the prelude exports.
+// prelude (runtime/device/emu/*.h, joined and embedded in the runtime),
+// caches the shared object on disk and dlopens it; EmuModule::launch runs a
+// kernel of it through the moec_emu_launch_<kernel> entry the prelude
+// exports.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,7 +96,7 @@ private:
   std::shared_ptr<const Impl> impl;
 };
 
-/// The SIMT prelude compiled into every emu kernel (prelude.h).
+/// The SIMT prelude compiled into every emu kernel (runtime/device/emu).
 const std::string &emuPrelude();
 
 /// The directory EmuOptions{} caches shared objects in.

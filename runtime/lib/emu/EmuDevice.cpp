@@ -10,7 +10,7 @@
 #include "emu/EmuDevice.h"
 #include "cuda/KernelSource.h"
 #include "LaunchShape.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moec/Error.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 
 #include "Commands.h"
 #include "moec/Cuda.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moec/Version.h"
 
 #include <fmt/format.h>

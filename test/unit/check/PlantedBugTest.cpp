@@ -10,7 +10,7 @@
 #include "KernelCheck.h"
 #include "emu/EmuDevice.h"
 #include "moec/Compiler.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <gtest/gtest.h>
 #include <set>

@@ -10,7 +10,7 @@
 #include "mlir/IR/Location.h"
 #include "mlir/IR/MLIRContext.h"
 #include "moec/Frontend/Evaluator.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "gtest/gtest.h"

@@ -14,7 +14,7 @@
 #include "FakeCudaDriver.h"
 #include "KernelParams.h"
 #include "ProgramRunner.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,7 +1,7 @@
 //===- CudaTestUtil.cpp - shared helpers of the cuda tests ----------------===//
 
 #include "CudaTestUtil.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 
 #include "cuda/Nvrtc.h"
 #include "CudaTestUtil.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <fmt/format.h>
 #include <fstream>

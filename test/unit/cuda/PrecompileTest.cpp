@@ -5,7 +5,7 @@
 #include "CudaTestUtil.h"
 #include "cuda/KernelSource.h"
 #include "moec/Bundle.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 //===- Sha256Test.cpp - SHA-256 against the FIPS 180-4 vectors ------------===//
 
 #include "Sha256.h"
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <gtest/gtest.h>
 

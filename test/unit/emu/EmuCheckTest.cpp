@@ -2,7 +2,7 @@
 
 #include "EmuTestUtil.h"
 
-#include "moec/DeviceLibrary.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Compiler.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 #include "moec/Session.h"
 
 #include <algorithm>

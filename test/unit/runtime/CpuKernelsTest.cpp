@@ -4,7 +4,7 @@
 
 #include "cpu/Kernel.h"
 #include "moec/Error.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <cmath>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 //===- PhiloxTest.cpp - Philox known answers and stream properties --------===//
 
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <cmath>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 
 #include "GroupEmitter.h"
 #include "moec/Transforms/PlanAttrs.h"
-#include "moec/Transforms/ShapeAnalysis.h"
+#include "moec/Analysis/ShapeAnalysis.h"
 
 using namespace mlir;
 using namespace mlir::moe;

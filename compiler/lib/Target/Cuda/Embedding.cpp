@@ -156,7 +156,6 @@ LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
 
 LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   auto write = cast<KvCacheWriteOp>(e.first());
-  const SymShape &cacheShape = e.shapeOf(write.getCache());
   const SymShape &updateShape = e.shapeOf(write.getUpdate());
   auto cacheType = cast<RankedTensorType>(write.getCache().getType());
   int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
@@ -184,7 +183,6 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
   SymDim n = e.numElements(write.getUpdate());
   e.declareScalar(w, "n", n);
   e.declareScalar(w, "S", updateShape[1]);
-  (void)cacheShape;
   std::string update = e.declared(w, write.getUpdate(), false, "update");
   std::string past = e.declared(w, write.getPast(), false, "past");
   std::string cache = e.declared(w, write.getResult(), true, "cache");

@@ -12,7 +12,7 @@
 
 #include "CodeWriter.h"
 #include "moec/Target/CudaEmitter.h"
-#include "moec/Transforms/KernelGroups.h"
+#include "moec/Analysis/KernelGroups.h"
 #include "moe/IR/MoeOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include <map>

@@ -1,7 +1,8 @@
 //===- MoeBase.td - moe dialect definition and enums -------*- tablegen -*-===//
 //
 // The `moe` dialect: tensor-level ops for sparse-expert models. Semantics
-// follow shared/spec/architectures.md; section numbers below refer to it.
+// follow the papers' released code; where code and paper disagree, both
+// choices are options (the README's "Routing conventions").
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,7 +86,8 @@ def Moe_ActivationEnum : Moe_I32Enum<"Activation", "pointwise activation", [
 def Moe_ActivationAttr : Moe_EnumAttr<"activation", Moe_ActivationEnum>;
 
 //===----------------------------------------------------------------------===//
-// Routing options (spec section 7 lists the variants each paper uses).
+// Routing options (the README's "Routing conventions" says which paper uses
+// which).
 //===----------------------------------------------------------------------===//
 
 def Moe_GateWeightingEnum : Moe_I32Enum<"GateWeighting",

@@ -353,7 +353,7 @@ def Moe_TopKRouterOp : Moe_DiffOp<"topk_router"> {
 
     1. `p_t = softmax(logits_t)`.
     2. `expert_t = the k largest p_t`, descending, ties to the lower expert
-       index (spec 1.7).
+       index, as torch.topk does on ties in the papers' code).
     3. Gate weights (`gate`): raw `g_j = p_{t,e_j}`; renorm_detached
        `g_j = p_{t,e_j} / sg(sum_i p_{t,e_i})`; softmax_topk `g = softmax of the k
        selected logits`; unit `g_j = 1`.
@@ -477,9 +477,9 @@ def Moe_SwitchLossOp : Moe_DiffOp<"switch_loss"> {
     probs `[..., E]` (N tokens), expert `[..., k]`; result a 0-d tensor.
     `P_e = (1/N) sum_t p_{t,e}` and, by `variant` (counted before capacity
     drops):
-    - all_slots: `f_e = #{(t, j): expert_tj = e} / (N k)` (MoA, spec 1.5);
-    - top1: `f_e = #{t: expert_t0 = e} / N` (GShard / MH-MoE, spec 3.4);
-    - any_topk: `f_e = #{t: e in expert_t} / N` (Sparse Mixer, spec 4.3).
+    - all_slots: `f_e = #{(t, j): expert_tj = e} / (N k)` (MoA);
+    - top1: `f_e = #{t: expert_t0 = e} / N` (GShard, MH-MoE);
+    - any_topk: `f_e = #{t: e in expert_t} / N` (Sparse Mixer).
     `loss = E * sum_e f_e P_e`; f is piecewise constant, so the gradient
     flows through P only.
   }];
@@ -502,7 +502,7 @@ def Moe_ZLossOp : Moe_DiffOp<"z_loss"> {
   let summary = "router z-loss mean_t (logsumexp logits_t)^2";
   let description = [{
     logits `[..., E]`; `loss = (1/N) sum_t (log sum_e exp(logits_{t,e}))^2`,
-    with a max-shifted logsumexp (spec 1.5 and 4.3).
+    with a max-shifted logsumexp (MoA, Sparse Mixer).
   }];
   let arguments = (ins Moe_FloatTensor:$logits);
   let results = (outs Moe_FloatTensor:$loss);

@@ -11,7 +11,7 @@
 
 #include "moec/Frontend/AST.h"
 #include "moec/Frontend/Diagnostics.h"
-#include "moec/Frontend/Spec.h"
+#include "moec/Frontend/SpecTree.h"
 
 namespace moec::frontend {
 

@@ -4,7 +4,7 @@
 #define MOEC_FRONTEND_SEMA_H
 
 #include "moec/Frontend/ModelSpec.h"
-#include "moec/Frontend/Spec.h"
+#include "moec/Frontend/SpecTree.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
 #include <optional>

@@ -2,7 +2,7 @@
 
 #include "ActivationFns.h"
 #include "Kernels.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <fmt/format.h>
 

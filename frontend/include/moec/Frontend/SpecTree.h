@@ -1,14 +1,15 @@
-//===- Spec.h - an evaluated .moe file --------------------------*- C++ -*-===//
+//===- SpecTree.h - an evaluated .moe file ----------------------*- C++ -*-===//
 //
 // The parser turns `.moe` text into an AST; the evaluator folds constants,
 // expands `repeat` and `if`, and yields this tree of plain values. Nothing
-// here knows which settings a layer accepts: MLIRGen checks that, so the
-// language grows by teaching MLIRGen new names, not by changing the grammar.
+// here knows which settings a layer accepts: Sema checks that against the
+// settings table, so the language grows by teaching the table new names,
+// not by changing the grammar.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_FRONTEND_SPEC_H
-#define MOEC_FRONTEND_SPEC_H
+#ifndef MOEC_FRONTEND_SPECTREE_H
+#define MOEC_FRONTEND_SPECTREE_H
 
 #include "llvm/Support/SMLoc.h"
 #include <cstdint>
@@ -82,4 +83,4 @@ struct SpecFile {
 
 } // namespace moec::frontend
 
-#endif // MOEC_FRONTEND_SPEC_H
+#endif // MOEC_FRONTEND_SPECTREE_H

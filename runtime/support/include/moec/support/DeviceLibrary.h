@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_DEVICELIBRARY_H
-#define MOEC_DEVICELIBRARY_H
+#ifndef MOEC_SUPPORT_DEVICELIBRARY_H
+#define MOEC_SUPPORT_DEVICELIBRARY_H
 
 #include <string_view>
 
@@ -21,4 +21,4 @@ std::string_view deviceLibraryHash();
 
 } // namespace moec
 
-#endif // MOEC_DEVICELIBRARY_H
+#endif // MOEC_SUPPORT_DEVICELIBRARY_H

@@ -1,9 +1,9 @@
-//===- Parse.h - parse and evaluate a .moe file -----------------*- C++ -*-===//
+//===- ReadSpec.h - read and evaluate a .moe file ---------------*- C++ -*-===//
 
-#ifndef MOEC_FRONTEND_PARSE_H
-#define MOEC_FRONTEND_PARSE_H
+#ifndef MOEC_FRONTEND_READSPEC_H
+#define MOEC_FRONTEND_READSPEC_H
 
-#include "moec/Frontend/Spec.h"
+#include "moec/Frontend/SpecTree.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
@@ -35,4 +35,4 @@ std::string nearestName(llvm::StringRef name,
 
 } // namespace moec::frontend
 
-#endif // MOEC_FRONTEND_PARSE_H
+#endif // MOEC_FRONTEND_READSPEC_H

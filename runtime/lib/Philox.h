@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_PHILOX_H
-#define MOEC_PHILOX_H
+#ifndef MOEC_RUNTIME_PHILOX_H
+#define MOEC_RUNTIME_PHILOX_H
 
 #include <array>
 #include <cstdint>
@@ -37,4 +37,4 @@ uint64_t streamId(std::string_view name);
 
 } // namespace moec
 
-#endif // MOEC_PHILOX_H
+#endif // MOEC_RUNTIME_PHILOX_H

@@ -1,11 +1,11 @@
-//===- Parse.cpp - parse and evaluate a .moe file -------------------------===//
+//===- ReadSpec.cpp - read and evaluate a .moe file -----------------------===//
 //
-// Part of moec. See moec/Frontend/Parse.h: parseSpec runs the parser, then
+// Part of moec. See moec/Frontend/ReadSpec.h: parseSpec runs the parser, then
 // the evaluator, with one DiagnosticReporter for both.
 //
 //===----------------------------------------------------------------------===//
 
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
 #include "moec/Frontend/Diagnostics.h"

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "data/Sources.h"
-#include "moec/Philox.h"
+#include "Philox.h"
 
 #include <cctype>
 #include <fmt/format.h>

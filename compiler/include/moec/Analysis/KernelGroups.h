@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MOEC_TRANSFORMS_KERNELGROUPS_H
-#define MOEC_TRANSFORMS_KERNELGROUPS_H
+#ifndef MOEC_ANALYSIS_KERNELGROUPS_H
+#define MOEC_ANALYSIS_KERNELGROUPS_H
 
 #include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,4 +47,4 @@ llvm::SmallVector<Operation *> readersOf(Value v);
 
 } // namespace mlir::moe
 
-#endif // MOEC_TRANSFORMS_KERNELGROUPS_H
+#endif // MOEC_ANALYSIS_KERNELGROUPS_H

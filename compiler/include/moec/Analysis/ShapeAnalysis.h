@@ -1,7 +1,7 @@
 //===- ShapeAnalysis.h - symbolic shapes of a whole function ----*- C++ -*-===//
 
-#ifndef MOEC_TRANSFORMS_SHAPEANALYSIS_H
-#define MOEC_TRANSFORMS_SHAPEANALYSIS_H
+#ifndef MOEC_ANALYSIS_SHAPEANALYSIS_H
+#define MOEC_ANALYSIS_SHAPEANALYSIS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "moe/IR/SymbolicShape.h"
@@ -17,4 +17,4 @@ LogicalResult computeSymbolicShapes(func::FuncOp func,
 
 } // namespace mlir::moe
 
-#endif // MOEC_TRANSFORMS_SHAPEANALYSIS_H
+#endif // MOEC_ANALYSIS_SHAPEANALYSIS_H

@@ -1,6 +1,6 @@
 //===- KernelGroups.cpp - fused kernel groups of a function ---------------===//
 
-#include "moec/Transforms/KernelGroups.h"
+#include "moec/Analysis/KernelGroups.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 //===- ShapeAnalysis.cpp - symbolic shapes of a whole function -----------===//
 
-#include "moec/Transforms/ShapeAnalysis.h"
+#include "moec/Analysis/ShapeAnalysis.h"
 #include "moe/IR/MoeOps.h"
 
 using namespace mlir;

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Frontend/MLIRGen.h"
-#include "moec/Frontend/Parse.h"
+#include "moec/Frontend/ReadSpec.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
