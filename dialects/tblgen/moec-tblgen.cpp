@@ -143,10 +143,11 @@ void emitEnumDefs(const EnumAttr &e, raw_ostream &os) {
   os << formatv("template <> struct EnumTraits<{0}> {{\n"
                 "  static constexpr std::string_view kDescription = \"{1}\";\n"
                 "  static constexpr std::string_view kSpellings = k{0}Spellings;\n"
+                "  static constexpr std::array<{0}, {2}> kValues = k{0}Values;\n"
                 "  static constexpr std::optional<{0}> parse(std::string_view "
                 "text) {{\n"
                 "    return parse{0}(text);\n  }\n};\n\n",
-                name, e.getSummary());
+                name, e.getSummary(), cases.size());
 }
 
 /// A C++ literal of an attribute's default, when the default is a plain

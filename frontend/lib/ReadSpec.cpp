@@ -11,6 +11,7 @@
 #include "moec/Frontend/Diagnostics.h"
 #include "moec/Frontend/Evaluator.h"
 #include "moec/Frontend/Parser.h"
+#include "moec/support/Suggest.h"
 #include <algorithm>
 
 using namespace moec::frontend;
@@ -41,41 +42,9 @@ mlir::Location moec::frontend::toLocation(llvm::SourceMgr &sourceMgr,
   return mlir::FileLineColLoc::get(context, file, line, column);
 }
 
-/// The edit distance from `name` to `candidate` (StringRef::edit_distance,
-/// replacements allowed), where swapping two adjacent characters, the most
-/// common typo, counts as one edit: "stpes" is 1 away from "steps".
-/// Distances above `max` come back as more than `max`.
-static unsigned getTypoDistance(llvm::StringRef name, llvm::StringRef candidate,
-                                unsigned max) {
-  unsigned best = name.edit_distance(candidate, /*AllowReplacements=*/true,
-                                     /*MaxEditDistance=*/max);
-  std::string swapped = name.str();
-  for (size_t i = 0; i + 1 < swapped.size() && best > 1; ++i) {
-    if (swapped[i] == swapped[i + 1])
-      continue;
-    std::swap(swapped[i], swapped[i + 1]);
-    best = std::min(best, 1 + llvm::StringRef(swapped).edit_distance(
-                                  candidate, /*AllowReplacements=*/true,
-                                  /*MaxEditDistance=*/max));
-    std::swap(swapped[i], swapped[i + 1]);
-  }
-  return best;
-}
-
 std::string
 moec::frontend::nearestName(llvm::StringRef name,
                             llvm::ArrayRef<std::string> candidates) {
-  unsigned threshold = std::max<unsigned>(1, name.size() / 3);
-  std::string best;
-  unsigned bestDistance = threshold + 1;
-  for (const std::string &candidate : candidates) {
-    if (candidate == name)
-      continue;
-    unsigned distance = getTypoDistance(name, candidate, threshold);
-    if (distance < bestDistance) {
-      bestDistance = distance;
-      best = candidate;
-    }
-  }
-  return best;
+  return moec::support::nearestName(
+      name, std::vector<std::string>(candidates.begin(), candidates.end()));
 }

@@ -12,10 +12,11 @@ static bool sameLetter(char a, char b) {
          std::tolower(static_cast<unsigned char>(b));
 }
 
-unsigned typoDistance(std::string_view a, std::string_view b) {
-  // Three rows of the dynamic programme suffice for adjacent swaps.
-  std::vector<unsigned> before(b.size() + 1), previous(b.size() + 1),
-      current(b.size() + 1);
+namespace {
+
+/// Levenshtein distance, letters compared without case.
+unsigned editDistance(std::string_view a, std::string_view b) {
+  std::vector<unsigned> previous(b.size() + 1), current(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j)
     previous[j] = static_cast<unsigned>(j);
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -24,27 +25,42 @@ unsigned typoDistance(std::string_view a, std::string_view b) {
       unsigned cost = sameLetter(a[i - 1], b[j - 1]) ? 0 : 1;
       current[j] = std::min({previous[j] + 1, current[j - 1] + 1,
                              previous[j - 1] + cost});
-      if (i > 1 && j > 1 && sameLetter(a[i - 1], b[j - 2]) &&
-          sameLetter(a[i - 2], b[j - 1]))
-        current[j] = std::min(current[j], before[j - 2] + 1);
     }
-    std::swap(before, previous);
     std::swap(previous, current);
   }
   return previous[b.size()];
+}
+
+} // namespace
+
+unsigned typoDistance(std::string_view a, std::string_view b) {
+  unsigned best = editDistance(a, b);
+  // One swap of neighbours, the most common typo, counts as one edit.
+  std::string swapped(a);
+  for (size_t i = 0; i + 1 < swapped.size() && best > 1; ++i) {
+    if (sameLetter(swapped[i], swapped[i + 1]))
+      continue;
+    std::swap(swapped[i], swapped[i + 1]);
+    best = std::min(best, 1 + editDistance(swapped, b));
+    std::swap(swapped[i], swapped[i + 1]);
+  }
+  return best;
 }
 
 std::string nearestName(std::string_view name,
                         const std::vector<std::string> &candidates) {
   if (std::find(candidates.begin(), candidates.end(), name) != candidates.end())
     return "";
-  // One edit in a name of three letters or fewer is a different word
-  // ("gpu" is not "cpu").
-  unsigned threshold =
-      name.size() > 3 ? std::max<unsigned>(1, name.size() / 3) : 0;
+  unsigned threshold = std::max<unsigned>(1, name.size() / 3);
   std::string best;
   unsigned bestDistance = threshold + 1;
   for (const std::string &candidate : candidates) {
+    // A short name that starts differently is another word ("gpu" is not
+    // "cpu"), not a typo.
+    if (name.size() <= 3 &&
+        (candidate.empty() || name.empty() ||
+         !sameLetter(name.front(), candidate.front())))
+      continue;
     unsigned distance = typoDistance(name, candidate);
     if (distance < bestDistance) {
       bestDistance = distance;

@@ -7,6 +7,7 @@ namespace moec::driver {
 
 std::unique_ptr<cli::Command> makeCheckCommand();
 std::unique_ptr<cli::Command> makeCompileCommand();
+std::unique_ptr<cli::Command> makeLanguageCommand();
 
 bool hasCompiler() { return true; }
 
@@ -14,6 +15,7 @@ std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands() {
   std::vector<std::unique_ptr<cli::Command>> commands;
   commands.push_back(makeCheckCommand());
   commands.push_back(makeCompileCommand());
+  commands.push_back(makeLanguageCommand());
   return commands;
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Frontend/Sema.h"
+#include "moec/Frontend/LanguageSchema.h"
 #include "Settings.h"
 #include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/StringExtras.h"
@@ -19,12 +20,6 @@ using namespace mlir::moe;
 using llvm::StringRef;
 
 namespace {
-
-constexpr StringRef kActivations[] = {"identity", "relu", "gelu_tanh",
-                                      "gelu_erf", "silu", "tanh"};
-constexpr Activation kActivationValues[] = {
-    Activation::Identity, Activation::Relu, Activation::GeluTanh,
-    Activation::GeluErf,  Activation::Silu, Activation::Tanh};
 
 class Analyzer {
 public:
@@ -85,28 +80,22 @@ private:
   void analyzeModel(const SpecNode &node, ModelSpec &m) {
     m.name = node.label.empty() ? "model" : node.label;
     m.range = node.range;
-    Settings s(node.settings, "the model", node.range, reporter);
-    size_t kind = s.getChoice("kind", {"decoder", "encoder", "encoder_decoder"},
-                              0);
+    Settings s(node.settings, schemaOf("model"), node.range, reporter);
+    size_t kind = s.getChoice("kind");
     if (kind != 0)
       reporter.error(s.get("kind")->range.Start)
           << "model kind '" << s.get("kind")->text
           << "' is not supported yet; this moec builds decoder models";
-    m.vocab = s.requirePositive("vocab");
-    if (m.vocab == 1)
-      reporter.error(s.get("vocab")->range.Start)
-          << "'vocab' of the model must be >= 2, got 1";
-    m.dModel = s.requirePositive("d_model");
-    m.maxSeq = s.requirePositive("max_seq");
-    if (const SpecValue *norm = s.get("norm"))
-      m.norm = analyzeNorm(*norm);
-    m.preNorm = s.getChoice("norm_position", {"pre", "post"}, 0) == 0;
-    m.learnedPositions = s.getChoice("positions", {"learned", "none"}, 0) == 0;
-    m.tieEmbeddings = s.getBool("tie_embeddings", false);
-    m.dropout = s.getFloat("dropout", 0.0, 0.0, 0.95);
-    m.initStd = s.getFloat("init_std", 0.02, 0.0);
-    static const char *const kDTypes[] = {"f32", "f64", "bf16"};
-    m.dtype = kDTypes[s.getChoice("dtype", {"f32", "f64", "bf16"}, 0)];
+    m.vocab = s.getInt("vocab");
+    m.dModel = s.getInt("d_model");
+    m.maxSeq = s.getInt("max_seq");
+    m.norm = analyzeNorm(s);
+    m.preNorm = s.getChoice("norm_position") == 0;
+    m.learnedPositions = s.getChoice("positions") == 0;
+    m.tieEmbeddings = s.getBool("tie_embeddings");
+    m.dropout = s.getFloat("dropout");
+    m.initStd = s.getFloat("init_std");
+    m.dtype = s.schema().find("dtype")->choices[s.getChoice("dtype")];
     s.finish();
 
     for (const SpecNode &child : node.children) {
@@ -125,33 +114,19 @@ private:
              "ffn(...) }`";
   }
 
-  NormSpec analyzeNorm(const SpecValue &value) {
+  /// The norm setting of the model: a name or a call (its eps).
+  NormSpec analyzeNorm(Settings &model) {
     NormSpec norm;
-    static const std::vector<SpecSetting> none;
-    const std::vector<SpecSetting> &args =
-        value.kind == SpecValue::Kind::Call ? value.args : none;
-    Settings s(args, "norm '" + value.text + "'", value.range, reporter);
-    if (value.kind != SpecValue::Kind::Symbol &&
-        value.kind != SpecValue::Kind::Call) {
-      reporter.error(value.range.Start)
-          << "'norm' must be layer_norm or rms_norm, got "
-          << describeValue(value);
+    std::optional<std::string> name = model.getCallName("norm");
+    if (!name)
       return norm;
-    }
-    if (value.text == "layer_norm") {
-      norm.kind = NormSpec::Kind::LayerNorm;
-      norm.eps = s.getFloat("eps", 1e-5, 1e-30);
-    } else if (value.text == "rms_norm") {
-      norm.kind = NormSpec::Kind::RmsNorm;
-      norm.eps = s.getFloat("eps", 1e-6, 1e-30);
-    } else {
-      auto diag = reporter.error(value.range.Start)
-                  << "unknown norm '" << value.text
-                  << "' (layer_norm or rms_norm)";
-      std::string near = nearestName(value.text, {"layer_norm", "rms_norm"});
-      if (!near.empty())
-        diag << "; did you mean '" << near << "'?";
-    }
+    const SpecValue *value = model.get("norm");
+    Settings s(callArguments(value),
+               schemaOf("norm " + *name),
+               value ? value->range : model.range(), reporter);
+    norm.kind = *name == "rms_norm" ? NormSpec::Kind::RmsNorm
+                                    : NormSpec::Kind::LayerNorm;
+    norm.eps = s.getFloat("eps");
     s.finish();
     return norm;
   }
@@ -204,17 +179,12 @@ private:
     return block;
   }
 
-  Activation activation(Settings &s, Activation fallback) {
-    size_t i = s.getChoice("activation", kActivations,
-                           static_cast<size_t>(fallback));
-    return kActivationValues[i];
-  }
-
   AttentionSpec analyzeAttention(const SpecNode &node, const ModelSpec &m) {
     AttentionSpec a;
-    Settings s(node.settings, "the attention layer", node.range, reporter);
-    a.heads = s.requirePositive("heads");
-    a.kvHeads = s.getInt("kv_heads", a.heads, 1);
+    Settings s(node.settings, schemaOf("layer attention"), node.range,
+               reporter);
+    a.heads = s.getInt("heads");
+    a.kvHeads = s.getInt("kv_heads", a.heads);
     if (a.heads > 0 && a.heads % a.kvHeads != 0)
       reporter.error(s.get("kv_heads")->range.Start)
           << "heads (" << a.heads << ") must be a multiple of kv_heads ("
@@ -226,85 +196,65 @@ private:
       reporter.error(s.get("heads")->range.Start)
           << "d_model (" << m.dModel << ") is not divisible by heads ("
           << a.heads << "); set head_dim explicitly";
-    a.headDim = s.getInt("head_dim", defaultHeadDim, 1);
-    a.causal = s.getBool("causal", true);
+    a.headDim = s.getInt("head_dim", defaultHeadDim);
+    a.causal = s.getBool("causal");
     if (!a.causal)
       reporter.error(s.get("causal")->range.Start)
           << "a decoder's attention must be causal";
-    a.bias = s.getBool("bias", false);
+    a.bias = s.getBool("bias");
     double defaultScale = a.headDim > 0 ? 1.0 / std::sqrt(a.headDim) : 1.0;
-    a.scale = s.getFloat("scale", defaultScale, 0.0);
+    a.scale = s.getFloat("scale", defaultScale);
     s.finish();
     return a;
   }
 
   FfnSpec analyzeFfn(const SpecNode &node, const ModelSpec &m) {
     FfnSpec f;
-    Settings s(node.settings, "the ffn layer", node.range, reporter);
-    f.hidden = s.requirePositive("hidden");
-    f.activation = activation(s, Activation::GeluTanh);
-    f.glu = s.getBool("glu", false);
-    f.bias = s.getBool("bias", true);
+    Settings s(node.settings, schemaOf("layer ffn"), node.range, reporter);
+    f.hidden = s.getInt("hidden");
+    f.activation = s.getEnum<Activation>("activation");
+    f.glu = s.getBool("glu");
+    f.bias = s.getBool("bias");
     s.finish();
     return f;
   }
 
   MoeLayerSpec analyzeMoe(const SpecNode &node, const ModelSpec &m) {
     MoeLayerSpec e;
-    Settings s(node.settings, "the moe layer", node.range, reporter);
-    e.experts = s.requirePositive("experts");
-    e.k = s.getInt("k", 1, 1);
+    Settings s(node.settings, schemaOf("layer moe"), node.range, reporter);
+    e.experts = s.getInt("experts");
+    e.k = s.getInt("k");
     if (e.experts > 0 && e.k > e.experts)
       reporter.error(s.get("k")->range.Start)
           << "k (" << e.k << ") exceeds the number of experts ("
           << e.experts << ")";
-    e.hidden = s.requirePositive("hidden");
-    e.activation = activation(s, Activation::GeluTanh);
-    e.glu = s.getBool("glu", false);
-    e.bias = s.getBool("bias", false);
-    e.routerBias = s.getBool("router_bias", false);
-    e.gate = static_cast<GateWeighting>(s.getChoice(
-        "gate", {"raw", "renorm_detached", "softmax_topk", "unit"}, 0));
-    e.priority = static_cast<Priority>(
-        s.getChoice("priority", {"token_order", "bpr"}, 0));
-    e.balance = static_cast<BalanceLoss>(
-        s.getChoice("balance", {"all_slots", "top1", "any_topk"}, 0));
-    if (const SpecValue *capacity = s.get("capacity"))
-      analyzeCapacity(*capacity, e);
+    e.hidden = s.getInt("hidden");
+    e.activation = s.getEnum<Activation>("activation");
+    e.glu = s.getBool("glu");
+    e.bias = s.getBool("bias");
+    e.routerBias = s.getBool("router_bias");
+    e.gate = s.getEnum<GateWeighting>("gate");
+    e.priority = s.getEnum<Priority>("priority");
+    e.balance = s.getEnum<BalanceLoss>("balance");
+    analyzeCapacity(s, e);
     s.finish();
     return e;
   }
 
-  void analyzeCapacity(const SpecValue &value, MoeLayerSpec &e) {
-    static const StringRef names[] = {"none", "switch", "tutel",
-                                      "sparse_mixer"};
-    if (value.kind != SpecValue::Kind::Symbol &&
-        value.kind != SpecValue::Kind::Call) {
-      reporter.error(value.range.Start)
-          << "'capacity' must be none, switch(factor = f), tutel(factor = f) "
-             "or sparse_mixer(factor = f, min = n), got "
-          << describeValue(value);
+  /// The capacity setting of a moe layer: a formula, with its factor and
+  /// floor.
+  void analyzeCapacity(Settings &layer, MoeLayerSpec &e) {
+    std::optional<std::string> name = layer.getCallName("capacity");
+    if (!name)
       return;
-    }
-    auto it = llvm::find(names, value.text);
-    if (it == std::end(names)) {
-      auto diag = reporter.error(value.range.Start)
-                  << "unknown capacity '" << value.text
-                  << "' (none, switch, tutel or sparse_mixer)";
-      std::string near = nearestName(
-          value.text, {"none", "switch", "tutel", "sparse_mixer"});
-      if (!near.empty())
-        diag << "; did you mean '" << near << "'?";
-      return;
-    }
-    e.capacity = static_cast<Capacity>(it - std::begin(names));
-    static const std::vector<SpecSetting> none;
-    Settings s(value.kind == SpecValue::Kind::Call ? value.args : none,
-               "capacity '" + value.text + "'", value.range, reporter);
+    e.capacity = *symbolizeCapacity(*name);
+    const SpecValue *value = layer.get("capacity");
+    Settings s(callArguments(value),
+               schemaOf("capacity " + *name),
+               value ? value->range : layer.range(), reporter);
     if (e.capacity != Capacity::None) {
-      e.capacityFactor = s.getFloat("factor", 1.0, 1e-6);
-      e.minCapacity = s.getInt("min", e.capacity == Capacity::SparseMixer ? 4 : 0,
-                               0);
+      e.capacityFactor = s.getFloat("factor");
+      e.minCapacity = s.getInt("min");
     }
     s.finish();
   }
@@ -315,24 +265,22 @@ private:
 
   void analyzeTrain(const SpecNode &node, Spec &spec) {
     TrainSpec &t = spec.train;
-    Settings s(node.settings, "the training settings", node.range, reporter);
-    if (const SpecValue *opt = s.get("optimizer"))
-      analyzeOptimizer(*opt, t);
-    t.steps = s.getInt("steps", 100, 1);
-    if (const SpecValue *schedule = s.get("schedule"))
-      analyzeSchedule(*schedule, t);
-    t.clipNorm = s.getFloat("clip_norm", 0.0, 0.0);
-    t.batch = s.getInt("batch", 8, 1);
-    t.seqLen = s.getInt("seq_len", spec.model.maxSeq, 1);
+    Settings s(node.settings, schemaOf("train"), node.range, reporter);
+    analyzeOptimizer(s, t);
+    t.steps = s.getInt("steps");
+    analyzeSchedule(s, t);
+    t.clipNorm = s.getFloat("clip_norm");
+    t.batch = s.getInt("batch");
+    t.seqLen = s.getInt("seq_len", spec.model.maxSeq);
     if (spec.model.maxSeq > 0 && t.seqLen > spec.model.maxSeq)
       reporter.error(s.get("seq_len")->range.Start)
           << "seq_len (" << t.seqLen << ") exceeds the model's max_seq ("
           << spec.model.maxSeq << ")";
-    t.seed = s.getInt("seed", 0, 0);
-    t.balanceLoss = s.getFloat("balance_loss", 0.01, 0.0);
-    t.zLoss = s.getFloat("z_loss", 0.001, 0.0);
-    t.labelSmoothing = s.getFloat("label_smoothing", 0.0, 0.0, 0.99);
-    t.logEvery = s.getInt("log_every", 10, 1);
+    t.seed = s.getInt("seed");
+    t.balanceLoss = s.getFloat("balance_loss");
+    t.zLoss = s.getFloat("z_loss");
+    t.labelSmoothing = s.getFloat("label_smoothing");
+    t.logEvery = s.getInt("log_every");
     s.finish();
     if ((t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine) &&
         t.steps <= t.warmup)
@@ -341,35 +289,24 @@ private:
           << ") > warmup (" << t.warmup << ")";
   }
 
-  void analyzeOptimizer(const SpecValue &value, TrainSpec &t) {
-    if (value.kind != SpecValue::Kind::Call &&
-        value.kind != SpecValue::Kind::Symbol) {
-      reporter.error(value.range.Start)
-          << "'optimizer' must be adam(...), adamw(...) or sgd(...), got "
-          << describeValue(value);
+  /// The optimizer of the training settings and its hyper-parameters.
+  void analyzeOptimizer(Settings &train, TrainSpec &t) {
+    std::optional<std::string> name = train.getCallName("optimizer");
+    if (!name)
       return;
-    }
-    if (value.text != "adam" && value.text != "adamw" && value.text != "sgd") {
-      auto diag = reporter.error(value.range.Start)
-                  << "unknown optimizer '" << value.text
-                  << "' (adam, adamw or sgd)";
-      std::string near = nearestName(value.text, {"adam", "adamw", "sgd"});
-      if (!near.empty())
-        diag << "; did you mean '" << near << "'?";
-      return;
-    }
-    t.optimizer = value.text;
-    static const std::vector<SpecSetting> none;
-    Settings s(value.kind == SpecValue::Kind::Call ? value.args : none,
-               "optimizer '" + value.text + "'", value.range, reporter);
-    t.lr = s.getFloat("lr", 1e-3, 0.0);
+    t.optimizer = *name;
+    const SpecValue *value = train.get("optimizer");
+    Settings s(callArguments(value),
+               schemaOf("optimizer " + *name),
+               value ? value->range : train.range(), reporter);
+    t.lr = s.getFloat("lr");
     if (t.lr <= 0 && s.has("lr"))
       reporter.error(s.get("lr")->range.Start) << "'lr' must be > 0";
-    t.weightDecay = s.getFloat("weight_decay", 0.0, 0.0);
+    t.weightDecay = s.getFloat("weight_decay");
     if (t.optimizer == "sgd") {
-      t.momentum = s.getFloat("momentum", 0.0, 0.0, 0.9999);
+      t.momentum = s.getFloat("momentum");
     } else {
-      t.eps = s.getFloat("eps", 1e-8, 1e-30);
+      t.eps = s.getFloat("eps");
       if (const SpecValue *betas = s.get("betas")) {
         if (betas->kind != SpecValue::Kind::List || betas->list.size() != 2) {
           reporter.error(betas->range.Start)
@@ -391,36 +328,20 @@ private:
     s.finish();
   }
 
-  void analyzeSchedule(const SpecValue &value, TrainSpec &t) {
-    static const StringRef names[] = {"constant", "linear", "inverse_sqrt",
-                                      "cosine"};
-    if (value.kind != SpecValue::Kind::Call &&
-        value.kind != SpecValue::Kind::Symbol) {
-      reporter.error(value.range.Start)
-          << "'schedule' must be constant, linear(...), inverse_sqrt(...) or "
-             "cosine(...), got "
-          << describeValue(value);
+  /// The learning-rate schedule of the training settings.
+  void analyzeSchedule(Settings &train, TrainSpec &t) {
+    std::optional<std::string> name = train.getCallName("schedule");
+    if (!name)
       return;
-    }
-    auto it = llvm::find(names, value.text);
-    if (it == std::end(names)) {
-      auto diag = reporter.error(value.range.Start)
-                  << "unknown schedule '" << value.text
-                  << "' (constant, linear, inverse_sqrt or cosine)";
-      std::string near = nearestName(
-          value.text, {"constant", "linear", "inverse_sqrt", "cosine"});
-      if (!near.empty())
-        diag << "; did you mean '" << near << "'?";
-      return;
-    }
-    t.schedule = static_cast<LrSchedule>(it - std::begin(names));
-    static const std::vector<SpecSetting> none;
-    Settings s(value.kind == SpecValue::Kind::Call ? value.args : none,
-               "schedule '" + value.text + "'", value.range, reporter);
+    t.schedule = *symbolizeLrSchedule(*name);
+    const SpecValue *value = train.get("schedule");
+    Settings s(callArguments(value),
+               schemaOf("schedule " + *name),
+               value ? value->range : train.range(), reporter);
     if (t.schedule != LrSchedule::Constant)
-      t.warmup = s.getInt("warmup", 0, 0);
+      t.warmup = s.getInt("warmup");
     if (t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine)
-      t.finalLr = s.getFloat("final_lr", 0.0, 0.0);
+      t.finalLr = s.getFloat("final_lr");
     s.finish();
   }
 
@@ -430,11 +351,14 @@ private:
 
   void analyzeData(const SpecNode &node, Spec &spec) {
     DataSourceSpec &d = spec.data;
-    Settings s(node.settings, "the data settings", node.range, reporter);
+    Settings s(node.settings, schemaOf("data"), node.range, reporter);
     if (const SpecValue *source = s.require("source"))
       analyzeSource(*source, d);
-    if (d.kind == "text")
-      d.validFraction = s.getFloat("valid_fraction", 0.1, 0.0, 0.9);
+    d.validFraction = s.getFloat("valid_fraction");
+    if (d.kind != "text" && s.has("valid_fraction"))
+      reporter.error(s.get("valid_fraction")->range.Start)
+          << "'valid_fraction' applies to text(...) sources only; synthetic "
+             "data draws its held-out sequences from their own stream";
     s.finish();
   }
 
@@ -456,7 +380,8 @@ private:
       else
         named.push_back(arg);
     }
-    Settings s(named, value.text + "(...)", value.range, reporter);
+    Settings s(named, schemaOf("source " + value.text), value.range,
+               reporter);
     if (!first || first->kind != SpecValue::Kind::String) {
       reporter.error(value.range.Start)
           << value.text << "(...) needs a string as its first argument";
@@ -473,9 +398,11 @@ private:
         if (!near.empty())
           diag << "; did you mean '" << near << "'?";
       }
-      if (d.task == "markov")
-        d.branching = s.getInt("branching", 2, 1);
-      d.taskSeed = s.getInt("seed", 0, 0);
+      d.branching = s.getInt("branching");
+      if (d.task != "markov" && s.has("branching"))
+        reporter.error(s.get("branching")->range.Start)
+            << "'branching' applies to the markov task only";
+      d.taskSeed = s.getInt("seed");
     } else {
       llvm::SmallString<256> path(first->text);
       if (!llvm::sys::path::is_absolute(path)) {

@@ -4,9 +4,10 @@
 #include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ErrorHandling.h"
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 using namespace moec::frontend;
 using llvm::SMLoc;
@@ -43,19 +44,50 @@ std::string moec::frontend::describeValue(const SpecValue &value) {
   return "a value";
 }
 
-Settings::Settings(const std::vector<SpecSetting> &settings, std::string what,
-                   llvm::SMRange range, Reporter &reporter)
-    : settings(settings), what(std::move(what)), ownerRange(range),
-      reporter(reporter) {}
-
-bool Settings::has(StringRef name) const {
-  return llvm::any_of(settings,
-                      [&](const SpecSetting &s) { return s.name == name; });
+const std::vector<SpecSetting> &
+moec::frontend::callArguments(const SpecValue *value) {
+  static const std::vector<SpecSetting> none;
+  return value && value->kind == SpecValue::Kind::Call ? value->args : none;
 }
 
-const SpecValue *Settings::get(StringRef name) {
-  if (!llvm::is_contained(known, name.str()))
-    known.push_back(name.str());
+namespace {
+
+/// "a, b or c".
+std::string alternatives(const std::vector<std::string> &names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i)
+      text += i + 1 == names.size() ? " or " : ", ";
+    text += names[i];
+  }
+  return text;
+}
+
+std::string numberText(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+
+} // namespace
+
+Settings::Settings(const std::vector<SpecSetting> &settings,
+                   const OwnerInfo &owner, llvm::SMRange range,
+                   Reporter &reporter)
+    : settings(settings), owner(owner), ownerRange(range),
+      reporter(reporter) {}
+
+const SettingInfo &Settings::info(StringRef name) const {
+  if (const SettingInfo *s = owner.find(name))
+    return *s;
+  llvm::report_fatal_error(llvm::Twine("internal error: '") + name +
+                           "' is not in the settings table of " + owner.id);
+}
+
+const SpecValue *Settings::get(StringRef name) const {
+  (void)info(name);
+  if (!llvm::is_contained(read, name.str()))
+    read.push_back(name.str());
   for (const SpecSetting &s : settings)
     if (s.name == name)
       return &s.value;
@@ -73,20 +105,39 @@ const SpecValue *Settings::require(StringRef name) {
     present.push_back(s.name);
   if (nearestName(name, present).empty())
     reporter.error(ownerRange.Start)
-        << what << " needs the setting '" << name << "'";
+        << owner.what << " needs the setting '" << name << "'";
   return nullptr;
 }
 
 void Settings::typeError(const SpecValue &value, StringRef name,
                          StringRef expected) {
   auto diag = reporter.error(value.range.Start);
-  diag << "'" << name << "' of " << what << " must be " << expected
+  diag << "'" << name << "' of " << owner.what << " must be " << expected
        << ", got " << describeValue(value);
   if (value.kind == SpecValue::Kind::Symbol && !value.suggestion.empty())
     diag << "; did you mean the constant '" << value.suggestion << "'?";
   else if (value.kind == SpecValue::Kind::Float && expected == "an integer" &&
            value.floatValue == std::floor(value.floatValue))
     diag << " (use // for integer division)";
+}
+
+bool Settings::inRange(const SettingInfo &s, const SpecValue &value,
+                       double v) {
+  if ((!s.min || v >= *s.min) && (!s.max || v <= *s.max))
+    return true;
+  auto diag = reporter.error(value.range.Start);
+  diag << "'" << s.name << "' of " << owner.what << " must be ";
+  if (s.max)
+    diag << "in [" << numberText(s.min.value_or(-HUGE_VAL)) << ", "
+         << numberText(*s.max) << "]";
+  else
+    diag << ">= " << numberText(*s.min);
+  diag << ", got ";
+  if (value.kind == SpecValue::Kind::Int)
+    diag << value.intValue;
+  else
+    diag << v;
+  return false;
 }
 
 std::optional<int64_t> Settings::asInt(const SpecValue &value, StringRef name) {
@@ -106,55 +157,49 @@ std::optional<double> Settings::asFloat(const SpecValue &value,
   return std::nullopt;
 }
 
-int64_t Settings::getInt(StringRef name, int64_t fallback, int64_t min,
-                         int64_t max) {
-  const SpecValue *value = get(name);
-  if (!value)
-    return fallback;
-  std::optional<int64_t> v = asInt(*value, name);
-  if (!v)
-    return fallback;
-  if (*v < min || *v > max) {
-    auto diag = reporter.error(value->range.Start);
-    diag << "'" << name << "' of " << what << " must be ";
-    if (max == std::numeric_limits<int64_t>::max())
-      diag << ">= " << min;
-    else
-      diag << "in [" << min << ", " << max << "]";
-    diag << ", got " << *v;
-    return fallback;
-  }
-  return *v;
-}
-
-int64_t Settings::requirePositive(StringRef name) {
-  if (!require(name))
+int64_t Settings::getInt(StringRef name) {
+  const SettingInfo &s = info(name);
+  if (s.computed)
+    llvm::report_fatal_error(llvm::Twine("internal error: '") + name +
+                             "' has a computed default");
+  if (s.required && !require(name))
     return 0;
-  return getInt(name, 0, 1);
+  return getInt(name, s.required ? 0 : std::strtoll(s.defaultText.c_str(),
+                                                    nullptr, 10));
 }
 
-double Settings::getFloat(StringRef name, double fallback, double min,
-                          double max) {
+int64_t Settings::getInt(StringRef name, int64_t computed) {
+  const SettingInfo &s = info(name);
   const SpecValue *value = get(name);
   if (!value)
-    return fallback;
-  std::optional<double> v = asFloat(*value, name);
-  if (!v)
-    return fallback;
-  if (!(*v >= min && *v <= max)) {
-    auto diag = reporter.error(value->range.Start);
-    diag << "'" << name << "' of " << what << " must be ";
-    if (std::isinf(max))
-      diag << ">= " << min;
-    else
-      diag << "in [" << min << ", " << max << "]";
-    diag << ", got " << *v;
-    return fallback;
-  }
+    return computed;
+  std::optional<int64_t> v = asInt(*value, name);
+  if (!v || !inRange(s, *value, static_cast<double>(*v)))
+    return computed;
   return *v;
 }
 
-bool Settings::getBool(StringRef name, bool fallback) {
+double Settings::getFloat(StringRef name) {
+  const SettingInfo &s = info(name);
+  if (s.computed)
+    llvm::report_fatal_error(llvm::Twine("internal error: '") + name +
+                             "' has a computed default");
+  return getFloat(name, std::strtod(s.defaultText.c_str(), nullptr));
+}
+
+double Settings::getFloat(StringRef name, double computed) {
+  const SettingInfo &s = info(name);
+  const SpecValue *value = get(name);
+  if (!value)
+    return computed;
+  std::optional<double> v = asFloat(*value, name);
+  if (!v || !inRange(s, *value, *v))
+    return computed;
+  return *v;
+}
+
+bool Settings::getBool(StringRef name) {
+  bool fallback = info(name).defaultText == "true";
   const SpecValue *value = get(name);
   if (!value)
     return fallback;
@@ -164,61 +209,86 @@ bool Settings::getBool(StringRef name, bool fallback) {
   return fallback;
 }
 
-std::string Settings::getString(StringRef name, std::string fallback) {
+size_t Settings::getChoice(StringRef name) {
+  const SettingInfo &s = info(name);
+  auto found = llvm::find(s.choices, s.defaultText);
+  size_t fallback = found == s.choices.end() ? 0 : found - s.choices.begin();
   const SpecValue *value = get(name);
   if (!value)
     return fallback;
-  if (value->kind == SpecValue::Kind::String)
-    return value->text;
-  typeError(*value, name, "a string");
-  return fallback;
-}
-
-size_t Settings::getChoice(StringRef name, llvm::ArrayRef<StringRef> allowed,
-                           size_t fallback) {
-  const SpecValue *value = get(name);
-  if (!value)
-    return fallback;
-  std::string choices = "one of " + llvm::join(allowed, ", ");
+  std::string choices = "one of " + llvm::join(s.choices, ", ");
   if (value->kind != SpecValue::Kind::Symbol &&
       value->kind != SpecValue::Kind::String) {
     typeError(*value, name, choices);
     return fallback;
   }
-  for (auto [i, option] : llvm::enumerate(allowed))
+  for (auto [i, option] : llvm::enumerate(s.choices))
     if (option == value->text)
       return i;
   auto diag = reporter.error(value->range.Start);
-  diag << "unknown " << name << " '" << value->text << "' for " << what
+  diag << "unknown " << name << " '" << value->text << "' for " << owner.what
        << " (" << choices << ")";
   // "gelu" means one of the gelu_* variants more likely than "relu".
   std::vector<std::string> refinements;
-  for (StringRef option : allowed)
-    if (option.starts_with(value->text + "_"))
-      refinements.push_back(("'" + option + "'").str());
+  for (const std::string &option : s.choices)
+    if (StringRef(option).starts_with(value->text + "_"))
+      refinements.push_back("'" + option + "'");
   if (!refinements.empty()) {
     diag << "; did you mean " << llvm::join(refinements, " or ") << "?";
     return fallback;
   }
-  std::vector<std::string> options(allowed.begin(), allowed.end());
-  std::string near = nearestName(value->text, options);
+  std::string near = nearestName(value->text, s.choices);
   if (!near.empty())
     diag << "; did you mean '" << near << "'?";
   return fallback;
 }
 
+std::optional<std::string> Settings::getCallName(StringRef name) {
+  const SettingInfo &s = info(name);
+  const SpecValue *value = get(name);
+  if (!value)
+    return s.required ? std::nullopt : std::optional(s.defaultText);
+  if (value->kind != SpecValue::Kind::Symbol &&
+      value->kind != SpecValue::Kind::Call) {
+    reporter.error(value->range.Start)
+        << "'" << name << "' must be " << alternatives(s.choices)
+        << " (a name, or a call with settings), got " << describeValue(*value);
+    return std::nullopt;
+  }
+  if (llvm::is_contained(s.choices, value->text))
+    return value->text;
+  auto diag = reporter.error(value->range.Start)
+              << "unknown " << name << " '" << value->text << "' ("
+              << alternatives(s.choices) << ")";
+  std::string near = nearestName(value->text, s.choices);
+  if (!near.empty())
+    diag << "; did you mean '" << near << "'?";
+  return std::nullopt;
+}
+
 void Settings::finish() {
+  std::vector<std::string> known = owner.names();
+  for (const std::string &name : known)
+    if (!llvm::is_contained(read, name))
+      llvm::report_fatal_error(llvm::Twine("internal error: the settings "
+                                           "table lists '") +
+                               name + "' for " + owner.id +
+                               ", which the checker never reads");
   for (const SpecSetting &s : settings) {
     if (llvm::is_contained(known, s.name))
       continue;
     auto diag = reporter.error(s.nameRange.Start);
     if (s.name.empty()) {
-      diag << what << " takes named arguments only";
+      diag << owner.what << " takes named arguments only";
       continue;
     }
-    diag << "unknown setting '" << s.name << "' for " << what;
+    diag << "unknown setting '" << s.name << "' for " << owner.what;
     std::string near = nearestName(s.name, known);
     if (!near.empty())
       diag << "; did you mean '" << near << "'?";
+    else if (known.empty())
+      diag << "; it takes no settings";
+    else
+      diag << "; it takes " << alternatives(known);
   }
 }

@@ -1,14 +1,21 @@
 //===- Settings.h - typed, checked access to a node's settings --*- C++ -*-===//
+//
+// Reads the settings of one section, layer or call through its entry in the
+// language's table (LanguageSchema.h): the table gives each setting's type,
+// default and range, so Sema writes only the checks that relate settings to
+// each other. Every error is reported at the value's line and column.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef MOEC_FRONTEND_SETTINGS_H
 #define MOEC_FRONTEND_SETTINGS_H
 
+#include "moec/Frontend/LanguageSchema.h"
+#include "moe/IR/MoeOps.h"
 #include "moec/Frontend/SpecTree.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/SourceMgr.h"
-#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,37 +39,41 @@ private:
   bool anyError = false;
 };
 
-/// Reads the settings of one node (or one call's arguments). Every getter
-/// records the name it asked for, so that finish() can flag the settings
-/// nobody asked for and suggest the nearest known name. On a bad value a
-/// getter reports the error and returns the fallback.
+/// The settings of one node (or one call's arguments), checked against
+/// `owner`'s table. Asking for a setting the table lacks is an internal
+/// error. On a bad value a getter reports the error and returns the
+/// default.
 class Settings {
 public:
-  /// `what` names the owner in messages: "model", "moe layer", "adamw".
-  Settings(const std::vector<SpecSetting> &settings, std::string what,
+  Settings(const std::vector<SpecSetting> &settings, const OwnerInfo &owner,
            llvm::SMRange range, Reporter &reporter);
 
-  const SpecValue *get(llvm::StringRef name);
-  bool has(llvm::StringRef name) const;
+  const SpecValue *get(llvm::StringRef name) const;
+  bool has(llvm::StringRef name) const { return get(name) != nullptr; }
   /// Reports a missing required setting and returns nullptr.
   const SpecValue *require(llvm::StringRef name);
 
-  int64_t getInt(llvm::StringRef name, int64_t fallback,
-                 int64_t min = std::numeric_limits<int64_t>::min(),
-                 int64_t max = std::numeric_limits<int64_t>::max());
-  /// A required positive integer; 0 after reporting when absent or bad.
-  int64_t requirePositive(llvm::StringRef name);
-  double getFloat(llvm::StringRef name, double fallback,
-                  double min = -std::numeric_limits<double>::infinity(),
-                  double max = std::numeric_limits<double>::infinity());
-  bool getBool(llvm::StringRef name, bool fallback);
-  std::string getString(llvm::StringRef name, std::string fallback);
-  /// A symbol (or string) out of `allowed`; returns its index, or
-  /// `fallback` when absent or bad.
-  size_t getChoice(llvm::StringRef name, llvm::ArrayRef<llvm::StringRef> allowed,
-                   size_t fallback);
+  /// An Integer setting: its value, or the table's default.
+  int64_t getInt(llvm::StringRef name);
+  /// An Integer setting whose default Sema computes (`computed`).
+  int64_t getInt(llvm::StringRef name, int64_t computed);
+  double getFloat(llvm::StringRef name);
+  double getFloat(llvm::StringRef name, double computed);
+  bool getBool(llvm::StringRef name);
+  /// A Name setting: the index of its value among the table's choices
+  /// (the default's index when absent or bad).
+  size_t getChoice(llvm::StringRef name);
+  /// A Name setting whose choices are the spellings of dialect enum E.
+  template <typename E> E getEnum(llvm::StringRef name) {
+    return *mlir::moe::symbolizeEnum<E>(info(name).choices[getChoice(name)]);
+  }
+  /// A Call setting: the chosen name when it is one of the table's choices
+  /// (else a located error and nullopt). Absent: the default.
+  std::optional<std::string> getCallName(llvm::StringRef name);
 
-  /// Reports every setting no getter asked for.
+  /// Reports every setting the table does not know. Every setting of the
+  /// table must have been read by now: a table entry the checker ignores
+  /// would be accepted silently and documented wrongly (an internal error).
   void finish();
 
   /// Checks a value that is already fetched.
@@ -71,20 +82,28 @@ public:
 
   llvm::SMRange range() const { return ownerRange; }
   Reporter &getReporter() { return reporter; }
+  const OwnerInfo &schema() const { return owner; }
 
 private:
+  const SettingInfo &info(llvm::StringRef name) const;
   void typeError(const SpecValue &value, llvm::StringRef name,
                  llvm::StringRef expected);
+  /// Reports `v` outside the table's range for `s`; true when in range.
+  bool inRange(const SettingInfo &s, const SpecValue &value, double v);
 
   const std::vector<SpecSetting> &settings;
-  std::string what;
+  const OwnerInfo &owner;
+  /// The settings the checker has read (get() records them).
+  mutable std::vector<std::string> read;
   llvm::SMRange ownerRange;
   Reporter &reporter;
-  std::vector<std::string> known;
 };
 
 /// "an integer", "a float", "the name 'gelu'", ...
 std::string describeValue(const SpecValue &value);
+
+/// The settings a call value carries (none for a bare name or no value).
+const std::vector<SpecSetting> &callArguments(const SpecValue *value);
 
 } // namespace moec::frontend
 

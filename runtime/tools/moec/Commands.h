@@ -26,8 +26,8 @@ std::unique_ptr<cli::Command> makeCheckKernelsCommand();
 std::unique_ptr<cli::Command> makePrecompileCommand();
 std::unique_ptr<cli::Command> makeInfoCommand();
 
-/// `check` and `compile`: the compiler's, or in a runtime-only build two
-/// commands that say in one line that this build has no compiler.
+/// `check`, `compile` and `language`: the compiler's, or in a runtime-only
+/// build commands that say in one line that this build has no compiler.
 std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands();
 
 /// Whether this moec can compile .moe specs.

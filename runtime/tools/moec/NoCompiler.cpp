@@ -39,6 +39,9 @@ std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands() {
   commands.push_back(std::make_unique<NoCompilerCommand>(
       "compile", "Compile a .moe file to a bundle (not in this runtime-only "
                  "build)."));
+  commands.push_back(std::make_unique<NoCompilerCommand>(
+      "language", "Print the .moe language reference (not in this "
+                  "runtime-only build)."));
   return commands;
 }
 

@@ -11,7 +11,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-TEST(Suggest, NearestNameCountsSwapsAndCaseAsOneEdit) {
+TEST(Suggest, NearestNameCountsASwapAsOneEditAndCaseAsNone) {
   std::vector<std::string> names{"steps", "seed", "adam", "adamw", "sgd",
                                  "repeat", "experts"};
   EXPECT_EQ(support::nearestName("stpes", names), "steps");
@@ -20,6 +20,12 @@ TEST(Suggest, NearestNameCountsSwapsAndCaseAsOneEdit) {
   EXPECT_EQ(support::nearestName("num_experts", names), "experts");
   EXPECT_EQ(support::nearestName("steps", names), "");
   EXPECT_EQ(support::nearestName("qqqqqq", names), "");
+  // Short names: one edit, but the same first letter.
+  EXPECT_EQ(support::nearestName("sdg", names), "sgd");
+  EXPECT_EQ(support::nearestName("gpu", {"cpu", "cuda", "emu"}), "");
+  EXPECT_EQ(support::nearestName("dd", {"d", "e"}), "d");
+  // Two swaps are too many for a six-letter name.
+  EXPECT_EQ(support::nearestName("hdiedn", {"hidden"}), "");
   EXPECT_EQ(support::typoDistance("kitten", "sitting"), 3u);
   EXPECT_EQ(support::typoDistance("ab", "ba"), 1u);
   EXPECT_EQ(support::typoDistance("", "abc"), 3u);

@@ -27,9 +27,8 @@ std::optional<SpecFile> parseSpec(llvm::SourceMgr &sourceMgr,
 mlir::Location toLocation(llvm::SourceMgr &sourceMgr, llvm::SMLoc loc,
                           mlir::MLIRContext *context);
 
-/// The name in `candidates` nearest to `name` by edit distance, when it is
-/// close enough to be a likely typo (distance <= max(1, len / 3)); empty
-/// otherwise.
+/// The name in `candidates` nearest to `name`, when it is a likely typo;
+/// empty otherwise. One rule for all of moec: moec/support/Suggest.h.
 std::string nearestName(llvm::StringRef name,
                         llvm::ArrayRef<std::string> candidates);
 

@@ -97,6 +97,7 @@ inline constexpr std::string_view kActivationSpellings = "identity, relu, gelu_t
 template <> struct EnumTraits<Activation> {
   static constexpr std::string_view kDescription = "pointwise activation";
   static constexpr std::string_view kSpellings = kActivationSpellings;
+  static constexpr std::array<Activation, 6> kValues = kActivationValues;
   static constexpr std::optional<Activation> parse(std::string_view text) {
     return parseActivation(text);
   }
@@ -151,6 +152,7 @@ inline constexpr std::string_view kBalanceLossSpellings = "all_slots, top1, any_
 template <> struct EnumTraits<BalanceLoss> {
   static constexpr std::string_view kDescription = "normalisation of the load-balancing loss";
   static constexpr std::string_view kSpellings = kBalanceLossSpellings;
+  static constexpr std::array<BalanceLoss, 3> kValues = kBalanceLossValues;
   static constexpr std::optional<BalanceLoss> parse(std::string_view text) {
     return parseBalanceLoss(text);
   }
@@ -213,6 +215,7 @@ inline constexpr std::string_view kCapacitySpellings = "none, switch, tutel, spa
 template <> struct EnumTraits<Capacity> {
   static constexpr std::string_view kDescription = "per-expert capacity formula for N tokens";
   static constexpr std::string_view kSpellings = kCapacitySpellings;
+  static constexpr std::array<Capacity, 4> kValues = kCapacityValues;
   static constexpr std::optional<Capacity> parse(std::string_view text) {
     return parseCapacity(text);
   }
@@ -275,6 +278,7 @@ inline constexpr std::string_view kGateWeightingSpellings = "raw, renorm_detache
 template <> struct EnumTraits<GateWeighting> {
   static constexpr std::string_view kDescription = "weight given to each selected expert";
   static constexpr std::string_view kSpellings = kGateWeightingSpellings;
+  static constexpr std::array<GateWeighting, 4> kValues = kGateWeightingValues;
   static constexpr std::optional<GateWeighting> parse(std::string_view text) {
     return parseGateWeighting(text);
   }
@@ -345,6 +349,7 @@ inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform
 template <> struct EnumTraits<Init> {
   static constexpr std::string_view kDescription = "parameter initialiser";
   static constexpr std::string_view kSpellings = kInitSpellings;
+  static constexpr std::array<Init, 5> kValues = kInitValues;
   static constexpr std::optional<Init> parse(std::string_view text) {
     return parseInit(text);
   }
@@ -551,6 +556,7 @@ inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, e
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
+  static constexpr std::array<KernelKind, 22> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -613,6 +619,7 @@ inline constexpr std::string_view kLrScheduleSpellings = "constant, linear, inve
 template <> struct EnumTraits<LrSchedule> {
   static constexpr std::string_view kDescription = "learning-rate schedule";
   static constexpr std::string_view kSpellings = kLrScheduleSpellings;
+  static constexpr std::array<LrSchedule, 4> kValues = kLrScheduleValues;
   static constexpr std::optional<LrSchedule> parse(std::string_view text) {
     return parseLrSchedule(text);
   }
@@ -659,6 +666,7 @@ inline constexpr std::string_view kPrioritySpellings = "token_order, bpr";
 template <> struct EnumTraits<Priority> {
   static constexpr std::string_view kDescription = "order in which assignments claim capacity slots";
   static constexpr std::string_view kSpellings = kPrioritySpellings;
+  static constexpr std::array<Priority, 2> kValues = kPriorityValues;
   static constexpr std::optional<Priority> parse(std::string_view text) {
     return parsePriority(text);
   }

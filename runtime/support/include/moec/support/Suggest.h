@@ -1,10 +1,11 @@
 //===- Suggest.h - "did you mean" for misspelt names ------------*- C++ -*-===//
 //
 // One rule for every suggestion moec makes (command-line flags, settings,
-// layers, functions): the candidate nearest to the misspelt name by edit
-// distance, where an adjacent swap counts as one edit and a change of case
-// as none, within a third of the name's length (names of up to three
-// letters: only a change of case). Plain C++, shared by the runtime and
+// layers, names, functions): the candidate nearest to the misspelt name by
+// edit distance, where one swap of neighbours counts as one edit and a
+// change of case as none, within a third of the name's length (at least
+// one); a name of up to three letters only matches candidates that start
+// with the same letter. Plain C++, shared by the runtime and
 // the compiler.
 //
 //===----------------------------------------------------------------------===//
@@ -18,16 +19,15 @@
 
 namespace moec::support {
 
-/// The Damerau-Levenshtein distance (optimal string alignment) between `a`
-/// and `b`, where replacing a letter by itself in the other case costs
-/// nothing: "adamW" is 0 away from "adamw".
+/// The edit distance from `a` to `b`, or one more than the distance after
+/// one swap of neighbours in `a`, whichever is less; a letter and the same
+/// letter in the other case are equal ("adamW" is 0 away from "adamw").
 unsigned typoDistance(std::string_view a, std::string_view b);
 
-/// The candidate nearest to `name` within max(1, |name| / 3) edits (0 for
-/// names of up to three letters), ties to
-/// the first; failing that, a candidate that `name` qualifies with a prefix
-/// ("num_experts" -> "experts"). Empty when none fits or `name` is itself a
-/// candidate.
+/// The candidate nearest to `name` within max(1, |name| / 3) edits (see
+/// above), ties to the first; failing that, a candidate that `name`
+/// qualifies with a prefix ("num_experts" -> "experts"). Empty when none
+/// fits or `name` is itself a candidate.
 std::string nearestName(std::string_view name,
                         const std::vector<std::string> &candidates);
 

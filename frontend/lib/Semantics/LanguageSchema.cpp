@@ -1,0 +1,561 @@
+//===- LanguageSchema.cpp - every setting of the .moe language ------------===//
+//
+// The table itself, and the reference generated from it. Enum-valued
+// settings take their names from the dialect's enums (MoeDefs.h), so a new
+// gate weighting or activation appears here, in Sema and in the reference
+// at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moec/Frontend/LanguageSchema.h"
+#include "moec/support/MoeDefs.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace moec::frontend {
+
+namespace {
+
+/// The spellings of every value of a generated enum.
+template <typename E> std::vector<std::string> spellings() {
+  std::vector<std::string> names;
+  for (E value : defs::EnumTraits<E>::kValues)
+    names.emplace_back(defs::spelling(value));
+  return names;
+}
+
+SettingInfo setting(std::string name, SettingType type, std::string help) {
+  SettingInfo s;
+  s.name = std::move(name);
+  s.type = type;
+  s.help = std::move(help);
+  return s;
+}
+
+SettingInfo required(SettingInfo s) {
+  s.required = true;
+  return s;
+}
+
+SettingInfo fallback(SettingInfo s, std::string text) {
+  s.defaultText = std::move(text);
+  return s;
+}
+
+SettingInfo computed(SettingInfo s, std::string text) {
+  s.defaultText = std::move(text);
+  s.computed = true;
+  return s;
+}
+
+SettingInfo range(SettingInfo s, std::optional<double> min,
+                  std::optional<double> max = std::nullopt) {
+  s.min = min;
+  s.max = max;
+  return s;
+}
+
+SettingInfo choices(SettingInfo s, std::vector<std::string> names) {
+  s.choices = std::move(names);
+  return s;
+}
+
+/// The settings of one optimizer call.
+std::vector<SettingInfo> optimizerSettings(bool adam) {
+  std::vector<SettingInfo> s = {
+      range(fallback(setting("lr", SettingType::Number,
+                             "the base learning rate (> 0)"),
+                     "1e-3"),
+            0.0),
+      range(fallback(setting("weight_decay", SettingType::Number,
+                             "L2 weight decay (adamw: decoupled, applied to "
+                             "the weights directly; adam and sgd: added to "
+                             "the gradient)"),
+                     "0"),
+            0.0)};
+  if (adam) {
+    s.push_back(range(fallback(setting("eps", SettingType::Number,
+                                       "added to the denominator"),
+                               "1e-8"),
+                      1e-30));
+    s.push_back(fallback(setting("betas", SettingType::Pair,
+                                 "the moment decays [beta1, beta2], each in "
+                                 "[0, 1)"),
+                         "[0.9, 0.999]"));
+  } else {
+    s.push_back(range(fallback(setting("momentum", SettingType::Number,
+                                       "heavy-ball momentum (0: plain SGD)"),
+                               "0"),
+                      0.0, 0.9999));
+  }
+  return s;
+}
+
+SettingInfo warmupSetting() {
+  return range(fallback(setting("warmup", SettingType::Integer,
+                                "steps of linear warm-up from 0"),
+                        "0"),
+               0.0);
+}
+
+SettingInfo finalLrSetting() {
+  return range(fallback(setting("final_lr", SettingType::Number,
+                                "the rate the decay reaches at the last step"),
+                        "0"),
+               0.0);
+}
+
+std::vector<OwnerInfo> buildSchema() {
+  using T = SettingType;
+  const std::vector<std::string> activations = spellings<defs::Activation>();
+  std::vector<OwnerInfo> owners;
+  auto owner = [&](std::string id, std::string what, std::string summary,
+                   std::vector<SettingInfo> settings) {
+    owners.push_back({std::move(id), std::move(what), std::move(summary),
+                      std::move(settings)});
+  };
+
+  owner("model", "the model",
+        "The architecture: `model NAME { settings; layers }`, the layers in "
+        "`repeat N { ... }` or `block { ... }` blocks.",
+        {
+            choices(fallback(setting("kind", T::Name,
+                                     "the model family (this moec builds "
+                                     "decoder language models)"),
+                             "decoder"),
+                    {"decoder", "encoder", "encoder_decoder"}),
+            range(required(setting("vocab", T::Integer,
+                                   "the vocabulary size (256 for byte data)")),
+                  2.0),
+            range(required(setting("d_model", T::Integer,
+                                   "the width of the residual stream")),
+                  1.0),
+            range(required(setting("max_seq", T::Integer,
+                                   "the longest sequence (positions, KV "
+                                   "cache)")),
+                  1.0),
+            choices(fallback(setting("norm", T::Call,
+                                     "the normalisation of every block"),
+                             "layer_norm"),
+                    {"layer_norm", "rms_norm"}),
+            choices(fallback(setting("norm_position", T::Name,
+                                     "pre: x + f(norm(x)); post: norm(x + "
+                                     "f(x))"),
+                             "pre"),
+                    {"pre", "post"}),
+            choices(fallback(setting("positions", T::Name,
+                                     "learned absolute position embeddings, "
+                                     "or none"),
+                             "learned"),
+                    {"learned", "none"}),
+            fallback(setting("tie_embeddings", T::Flag,
+                             "the output projection is the token embedding "
+                             "transposed"),
+                     "false"),
+            range(fallback(setting("dropout", T::Number,
+                                   "dropout after attention, FFN and expert "
+                                   "outputs and on the embeddings"),
+                           "0"),
+                  0.0, 0.95),
+            range(fallback(setting("init_std", T::Number,
+                                   "the standard deviation of normal "
+                                   "initialisers"),
+                           "0.02"),
+                  0.0),
+            choices(fallback(setting("dtype", T::Name,
+                                     "the storage type of activations (bf16: "
+                                     "f32 master weights, see the README)"),
+                             "f32"),
+                    {"f32", "f64", "bf16"}),
+        });
+  owner("norm layer_norm", "norm 'layer_norm'",
+        "`(x - mean) / sqrt(var + eps) * gamma + beta` over the last "
+        "dimension.",
+        {range(fallback(setting("eps", T::Number, "added to the variance"),
+                        "1e-5"),
+               1e-30)});
+  owner("norm rms_norm", "norm 'rms_norm'",
+        "`x / sqrt(mean(x^2) + eps) * gamma` over the last dimension.",
+        {range(fallback(setting("eps", T::Number,
+                                "added to the mean square"),
+                        "1e-6"),
+               1e-30)});
+
+  owner("layer attention", "the attention layer",
+        "Causal multi-head self-attention with grouped key/value heads.",
+        {
+            range(required(setting("heads", T::Integer, "query heads")), 1.0),
+            range(computed(setting("kv_heads", T::Integer,
+                                   "key/value heads (a divisor of heads; 1: "
+                                   "multi-query)"),
+                           "heads"),
+                  1.0),
+            range(computed(setting("head_dim", T::Integer, "width of a head"),
+                           "d_model / heads"),
+                  1.0),
+            fallback(setting("causal", T::Flag,
+                             "each position sees only earlier ones (decoders "
+                             "must be causal)"),
+                     "true"),
+            fallback(setting("bias", T::Flag,
+                             "biases on the Q, K, V and output projections"),
+                     "false"),
+            range(computed(setting("scale", T::Number,
+                                   "the score scale"),
+                           "1 / sqrt(head_dim)"),
+                  0.0),
+        });
+  owner("layer ffn", "the ffn layer", "A dense feed-forward sublayer.",
+        {
+            range(required(setting("hidden", T::Integer, "the inner width")),
+                  1.0),
+            choices(fallback(setting("activation", T::Name,
+                                     "the pointwise activation"),
+                             "gelu_tanh"),
+                    activations),
+            fallback(setting("glu", T::Flag,
+                             "gated: act(x W1) * (x W3) (SwiGLU with silu)"),
+                     "false"),
+            fallback(setting("bias", T::Flag, "biases on both projections"),
+                     "true"),
+        });
+  owner("layer moe", "the moe layer",
+        "A top-k mixture-of-experts FFN: a linear router over the experts, "
+        "each token sent to its k best (see the README's routing "
+        "conventions).",
+        {
+            range(required(setting("experts", T::Integer,
+                                   "the number of experts E")),
+                  1.0),
+            range(fallback(setting("k", T::Integer,
+                                   "experts per token (at most E)"),
+                           "1"),
+                  1.0),
+            range(required(setting("hidden", T::Integer,
+                                   "each expert's inner width")),
+                  1.0),
+            choices(fallback(setting("activation", T::Name,
+                                     "the experts' activation"),
+                             "gelu_tanh"),
+                    activations),
+            fallback(setting("glu", T::Flag, "gated experts (SwiGLU)"),
+                     "false"),
+            fallback(setting("bias", T::Flag, "biases in the experts"),
+                     "false"),
+            fallback(setting("router_bias", T::Flag,
+                             "a bias on the router's logits"),
+                     "false"),
+            choices(fallback(setting("gate", T::Name,
+                                     "the weight of each selected expert: "
+                                     "raw = its softmax probability; "
+                                     "renorm_detached = that over the sum of "
+                                     "the selected (the sum not "
+                                     "differentiated); softmax_topk = softmax "
+                                     "over the selected logits; unit = 1"),
+                             "raw"),
+                    spellings<defs::GateWeighting>()),
+            choices(fallback(setting("capacity", T::Call,
+                                     "how many assignments each expert "
+                                     "keeps; the rest are dropped"),
+                             "none"),
+                    spellings<defs::Capacity>()),
+            choices(fallback(setting("priority", T::Name,
+                                     "which assignments claim capacity "
+                                     "first: all first choices, then second "
+                                     "choices, ...; within a choice tokens in "
+                                     "order, or by descending top-1 "
+                                     "probability (bpr)"),
+                             "token_order"),
+                    spellings<defs::Priority>()),
+            choices(fallback(setting("balance", T::Name,
+                                     "the balance loss E * sum_e f_e P_e with "
+                                     "f_e the share of all k slots "
+                                     "(all_slots), of first choices (top1), "
+                                     "or of tokens that chose e (any_topk)"),
+                             "all_slots"),
+                    spellings<defs::BalanceLoss>()),
+        });
+  owner("capacity none", "capacity 'none'",
+        "Every assignment is kept (dropless).", {});
+  auto capacity = [&](std::string name, std::string formula,
+                      std::string minDefault) {
+    owner("capacity " + name, "capacity '" + name + "'",
+          "C = " + formula + " for N tokens.",
+          {range(fallback(setting("factor", T::Number,
+                                  "the capacity factor cf"),
+                          "1"),
+                 1e-6),
+           range(fallback(setting("min", T::Integer,
+                                  "the smallest capacity"),
+                          minDefault),
+                 0.0)});
+  };
+  capacity("switch", "max(ceil(cf * k * N / E), min) (Switch, GShard)", "0");
+  capacity("tutel", "max(k * floor(cf * ceil(N / E)), min) (Tutel, MH-MoE)",
+           "0");
+  capacity("sparse_mixer",
+           "max(round_half_even(cf * N / E), min) (Sparse Mixer)", "4");
+
+  owner("train", "the training settings",
+        "How `moec train` optimises: `train { settings }`.",
+        {
+            choices(fallback(setting("optimizer", T::Call, "the optimizer"),
+                             "adamw"),
+                    {"adam", "adamw", "sgd"}),
+            range(fallback(setting("steps", T::Integer, "optimizer steps"),
+                           "100"),
+                  1.0),
+            choices(fallback(setting("schedule", T::Call,
+                                     "the learning-rate schedule"),
+                             "constant"),
+                    spellings<defs::LrSchedule>()),
+            range(fallback(setting("clip_norm", T::Number,
+                                   "clip the global gradient norm to this (0: "
+                                   "off)"),
+                           "0"),
+                  0.0),
+            range(fallback(setting("batch", T::Integer,
+                                   "sequences per step"),
+                           "8"),
+                  1.0),
+            range(computed(setting("seq_len", T::Integer,
+                                   "tokens per sequence (at most max_seq)"),
+                           "max_seq"),
+                  1.0),
+            range(fallback(setting("seed", T::Integer,
+                                   "seeds initialisation, dropout and data"),
+                           "0"),
+                  0.0),
+            range(fallback(setting("balance_loss", T::Number,
+                                   "the weight of each MoE layer's balance "
+                                   "loss"),
+                           "0.01"),
+                  0.0),
+            range(fallback(setting("z_loss", T::Number,
+                                   "the weight of each router's z-loss"),
+                           "0.001"),
+                  0.0),
+            range(fallback(setting("label_smoothing", T::Number,
+                                   "label smoothing of the cross-entropy"),
+                           "0"),
+                  0.0, 0.99),
+            range(fallback(setting("log_every", T::Integer,
+                                   "steps between progress lines"),
+                           "10"),
+                  1.0),
+        });
+  owner("optimizer adam", "optimizer 'adam'", "Adam (Kingma and Ba).",
+        optimizerSettings(true));
+  owner("optimizer adamw", "optimizer 'adamw'",
+        "Adam with decoupled weight decay (Loshchilov and Hutter).",
+        optimizerSettings(true));
+  owner("optimizer sgd", "optimizer 'sgd'",
+        "Stochastic gradient descent, with optional momentum.",
+        optimizerSettings(false));
+  owner("schedule constant", "schedule 'constant'", "lr = base.", {});
+  owner("schedule linear", "schedule 'linear'",
+        "Linear warm-up, then linear decay to final_lr at the last step.",
+        {warmupSetting(), finalLrSetting()});
+  owner("schedule inverse_sqrt", "schedule 'inverse_sqrt'",
+        "Linear warm-up, then base * sqrt(warmup / step) (fairseq).",
+        {warmupSetting()});
+  owner("schedule cosine", "schedule 'cosine'",
+        "Linear warm-up, then cosine decay to final_lr at the last step.",
+        {warmupSetting(), finalLrSetting()});
+
+  owner("data", "the data settings",
+        "What `moec train` trains on: `data { source = ... }`.",
+        {
+            choices(required(setting("source", T::Call,
+                                     "synthetic(\"grammar\" | \"markov\" | "
+                                     "\"copy\") or text(\"path\")")),
+                    {"synthetic", "text"}),
+            range(fallback(setting("valid_fraction", T::Number,
+                                   "text sources: the share held out for "
+                                   "validation (the end of the file)"),
+                           "0.1"),
+                  0.0, 0.9),
+        });
+  owner("source synthetic", "synthetic(...)",
+        "Generated byte sequences: `synthetic(\"TASK\", settings)` with TASK "
+        "grammar (sentences of a small English-like grammar), markov (a "
+        "random Markov chain over the vocabulary) or copy (a sequence, a "
+        "separator, the sequence again).",
+        {range(fallback(setting("branching", T::Integer,
+                                "markov: successors per token"),
+                        "2"),
+               1.0),
+         range(fallback(setting("seed", T::Integer,
+                                "the task's own seed (the data is fixed by "
+                                "it, whatever the training seed)"),
+                        "0"),
+               0.0)});
+  owner("source text", "text(...)",
+        "A UTF-8 text file, read as bytes: `text(\"path\")`, the path "
+        "relative to the spec's directory.",
+        {});
+  return owners;
+}
+
+std::string typeName(const SettingInfo &s) {
+  switch (s.type) {
+  case SettingType::Integer:
+    return "integer";
+  case SettingType::Number:
+    return "number";
+  case SettingType::Flag:
+    return "true / false";
+  case SettingType::Text:
+    return "string";
+  case SettingType::Name:
+    return "name";
+  case SettingType::Call:
+    return "name or call";
+  case SettingType::Pair:
+    return "[number, number]";
+  }
+  return "";
+}
+
+std::string number(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+
+std::string allowed(const SettingInfo &s) {
+  if (!s.choices.empty()) {
+    std::string text;
+    for (size_t i = 0; i < s.choices.size(); ++i)
+      text += (i ? ", `" : "`") + s.choices[i] + "`";
+    return text;
+  }
+  if (s.min && s.max)
+    return "[" + number(*s.min) + ", " + number(*s.max) + "]";
+  if (s.min)
+    return ">= " + number(*s.min);
+  return "";
+}
+
+/// Pipes in table cells would end the cell.
+std::string cell(std::string text) {
+  std::string out;
+  for (char c : text)
+    out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+void appendTable(std::string &md, const OwnerInfo &o) {
+  md += o.summary + "\n\n";
+  if (o.settings.empty()) {
+    md += "No settings.\n\n";
+    return;
+  }
+  md += "| setting | type | default | allowed | meaning |\n"
+        "|---|---|---|---|---|\n";
+  for (const SettingInfo &s : o.settings) {
+    std::string def = s.required ? "required" : "`" + s.defaultText + "`";
+    if (s.computed)
+      def = s.defaultText;
+    md += "| `" + s.name + "` | " + typeName(s) + " | " + cell(def) + " | " +
+          cell(allowed(s)) + " | " + cell(s.help) + " |\n";
+  }
+  md += "\n";
+}
+
+} // namespace
+
+const SettingInfo *OwnerInfo::find(std::string_view name) const {
+  for (const SettingInfo &s : settings)
+    if (s.name == name)
+      return &s;
+  return nullptr;
+}
+
+std::vector<std::string> OwnerInfo::names() const {
+  std::vector<std::string> out;
+  for (const SettingInfo &s : settings)
+    out.push_back(s.name);
+  return out;
+}
+
+const std::vector<OwnerInfo> &languageSchema() {
+  static const std::vector<OwnerInfo> schema = buildSchema();
+  return schema;
+}
+
+const OwnerInfo &schemaOf(std::string_view id) {
+  for (const OwnerInfo &o : languageSchema())
+    if (o.id == id)
+      return o;
+  std::fprintf(stderr, "internal error: no settings table for '%.*s'\n",
+               static_cast<int>(id.size()), id.data());
+  std::abort();
+}
+
+std::string languageReference() {
+  std::string md =
+      "# The .moe language: every section, layer and setting\n\n"
+      "<!-- Generated by `moec language` from the table the checker uses "
+      "(frontend/lib/Semantics/LanguageSchema.cpp); do not edit. -->\n\n"
+      "A spec is a version line (`moe 1`), `let` constants, and up to three "
+      "sections: `model` (required), `train` and `data`. Settings are "
+      "`name = value`; values are integers, numbers, `true`/`false`, "
+      "strings, names, lists `[a, b]`, calls `name(setting = value, ...)` "
+      "and expressions over `let` constants. The syntax (`repeat N as i`, "
+      "`if`, expressions) is in `GRAMMAR.md`. Every setting below is "
+      "checked for its type and range at its line and column; an unknown "
+      "one is reported with the nearest known name or the list of valid "
+      "ones.\n\n";
+  auto section = [&](const char *title, const char *intro,
+                     const char *prefix) {
+    md += std::string("## ") + title + "\n\n" + intro + "\n\n";
+    for (const OwnerInfo &o : languageSchema()) {
+      if (o.id.rfind(prefix, 0) != 0)
+        continue;
+      std::string name = o.id.substr(std::string(prefix).size());
+      md += "### " + (name.empty() ? o.id : name) + "\n\n";
+      appendTable(md, o);
+    }
+  };
+  section("Sections", "Each section is written `name { settings }`; the "
+          "model also holds the layers.", "model");
+  for (const char *id : {"train", "data"}) {
+    md += std::string("### ") + id + "\n\n";
+    appendTable(md, schemaOf(id));
+  }
+  section("Layers", "Layers live in blocks: `repeat N as i { ... }` stacks N "
+          "blocks (i counts from 0, so `if i % 2 == 1 { moe(...) } else { "
+          "ffn(...) }` alternates), `block { ... }` adds one. Each layer is a "
+          "residual sublayer: `layer(settings)`.",
+          "layer ");
+  struct CallGroup {
+    const char *setting, *prefix;
+  };
+  md += "## Values that are calls\n\nA setting of type *name or call* takes "
+        "one of its names, bare (`capacity = none`) or with settings "
+        "(`capacity = switch(factor = 1.25)`); each call's settings are "
+        "below.\n\n";
+  for (CallGroup g : {CallGroup{"norm (model)", "norm "},
+                      CallGroup{"capacity (moe layer)", "capacity "},
+                      CallGroup{"optimizer (train)", "optimizer "},
+                      CallGroup{"schedule (train)", "schedule "},
+                      CallGroup{"source (data)", "source "}}) {
+    md += std::string("### ") + g.setting + "\n\n";
+    for (const OwnerInfo &o : languageSchema()) {
+      if (o.id.rfind(g.prefix, 0) != 0)
+        continue;
+      md += "#### " + o.id.substr(std::string(g.prefix).size()) + "\n\n";
+      appendTable(md, o);
+    }
+  }
+  // One trailing newline.
+  while (md.size() > 1 && md[md.size() - 1] == '\n' && md[md.size() - 2] == '\n')
+    md.pop_back();
+  return md;
+}
+
+} // namespace moec::frontend
