@@ -41,16 +41,11 @@ using namespace mlir::moe;
 
 namespace {
 
-bool isScalar(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  return type && type.getRank() == 0;
-}
-
 /// The kind of the group an op starts, if it starts one.
 std::optional<KernelKind> kindOf(Operation *op) {
   using K = KernelKind;
   if (isElementwiseOp(op) || isa<LrScheduleOp>(op))
-    return op->getNumResults() == 1 && isScalar(op->getResult(0))
+    return op->getNumResults() == 1 && isScalarTensor(op->getResult(0))
                ? K::Scalar
                : K::Elementwise;
   return llvm::TypeSwitch<Operation *, std::optional<KernelKind>>(op)
@@ -201,7 +196,7 @@ private:
       if (isa<ActivationOp>(op) && isa<LinearOp>(last))
         return true;
       return isa<arith::AddFOp>(op) && !isa<arith::AddFOp>(last) &&
-             !isScalar(op->getResult(0));
+             !isScalarTensor(op->getResult(0));
     }
     case K::Router:
       return isa<TopKRouterOp, ZLossOp, SwitchLossOp, ExpertLoadOp>(op);

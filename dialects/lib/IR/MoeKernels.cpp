@@ -17,13 +17,8 @@ using namespace mlir::moe;
 
 namespace {
 
-bool isScalarValue(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  return type && type.getRank() == 0;
-}
-
 bool producesScalar(Operation *op) {
-  return op->getNumResults() == 1 && isScalarValue(op->getResult(0));
+  return op->getNumResults() == 1 && isScalarTensor(op->getResult(0));
 }
 
 /// Which ops a kernel of `kind` may hold: `first` for the op that starts
@@ -158,6 +153,11 @@ ParseResult mlir::moe::parseKernelKind(OpAsmParser &parser,
 void mlir::moe::printKernelKind(OpAsmPrinter &printer, Operation *,
                                 KernelKindAttr kind) {
   printer << stringifyKernelKind(kind.getValue());
+}
+
+bool mlir::moe::isScalarTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getRank() == 0;
 }
 
 bool mlir::moe::isElementwiseOp(Operation *op) {

@@ -119,30 +119,27 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                    GridDim{qs[0] * qs[1] * SymDim(geo.heads), threads / 32},
                    GridDim(), GridDim(), threads);
   }
-  auto common = [&](CodeWriter &w) {
+  // Both gradient kernels take (s, q, k, v, dout, lse, delta, ...).
+  auto inputs = [&](CodeWriter &w) {
     shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
-    return std::make_tuple(e.declared(w, op.getQ(), false, "q"),
-                           e.declared(w, op.getK(), false, "k"),
-                           e.declared(w, op.getV(), false, "v"),
-                           e.declared(w, op.getDout(), false, "dout"),
-                           e.declared(w, op.getLse(), false, "lse"),
-                           e.bufferExpr(e.argument(delta), f32, false));
+    std::string args = "s";
+    for (auto [value, name] : {std::make_pair(op.getQ(), "q"),
+                               std::make_pair(op.getK(), "k"),
+                               std::make_pair(op.getV(), "v"),
+                               std::make_pair(op.getDout(), "dout"),
+                               std::make_pair(op.getLse(), "lse")})
+      args += ", " + e.declared(w, value, false, name);
+    return args + ", " + e.bufferExpr(e.argument(delta), f32, false);
   };
   if (e.escapes(op.getDq())) {
     e.beginKernel("dq");
     CodeWriter w;
     w.indent();
-    auto [q, k, v, dout, lse, dl] = common(w);
+    std::string args = inputs(w);
     std::string dq = e.declared(w, op.getDq(), true, "dq");
-    w.line(fill("moec::attentionGradQ<${tiles}>(s, ${q}, ${k}, ${v}, ${dout}, "
-                "${lse}, ${delta}, ${dq});",
+    w.line(fill("moec::attentionGradQ<${tiles}>(${inputs}, ${dq});",
                 {{"tiles", tileArgs(geo, tq, tk, threads)},
-                 {"q", q},
-                 {"k", k},
-                 {"v", v},
-                 {"dout", dout},
-                 {"lse", lse},
-                 {"delta", dl},
+                 {"inputs", args},
                  {"dq", dq}}));
     e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
                    GridDim{qs[0], 1}, threads);
@@ -151,18 +148,12 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     e.beginKernel("dkv");
     CodeWriter w;
     w.indent();
-    auto [q, k, v, dout, lse, dl] = common(w);
+    std::string args = inputs(w);
     std::string dk = e.declared(w, op.getDk(), true, "dk");
     std::string dv = e.declared(w, op.getDv(), true, "dv");
-    w.line(fill("moec::attentionGradKV<${tiles}>(s, ${q}, ${k}, ${v}, ${dout}, "
-                "${lse}, ${delta}, ${dk}, ${dv});",
+    w.line(fill("moec::attentionGradKV<${tiles}>(${inputs}, ${dk}, ${dv});",
                 {{"tiles", tileArgs(geo, tq, tk, threads)},
-                 {"q", q},
-                 {"k", k},
-                 {"v", v},
-                 {"dout", dout},
-                 {"lse", lse},
-                 {"delta", dl},
+                 {"inputs", args},
                  {"dk", dk},
                  {"dv", dv}}));
     e.finishKernel(w.str(), GridDim{ks[1], tk}, GridDim{SymDim(geo.kvHeads), 1},

@@ -17,14 +17,6 @@ using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
-namespace {
-
-bool isScalarValue(Value v) {
-  return cast<RankedTensorType>(v.getType()).getRank() == 0;
-}
-
-} // namespace
-
 LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
   const KernelGroup &g = e.group();
   bool scalar = g.kind == KernelKind::Scalar;
@@ -48,7 +40,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
       std::string ptr = e.fresh("in");
       e.declare(w, ptr, v, /*writable=*/false);
       Type element = cast<TensorType>(v.getType()).getElementType();
-      if (isScalarValue(v)) {
+      if (isScalarTensor(v)) {
         std::string local = e.fresh("s");
         w.line(llvm::formatv("const {0} {1} = {2}[0];", cudaType(element),
                              local, ptr));

@@ -8,6 +8,12 @@ using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
+namespace {
+std::string smoothingLiteral(const APFloat &smoothing) {
+  return floatLiteral(smoothing.convertToDouble());
+}
+} // namespace
+
 LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   auto op = cast<CrossEntropyOp>(e.first());
   int64_t vocab = cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
@@ -29,8 +35,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
               "moec::bufferArg<unsigned>(p, ${ticket}));",
               {{"V", vocab},
                {"threads", threads},
-               {"smoothing",
-                floatLiteral(op.getLabelSmoothing().convertToDouble())},
+               {"smoothing", smoothingLiteral(op.getLabelSmoothing())},
                {"logits", logits},
                {"targets", targets},
                {"rowLoss", e.bufferExpr(e.argument(rowLoss), f32, true)},
@@ -68,8 +73,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGradGroup(GroupEmitter &e) {
               "${logits}, ${targets}, ${dloss}, ${count}, ${dlogits});",
               {{"V", vocab},
                {"threads", threads},
-               {"smoothing",
-                floatLiteral(op.getLabelSmoothing().convertToDouble())},
+               {"smoothing", smoothingLiteral(op.getLabelSmoothing())},
                {"logits", logits},
                {"targets", targets},
                {"dloss", dloss},

@@ -51,6 +51,9 @@ inline constexpr llvm::StringLiteral kData = "moe.data";
 inline constexpr llvm::StringLiteral kStep = "moe.step";
 } // namespace attrs
 
+/// Whether `v` is a 0-d tensor (losses, learning rates, step counts).
+bool isScalarTensor(Value v);
+
 /// Whether `op` is computed element by element (arith float ops,
 /// activation, dropout, cast, and their gradients): the ops that fuse into
 /// other kernels' prologues and epilogues.
