@@ -264,8 +264,13 @@ LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
 GroupDesc readGroup(const JsonReader &r, const ProgramDesc &program,
                     const BundleData &bundle) {
   GroupDesc g;
-  if (r.has("kind"))
+  if (r.has("kind")) {
     g.kind = r.stringField("kind");
+    if (!defs::parseKernelKind(g.kind))
+      r.field("kind").fail(fmt::format("unknown kernel kind \"{}\" (one of "
+                                       "{})",
+                                       g.kind, defs::kKernelKindSpellings));
+  }
   JsonReader steps = r.field("steps").array();
   for (size_t i = 0; i < steps.size(); ++i)
     g.steps.push_back(static_cast<size_t>(steps.at(i).integer(
