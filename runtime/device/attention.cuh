@@ -10,8 +10,9 @@
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
 // Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
-// head h / (H / Hkv). Key j is visible to query i when j < kvLen and, if
-// causal, j <= i + offset.
+// head h / (H / Hkv). Key j is visible to query i when j < kvLen, if
+// causal j <= i + offset, and with a key mask ([B, rowsPerBatch] i32) when
+// keyMask[b, j] != 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,10 +26,14 @@ struct AttentionShape {
   int heads, kvHeads;
   float scale;
   bool causal;
+  /// Null, or [B, rowsPerBatch] with 0 at padding keys.
+  gptr<const int32_t> keyMask;
 };
 
-MOEC_DEVICE bool visible(const AttentionShape &s, int64_t i, int64_t j) {
-  return j < s.kvLen && (!s.causal || j <= i + s.offset);
+MOEC_DEVICE bool visible(const AttentionShape &s, int64_t b, int64_t i,
+                         int64_t j) {
+  return j < s.kvLen && (!s.causal || j <= i + s.offset) &&
+         (!s.keyMask || s.keyMask[b * s.rowsPerBatch + j] != 0);
 }
 
 /// One past the last key any query of the tile starting at i0 can see.
@@ -111,7 +116,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
       float tileMax = -3.0e38f;
       for (int kk = lane; kk < TK; kk += 32) {
         float score = -3.0e38f;
-        if (visible(s, i, j0 + kk)) {
+        if (visible(s, b, i, j0 + kk)) {
           float dot = 0.0f;
           for (int d = 0; d < HD; ++d)
             dot += Qs[qi * HD + d] * Ks[kk * HD + d];
@@ -217,7 +222,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
       const float li = lse[row], di = delta[row];
       for (int kk = lane; kk < TK; kk += 32) {
         float ds = 0.0f;
-        if (visible(s, i, j0 + kk)) {
+        if (visible(s, b, i, j0 + kk)) {
           float dot = 0.0f, dp = 0.0f;
           for (int d = 0; d < HD; ++d) {
             dot += Qs[qi * HD + d] * Ks[kk * HD + d];
@@ -300,7 +305,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
         for (int qq = lane; qq < TQ; qq += 32) {
           const int64_t i = i0 + qq;
           float pj = 0.0f, ds = 0.0f;
-          if (i < s.sq && visible(s, i, j)) {
+          if (i < s.sq && visible(s, b, i, j)) {
             float dot = 0.0f, dp = 0.0f;
             for (int d = 0; d < HD; ++d) {
               dot += Qs[qq * HD + d] * Ks[kk * HD + d];

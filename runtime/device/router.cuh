@@ -2,12 +2,13 @@
 //
 // One kernel for moe.linear (router logits) + moe.topk_router + moe.z_loss +
 // moe.switch_loss + moe.expert_load. One warp per token computes the logits,
-// the softmax, the top-k (ties to the lower expert) and the gate weights, and
-// each block leaves its loss partial sums in scratch. The last block to
-// finish (integer ticket) adds the partials in block order, assigns capacity
-// positions in priority order (choice-major; tokens in order or by
-// descending top-1 probability) and drops what overflows. Everything is in a
-// fixed order: results do not depend on timing.
+// the softmax (zero for masked tokens), the top-k (ties to the lower expert;
+// MoA's sampled extra choices drawn from the Philox stream) and the gate
+// weights, and each block leaves its loss partial sums in scratch. The last
+// block to finish (integer ticket) adds the partials in block order, assigns
+// capacity positions in priority order (choice-major; tokens in order or by
+// descending top-1 probability) and drops what overflows or has probability
+// 0. Everything is in a fixed order: results do not depend on timing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,15 +20,19 @@ namespace moec {
 struct RouterParams {
   int64_t tokens;
   // Inputs: h [T, D] and w [D, E] (+ bias [E]) when the logits are computed
-  // here, else logitsIn [T, E].
+  // here, else logitsIn [T, E]; the padding mask [T] (0: masked) and the
+  // sampling seed [1], both optional.
   gptr<const float> h, w, bias, logitsIn;
+  gptr<const int32_t> mask;
+  gptr<const int64_t> seed;
+  uint64_t stream;
   // Outputs (null when nobody reads them).
   gptr<float> logits, probs, gates, load, balance, zloss;
   gptr<int32_t> expert, slot;
   // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], order [T],
-  // ticket [1].
+  // live [T * K] (1: the assignment's probability is > 0), ticket [1].
   gptr<float> zPart, pPart, top1;
-  gptr<int32_t> order;
+  gptr<int32_t> order, live;
   gptr<unsigned> ticket;
   double capacityFactor;
   int64_t minCapacity;
@@ -77,9 +82,10 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
       sum += p[s];
     }
   sum = warpSum(sum);
+  const bool masked = r.mask && r.mask[t] == 0;
   for (int s = 0; s < 2; ++s)
     if (lane + 32 * s < E) {
-      p[s] /= sum;
+      p[s] = masked ? 0.0f : p[s] / sum;
       if (r.probs)
         r.probs[t * E + lane + 32 * s] = p[s];
     }
@@ -87,10 +93,45 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
   return lse * lse;
 }
 
-/// Phase 2, one warp per token: k rounds of a warp argmax over p (ties to
-/// the lower expert), then lane 0 writes the experts, the gate weights and
-/// (for batch-priority routing) the top-1 probability.
-template <int E, int K, GateWeighting Gate, bool Bpr>
+/// MoA's sample_topk draw of choice j: the first untaken expert (index
+/// order) whose running weight p + 1e-6 exceeds u * (the total), in double,
+/// as the cpu kernel does; every lane computes the same pick.
+template <int E, int K>
+MOEC_DEVICE int routerSample(const RouterParams &r, int64_t t, int j,
+                             const float (&p)[2], const bool (&taken)[2]) {
+  double total = 0.0;
+  for (int e = 0; e < E; ++e) {
+    const float pe = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
+    const bool te =
+        __shfl_sync(kFullMask, (e < 32 ? taken[0] : taken[1]) ? 1 : 0,
+                    e % 32) != 0;
+    if (!te)
+      total += static_cast<double>(pe) + 1e-6;
+  }
+  const double target =
+      philoxUniform(static_cast<uint64_t>(r.seed[0]), r.stream,
+                    static_cast<uint64_t>(t * K + j)) *
+      total;
+  double running = 0.0;
+  int pick = -1;
+  for (int e = 0; e < E; ++e) {
+    const float pe = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
+    const bool te =
+        __shfl_sync(kFullMask, (e < 32 ? taken[0] : taken[1]) ? 1 : 0,
+                    e % 32) != 0;
+    if (te || (pick >= 0 && running > target))
+      continue;
+    pick = e;
+    running += static_cast<double>(pe) + 1e-6;
+  }
+  return pick;
+}
+
+/// Phase 2, one warp per token: K - S rounds of a warp argmax over p (ties
+/// to the lower expert) and S sampled choices, then lane 0 writes the
+/// experts, the gate weights, which choices are live (p > 0) and (for
+/// batch-priority routing) the top-1 probability.
+template <int E, int K, int S, GateWeighting Gate, bool Bpr>
 MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
                             const float (&p)[2]) {
   bool taken[2] = {false, false};
@@ -98,6 +139,19 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
   int chosenExpert[K];
   float selSum = 0.0f;
   for (int j = 0; j < K; ++j) {
+    if (j >= K - S) {
+      const int e = routerSample<E, K>(r, t, j, p, taken);
+      if (lane == e % 32) {
+        if (e < 32)
+          taken[0] = true;
+        else
+          taken[1] = true;
+      }
+      chosen[j] = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
+      chosenExpert[j] = e;
+      selSum += chosen[j];
+      continue;
+    }
     float best = -1.0f;
     int bestE = 1 << 30;
     for (int s = 0; s < 2; ++s) {
@@ -128,12 +182,13 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
     float g = chosen[j];
     if (Gate == GateWeighting::RenormDetached ||
         Gate == GateWeighting::SoftmaxTopK)
-      g = chosen[j] / selSum;
+      g = selSum > 0.0f ? chosen[j] / selSum : 0.0f;
     else if (Gate == GateWeighting::Unit)
       g = 1.0f;
     r.expert[t * K + j] = chosenExpert[j];
+    r.live[t * K + j] = chosen[j] > 0.0f ? 1 : 0;
     if (r.gates)
-      r.gates[t * K + j] = g;
+      r.gates[t * K + j] = chosen[j] > 0.0f ? g : 0.0f;
   }
   if (Bpr)
     r.top1[t] = chosen[0];
@@ -168,27 +223,70 @@ MOEC_DEVICE void routerBlockPartials(const RouterParams &r, int lane, int warp,
   }
 }
 
+/// Whether assignment a is live: from the router's `live` scratch, or from
+/// the probabilities (p[t, expert[a]] > 0) after the fact.
+struct BalanceLiveFn {
+  gptr<const int32_t> live;
+  gptr<const float> probs;
+  int experts;
+  gptr<const int32_t> expert;
+  int k;
+  MOEC_DEVICE bool operator()(int64_t a) const {
+    if (live)
+      return live[a] != 0;
+    return probs[(a / k) * experts + expert[a]] > 0.0f;
+  }
+};
+
+/// Counts the live assignments per expert (for Top1, first choices only)
+/// into `counts` [E + 2]: then the live assignments counted and the live
+/// tokens (first choice live). One block; integer atomics are order-free.
+template <int E, int K, int THREADS, BalanceLoss Balance>
+MOEC_DEVICE void countLiveChoices(int64_t tokens, gptr<const int32_t> expert,
+                                  const BalanceLiveFn &isLive,
+                                  sptr<int> counts) {
+  for (int e = threadIdx.x; e < E + 2; e += THREADS)
+    counts[e] = 0;
+  __syncthreads();
+  for (int64_t a = threadIdx.x; a < tokens * K; a += THREADS) {
+    const int j = static_cast<int>(a % K);
+    if (!isLive(a))
+      continue;
+    if (j == 0)
+      atomicAdd(&counts[E + 1], 1);
+    if (Balance == BalanceLoss::Top1 && j != 0)
+      continue;
+    atomicAdd(&counts[expert[a]], 1);
+    atomicAdd(&counts[E], 1);
+  }
+  __syncthreads();
+}
+
+/// f_e from countLiveChoices's counts.
+template <int E, BalanceLoss Balance>
+MOEC_DEVICE float balanceShare(sptr<int> counts, int e) {
+  const int denom = Balance == BalanceLoss::AllSlots ? counts[E] : counts[E + 1];
+  return denom > 0 ? static_cast<float>(counts[e]) / static_cast<float>(denom)
+                   : 0.0f;
+}
+
 /// Phase 4, the last block: the z-loss and balance loss from the block
-/// partials (in block order) and the routing counts f (before capacity
-/// drops; `counts` is shared, integer atomics are order-free).
+/// partials (in block order) and the routing counts f over live
+/// assignments, before capacity drops.
 template <int E, int K, int THREADS, BalanceLoss Balance>
 MOEC_DEVICE void routerLosses(const RouterParams &r, sptr<int> counts,
                               sptr<float> pMean) {
   const int64_t n = r.tokens;
   const int64_t blocks = gridDim.x;
+  const gptr<const int32_t> live = r.live;
+  countLiveChoices<E, K, THREADS, Balance>(
+      n, r.expert, BalanceLiveFn{live, gptr<const float>(), E, r.expert, K}, counts);
+  const int liveTokens = counts[E + 1];
   for (int e = threadIdx.x; e < E; e += THREADS) {
     float ps = 0.0f;
     for (int64_t b = 0; b < blocks; ++b)
       ps += r.pPart[b * E + e];
-    pMean[e] = ps / static_cast<float>(n);
-    counts[e] = 0;
-  }
-  __syncthreads();
-  for (int64_t a = threadIdx.x; a < n * K; a += THREADS) {
-    int j = static_cast<int>(a % K);
-    if (Balance == BalanceLoss::Top1 && j != 0)
-      continue;
-    atomicAdd(&counts[r.expert[a]], 1);
+    pMean[e] = liveTokens > 0 ? ps / static_cast<float>(liveTokens) : 0.0f;
   }
   __syncthreads();
   if (threadIdx.x != 0)
@@ -199,11 +297,9 @@ MOEC_DEVICE void routerLosses(const RouterParams &r, sptr<int> counts,
   if (r.zloss)
     r.zloss[0] = zs / static_cast<float>(n);
   if (r.balance) {
-    float denom = Balance == BalanceLoss::AllSlots ? static_cast<float>(n * K)
-                                                   : static_cast<float>(n);
     float sum = 0.0f;
     for (int e = 0; e < E; ++e)
-      sum += (counts[e] / denom) * pMean[e];
+      sum += balanceShare<E, Balance>(counts, e) * pMean[e];
     r.balance[0] = E * sum;
   }
 }
@@ -226,8 +322,9 @@ MOEC_DEVICE void routerPriorityOrder(const RouterParams &r) {
 }
 
 /// Phase 6, the last block: capacity positions choice-major, in priority
-/// order; an assignment past the capacity is dropped (slot -1, gate 0).
-/// Writes the load (kept assignments per expert).
+/// order; an assignment past the capacity, or not live, is dropped (slot
+/// -1, gate 0) and a dead one takes no position. Writes the load (kept
+/// assignments per expert).
 template <int E, int K, int THREADS, Capacity Cap, bool Bpr>
 MOEC_DEVICE void routerSlots(const RouterParams &r) {
   constexpr int kWarps = THREADS / 32;
@@ -248,7 +345,14 @@ MOEC_DEVICE void routerSlots(const RouterParams &r) {
     for (int64_t c0 = 0; c0 < n; c0 += THREADS) {
       int64_t pos = c0 + threadIdx.x;
       int64_t tok = pos < n ? (Bpr ? r.order[pos] : pos) : -1;
-      int myE = tok >= 0 ? r.expert[tok * K + j] : -1;
+      const bool dead = tok >= 0 && r.live[tok * K + j] == 0;
+      int myE = tok >= 0 && !dead ? r.expert[tok * K + j] : -1;
+      if (dead) {
+        if (r.slot)
+          r.slot[tok * K + j] = -1;
+        if (r.gates)
+          r.gates[tok * K + j] = 0.0f;
+      }
       for (int e = 0; e < E; ++e) {
         int total;
         int before = blockExclusiveScan<THREADS>(myE == e ? 1 : 0, scanScratch,
@@ -276,8 +380,8 @@ MOEC_DEVICE void routerSlots(const RouterParams &r) {
 
 /// grid ceil(T / (THREADS / 32)); one warp per token for phases 1-3, then
 /// the last block to finish (integer ticket) runs phases 4-6.
-template <int D, int E, int K, int THREADS, bool Linear, GateWeighting Gate,
-          Capacity Cap, bool Bpr, BalanceLoss Balance>
+template <int D, int E, int K, int S, int THREADS, bool Linear,
+          GateWeighting Gate, Capacity Cap, bool Bpr, BalanceLoss Balance>
 MOEC_DEVICE void routerKernel(const RouterParams r) {
   static_assert(E <= 64, "the router keeps two experts per lane");
   constexpr int kWarps = THREADS / 32;
@@ -287,12 +391,12 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
   float p[2] = {0.0f, 0.0f};
   if (t < r.tokens) {
     z = routerSoftmax<D, E, Linear>(r, t, lane, p);
-    routerTopK<E, K, Gate, Bpr>(r, t, lane, p);
+    routerTopK<E, K, S, Gate, Bpr>(r, t, lane, p);
   }
   routerBlockPartials<E, THREADS>(r, lane, warp, z, p);
   if (!isLastBlock(r.ticket))
     return;
-  MOEC_SHARED(int, counts, E);
+  MOEC_SHARED(int, counts, E + 2);
   MOEC_SHARED(float, pMean, E);
   routerLosses<E, K, THREADS, Balance>(r, counts, pMean);
   if (Bpr)
@@ -320,11 +424,12 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
       dp[s] = dprobs ? dprobs[t * E + e] : 0.0f;
     }
   }
-  if (dgates && Gate != GateWeighting::Unit) {
+  float sel = 0.0f;
+  for (int j = 0; j < K; ++j)
+    sel += probs[t * E + expert[t * K + j]];
+  // A masked token (sel = 0) has no kept choice: nothing flows back.
+  if (dgates && Gate != GateWeighting::Unit && sel > 0.0f) {
     // Every lane walks the k choices; the lane owning expert e adds its part.
-    float sel = 0.0f;
-    for (int j = 0; j < K; ++j)
-      sel += probs[t * E + expert[t * K + j]];
     float gdg = 0.0f;
     for (int j = 0; j < K; ++j)
       if (slot[t * K + j] >= 0)
@@ -378,26 +483,19 @@ MOEC_DEVICE void zLossGradRows(int64_t tokens, gptr<const float> logits,
       dlogits[t * E + lane + 32 * s] = scale * expf(l[s] - mx) / sum;
 }
 
-/// The f_e of moe.switch_loss (counted before drops) into `f` [E]; one
-/// block.
+/// The f_e of moe.switch_loss (live assignments, counted before drops) into
+/// `f` [E + 1], then N' (the live tokens) in f[E]; one block.
 template <int E, int K, int THREADS, BalanceLoss Balance>
-MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const int32_t> expert,
+MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const float> probs,
+                                     gptr<const int32_t> expert,
                                      gptr<float> f) {
-  MOEC_SHARED(int, counts, E);
+  MOEC_SHARED(int, counts, E + 2);
+  countLiveChoices<E, K, THREADS, Balance>(
+      tokens, expert, BalanceLiveFn{gptr<const int32_t>(), probs, E, expert, K}, counts);
   for (int e = threadIdx.x; e < E; e += THREADS)
-    counts[e] = 0;
-  __syncthreads();
-  for (int64_t a = threadIdx.x; a < tokens * K; a += THREADS) {
-    if (Balance == BalanceLoss::Top1 && a % K != 0)
-      continue;
-    atomicAdd(&counts[expert[a]], 1);
-  }
-  __syncthreads();
-  const float denom = Balance == BalanceLoss::AllSlots
-                          ? static_cast<float>(tokens * K)
-                          : static_cast<float>(tokens);
-  for (int e = threadIdx.x; e < E; e += THREADS)
-    f[e] = counts[e] / denom;
+    f[e] = balanceShare<E, Balance>(counts, e);
+  if (threadIdx.x == 0)
+    f[E] = static_cast<float>(counts[E + 1]);
 }
 
 } // namespace moec

@@ -178,6 +178,14 @@ func.func @attention_groups(%q: tensor<1x2x12xf32>, %k: tensor<1x2x8xf32>) {
 
 // -----
 
+func.func @attention_key_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x5x4xf32>, %mask: tensor<2x3xi32>) {
+  // expected-error @+1 {{key_mask must have shape [2, 5], got [2, 3]}}
+  %0:2 = moe.attention %q, %k, %k key_mask %mask {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 1.0 : f64} : (tensor<2x3x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x3xi32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return
+}
+
+// -----
+
 func.func @attention_heads(%q: tensor<1x2x10xf32>, %k: tensor<1x2x10xf32>) {
   // expected-error @+1 {{q width 10 is not divisible by num_heads (4)}}
   %0:2 = moe.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 4 : i64, scale = 1.0 : f64} : (tensor<1x2x10xf32>, tensor<1x2x10xf32>, tensor<1x2x10xf32>) -> (tensor<*xf32>, tensor<*xf32>)
@@ -429,5 +437,29 @@ func.func @adam_moment_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %s: tensor<i6
 func.func @sgd_momentum(%p: tensor<4xf32>, %lr: tensor<f32>) {
   // expected-error @+1 {{momentum must be >= 0}}
   %0:2 = moe.sgd_update %p, %p, %p, %lr, %lr {momentum = -0.5 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @router_sample_needs_seed(%logits: tensor<3x4xf32>) {
+  // expected-error @+1 {{sample > 0 draws experts at random and needs a seed}}
+  %p, %e, %g, %s = moe.topk_router %logits {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>, sample = 1 : i64} : (tensor<3x4xf32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>, tensor<*xi32>)
+  return
+}
+
+// -----
+
+func.func @router_sample_exceeds_k(%logits: tensor<3x4xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{sample must be in [0, k = 2], got 3}}
+  %p, %e, %g, %s = moe.topk_router %logits seed %seed {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>, sample = 3 : i64} : (tensor<3x4xf32>, tensor<i64>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>, tensor<*xi32>)
+  return
+}
+
+// -----
+
+func.func @router_mask_shape(%logits: tensor<3x4xf32>, %mask: tensor<4xi32>) {
+  // expected-error @+1 {{mask must have shape [3], got [4]}}
+  %p, %e, %g, %s = moe.topk_router %logits mask %mask {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>} : (tensor<3x4xf32>, tensor<4xi32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>, tensor<*xi32>)
   return
 }

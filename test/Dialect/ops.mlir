@@ -69,6 +69,22 @@ func.func @attention(%q: tensor<2x5x8xf32>, %kv: tensor<2x5x4xf32>, %cache: tens
   return %o2, %c : tensor<2x5x8xf32>, tensor<2x16x4xf32>
 }
 
+// CHECK-LABEL: func @attention_key_mask
+func.func @attention_key_mask(%q: tensor<2x3x8xf32>, %kv: tensor<2x5x4xf32>, %mask: tensor<2x5xi32>) -> tensor<2x5x4xf32> {
+  // CHECK: moe.attention %{{.*}}, %{{.*}}, %{{.*}} key_mask %{{.*}} {num_heads = 2 : i64
+  %o, %lse = moe.attention %q, %kv, %kv key_mask %mask {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f64} : (tensor<2x3x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5xi32>) -> (tensor<2x3x8xf32>, tensor<2x2x3xf32>)
+  // CHECK: moe.attention_grad {{.*}} key_mask %{{.*}} {num_heads = 2 : i64
+  %dq, %dk, %dv = moe.attention_grad %q, %kv, %kv, %o, %lse, %o key_mask %mask {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.5 : f64} : (tensor<2x3x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>, tensor<2x3x8xf32>, tensor<2x5xi32>) -> (tensor<2x3x8xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>)
+  return %dk : tensor<2x5x4xf32>
+}
+
+// CHECK-LABEL: func @masked_sampled_routing
+func.func @masked_sampled_routing(%logits: tensor<2x3x4xf32>, %mask: tensor<2x3xi32>, %seed: tensor<i64>) -> tensor<2x3x2xi32> {
+  // CHECK: moe.topk_router %{{.*}} mask %{{.*}} seed %{{.*}} {{.*}}sample = 1 : i64, stream = 7 : i64}
+  %p, %e, %g, %s = moe.topk_router %logits mask %mask seed %seed {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>, sample = 1 : i64, stream = 7 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<i64>) -> (tensor<2x3x4xf32>, tensor<2x3x2xi32>, tensor<2x3x2xf32>, tensor<2x3x2xi32>)
+  return %e : tensor<2x3x2xi32>
+}
+
 // CHECK-LABEL: func @routing
 func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x4x5xf32>, %b1: tensor<3x5xf32>, %w2: tensor<3x5x4xf32>, %b2: tensor<3x4xf32>, %tgt: tensor<6xi32>) -> tensor<f32> {
   // CHECK: moe.topk_router %{{.*}} {capacity = #moe.capacity<tutel>, capacity_factor = 1.500000e+00 : f64, gate = #moe.gate<renorm_detached>, k = 2 : i64, min_capacity = 1 : i64, priority = #moe.priority<bpr>}

@@ -22,7 +22,7 @@ func.func @forward(%w1: tensor<4x4xf32> {moe.param = @w1}, %w2: tensor<4x4xf32> 
   // CHECK: moe.linear {{.*}} {moe.in = array<i64: 2, 0, -1>, moe.out = array<i64: 3>, moe.step = 0 : i64}
   %h = moe.linear %x, %w1 : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
   // The log-sum-exp result is never read.
-  // CHECK: moe.attention {{.*}} moe.in = array<i64: 3, 3, 3, -1>, moe.out = array<i64: 4, -1>, moe.step = 1 : i64
+  // CHECK: moe.attention {{.*}} moe.in = array<i64: 3, 3, 3, -1, -1>, moe.out = array<i64: 4, -1>, moe.step = 1 : i64
   %a, %lse = moe.attention %h, %h, %h {num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 0.5 : f64, causal} : (tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> (tensor<?x?x4xf32>, tensor<?x2x?xf32>)
   // %h is dead after the attention: its buffer 3 holds %o.
   // CHECK: moe.linear {{.*}} {moe.in = array<i64: 4, 1, -1>, moe.out = array<i64: 3>, moe.step = 2 : i64}

@@ -51,10 +51,10 @@ std::optional<unsigned> inPlaceOperand(Operation *op, unsigned index) {
 std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
   if (isa<LinearOp>(op))
     return {3, 1};
-  if (isa<AttentionOp>(op))
-    return {4, 2};
   if (isa<LinearGradOp>(op))
     return {3, 3};
+  if (isa<AttentionGradOp>(op))
+    return {7, 3};
   return {op->getNumOperands(), op->getNumResults()};
 }
 

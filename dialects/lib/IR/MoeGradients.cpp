@@ -125,7 +125,8 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
     return emitOpError("cannot be differentiated when it reads a KV cache");
   auto grad = b.create<AttentionGradOp>(
       getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(),
-      getK(), getV(), getResult(), getLse(), dys[0], getNumHeadsAttr(),
+      getK(), getV(), getResult(), getLse(), dys[0], getKeyMask(),
+      getNumHeadsAttr(),
       getNumKvHeadsAttr(), getScaleAttr(), getCausalAttr());
   grads[0] = grad.getDq();
   grads[1] = grad.getDk();

@@ -432,7 +432,11 @@ LogicalResult AttentionOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   FailureOr<SymShape> lse = checkAttention(c, getNumHeads(), getNumKvHeads());
   if (failed(lse))
     return failure();
-  if (getPast() && failed(c.rank(3, "past", 0)))
+  unsigned next = 3;
+  if (getPast() && failed(c.rank(next++, "past", 0)))
+    return failure();
+  if (getKeyMask() &&
+      failed(c.shape(next, "key_mask", {s[1][0], s[1][1]})))
     return failure();
   r.push_back(s[0]);
   r.push_back(*lse);
@@ -446,7 +450,9 @@ AttentionGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   ShapeCheck c(*this, s);
   FailureOr<SymShape> lse = checkAttention(c, getNumHeads(), getNumKvHeads());
   if (failed(lse) || failed(c.shape(3, "out", s[0])) ||
-      failed(c.shape(4, "lse", *lse)) || failed(c.shape(5, "dout", s[0])))
+      failed(c.shape(4, "lse", *lse)) || failed(c.shape(5, "dout", s[0])) ||
+      (getKeyMask() &&
+       failed(c.shape(6, "key_mask", {s[1][0], s[1][1]}))))
     return failure();
   r.push_back(s[0]);
   r.push_back(s[1]);
@@ -484,6 +490,11 @@ TopKRouterOp::inferSymbolicShapes(ArrayRef<SymShape> s,
     return emitOpError() << "k (" << getK()
                          << ") exceeds the number of experts ("
                          << experts.str() << ")";
+  unsigned next = 1;
+  if (getMask() && failed(c.shape(next++, "mask", lead(s[0]))))
+    return failure();
+  if (getSeed() && failed(c.rank(next, "seed", 0)))
+    return failure();
   SymShape routed = concat(lead(s[0]), {SymDim(getK())});
   r.push_back(s[0]);
   r.append({routed, routed, routed});
@@ -497,6 +508,12 @@ LogicalResult TopKRouterOp::verify() {
   if (static_cast<int64_t>(getMinCapacity()) < 0)
     return emitOpError("min_capacity must be >= 0, got ")
            << static_cast<int64_t>(getMinCapacity());
+  int64_t sample = getSample();
+  if (sample < 0 || sample > static_cast<int64_t>(getK()))
+    return emitOpError("sample must be in [0, k = ")
+           << getK() << "], got " << sample;
+  if (sample > 0 && !getSeed())
+    return emitOpError("sample > 0 draws experts at random and needs a seed");
   return verifyWithShapes(*this);
 }
 

@@ -492,7 +492,7 @@ private:
       past = fn.past;
     }
     auto op = b.create<AttentionOp>(
-        loc, TypeRange{unranked(), unrankedMaster()}, q, k, v, past,
+        loc, TypeRange{unranked(), unrankedMaster()}, q, k, v, past, Value(),
         b.getI64IntegerAttr(a.heads), b.getI64IntegerAttr(a.kvHeads),
         b.getF64FloatAttr(a.scale), a.causal ? b.getUnitAttr() : UnitAttr());
     return linear(fn, op.getResult(), p + ".wo", p + ".bo", loc);
@@ -524,10 +524,11 @@ private:
         loc,
         TypeRange{unrankedMaster(), unrankedIndex(), unrankedMaster(),
                   unrankedIndex()},
-        logits, b.getI64IntegerAttr(e.k), GateWeightingAttr::get(ctx, e.gate),
-        CapacityAttr::get(ctx, e.capacity),
+        logits, Value(), Value(), b.getI64IntegerAttr(e.k),
+        GateWeightingAttr::get(ctx, e.gate), CapacityAttr::get(ctx, e.capacity),
         b.getF64FloatAttr(e.capacityFactor), b.getI64IntegerAttr(e.minCapacity),
-        PriorityAttr::get(ctx, e.priority));
+        PriorityAttr::get(ctx, e.priority), b.getI64IntegerAttr(0),
+        b.getI64IntegerAttr(0));
     Value y = b.create<ExpertFfnOp>(
         loc, unranked(), h, router.getExpert(), router.getGates(),
         router.getSlot(), param(fn, p + ".w1"), optionalParam(fn, p + ".b1"),

@@ -117,6 +117,53 @@ TEST(CpuAttention, KvCacheDecodingMatchesFullCausalAttention) {
                Error);
 }
 
+TEST(CpuAttention, KeyMaskEqualsAttendingToTheUnmaskedKeysOnly) {
+  // Batch 0 masks its keys 1 and 3 (padding in the middle and at the end),
+  // batch 1 masks nothing: each must equal attention over its kept keys.
+  const int64_t sq = 3, sk = 4, heads = 2, dh = 2;
+  Tensor q = randomTensor(DType::F64, {2, sq, heads * dh}, 1);
+  Tensor k = randomTensor(DType::F64, {2, sk, dh}, 2);
+  Tensor v = randomTensor(DType::F64, {2, sk, dh}, 3);
+  Tensor mask = Tensor::of<int32_t>({2, sk}, {1, 0, 1, 0, 1, 1, 1, 1});
+  Json attrs = attnAttrs(heads, 1, 0.7, false);
+  int64_t h = heads;
+  std::vector<Tensor> masked = runKernel(
+      "moe.attention", {q, k, v, absent(), mask},
+      {like(q), zeros(DType::F64, {2, h, sq})}, attrs);
+  auto batchSlice = [](const Tensor &t, int64_t b) {
+    Shape shape = t.shape();
+    shape[0] = 1;
+    Tensor out(t.dtype(), shape);
+    size_t bytes = out.nbytes();
+    std::memcpy(out.raw(), static_cast<const char *>(t.raw()) + b * bytes,
+                bytes);
+    return out;
+  };
+  // Batch 0 over keys {0, 2}.
+  Tensor k0 = Tensor::of<double>({1, 2, dh}, {k.at(0), k.at(1), k.at(4), k.at(5)});
+  Tensor v0 = Tensor::of<double>({1, 2, dh}, {v.at(0), v.at(1), v.at(4), v.at(5)});
+  auto [out0, lse0] = attend(batchSlice(q, 0), k0, v0, absent(), attrs);
+  expectClose(batchSlice(masked[0], 0), out0, 1e-14, "batch 0 out");
+  expectClose(batchSlice(masked[1], 0), lse0, 1e-14, "batch 0 lse");
+  auto [out1, lse1] = attend(batchSlice(q, 1), batchSlice(k, 1),
+                             batchSlice(v, 1), absent(), attrs);
+  expectClose(batchSlice(masked[0], 1), out1, 1e-14, "batch 1 out");
+
+  // A query whose every key is masked outputs 0 with lse -inf.
+  Tensor none = Tensor::of<int32_t>({2, sk}, {0, 0, 0, 0, 1, 1, 1, 1});
+  std::vector<Tensor> empty = runKernel(
+      "moe.attention", {q, k, v, absent(), none},
+      {like(q), zeros(DType::F64, {2, h, sq})}, attrs);
+  for (int64_t i = 0; i < sq * heads * dh; ++i)
+    EXPECT_EQ(empty[0].at(i), 0.0);
+  EXPECT_TRUE(std::isinf(empty[1].at(0)) && empty[1].at(0) < 0);
+  // A mask of the wrong shape is refused.
+  EXPECT_THROW(runKernel("moe.attention",
+                         {q, k, v, absent(), Tensor::of<int32_t>({2, 1}, {1, 1})},
+                         {like(q), zeros(DType::F64, {2, h, sq})}, attrs),
+               Error);
+}
+
 TEST(CpuAttention, KvCacheWriteCopiesWhenNotAliased) {
   Tensor cache = Tensor::of<float>({1, 3, 1}, {1, 2, 3});
   Tensor update = Tensor::of<float>({1, 1, 1}, {9});

@@ -158,18 +158,26 @@ TEST(CpuGradients, Attention) {
                   {"scale", 0.57735026918962576}};
     if (c.causal)
       attrs["causal"] = true;
-    auto forward = [&] {
-      return runKernel("moe.attention", {q, k, v, absent()},
-                       {like(q), zeros(F64, {batch, c.heads, c.sq})}, attrs);
-    };
-    auto loss = [&] { return dotProduct(forward()[0], r); };
-    std::vector<Tensor> fwd = forward();
-    std::vector<Tensor> grads =
-        runKernel("moe.attention_grad", {q, k, v, fwd[0], fwd[1], r},
-                  {like(q), like(k), like(v)}, attrs);
-    expectGradient(loss, q, grads[0], "dq");
-    expectGradient(loss, k, grads[1], "dk");
-    expectGradient(loss, v, grads[2], "dv");
+    // Without a key mask, then with the last key of batch 1 and the first
+    // of batch 0 masked (padding on either side).
+    Tensor mask(DType::I32, {batch, c.sk});
+    for (int64_t i = 0; i < batch * c.sk; ++i)
+      mask.set(i, i == 0 || i == batch * c.sk - 1 ? 0 : 1);
+    for (const Tensor &keyMask : {absent(), mask}) {
+      SCOPED_TRACE(keyMask.numel() ? "key mask" : "no key mask");
+      auto forward = [&] {
+        return runKernel("moe.attention", {q, k, v, absent(), keyMask},
+                         {like(q), zeros(F64, {batch, c.heads, c.sq})}, attrs);
+      };
+      auto loss = [&] { return dotProduct(forward()[0], r); };
+      std::vector<Tensor> fwd = forward();
+      std::vector<Tensor> grads = runKernel(
+          "moe.attention_grad", {q, k, v, fwd[0], fwd[1], r, keyMask},
+          {like(q), like(k), like(v)}, attrs);
+      expectGradient(loss, q, grads[0], "dq");
+      expectGradient(loss, k, grads[1], "dk");
+      expectGradient(loss, v, grads[2], "dv");
+    }
   }
 }
 

@@ -18,7 +18,8 @@ struct Routed {
 
 /// Routes `logits [N, E]` with `k` and the given options on top of raw,
 /// capacity none, token_order.
-Routed route(const Tensor &logits, int64_t k, const Json &options = {}) {
+Routed route(const Tensor &logits, int64_t k, const Json &options = {},
+             const Tensor &mask = absent(), const Tensor &seed = absent()) {
   int64_t n = logits.shape()[0];
   Json attrs = {{"k", k},
                 {"gate", "raw"},
@@ -29,7 +30,7 @@ Routed route(const Tensor &logits, int64_t k, const Json &options = {}) {
   if (options.is_object())
     attrs.update(options);
   std::vector<Tensor> out =
-      runKernel("moe.topk_router", {logits},
+      runKernel("moe.topk_router", {logits, mask, seed},
                 {like(logits), zeros(DType::I32, {n, k}),
                  zeros(logits.dtype(), {n, k}), zeros(DType::I32, {n, k})},
                 attrs);
@@ -218,6 +219,97 @@ TEST(CpuRouting, SwitchLossVariants) {
                  like(probs), {{"variant", "top1"}});
   // 2 * E * f_e / N = 3 f_e.
   expectValues(dprobs, {1.5, 1.5, 0, 1.5, 1.5, 0}, 1e-15, "switch_loss_grad");
+}
+
+TEST(CpuRouting, MaskedTokensAreNotRoutedAndTakeNoCapacity) {
+  // Token 1 is padding: probability 0, every choice dropped (slot -1, gate
+  // 0), and token 2's choice of expert 0 gets slot 0, not 1.
+  Tensor logits =
+      Tensor::of<double>({3, 3}, {2, 1, 0, 3, 0, 0, 2, 0, 1});
+  Tensor mask = Tensor::of<int32_t>({3}, {1, 0, 1});
+  for (const char *gate : {"raw", "renorm_detached", "softmax_topk", "unit"}) {
+    SCOPED_TRACE(gate);
+    Routed r = route(logits, 2, {{"gate", gate}}, mask);
+    for (int64_t e = 0; e < 3; ++e)
+      EXPECT_EQ(r.probs.at(3 + e), 0.0);
+    expectValues(r.slot, {0, 0, -1, -1, 1, 0}, 0, "slot");
+    EXPECT_EQ(r.gates.at(2), 0.0);
+    EXPECT_EQ(r.gates.at(3), 0.0);
+    EXPECT_GT(r.gates.at(0), 0.0);
+    expectValues(expertLoad(r, 3), {2, 1, 1}, 0, "load");
+    // The gradient of a masked token's logits is 0 whatever flows in.
+    Tensor dgates = Tensor::of<double>({3, 2}, {1, 2, 3, 4, 5, 6});
+    Tensor dprobs = randomTensor(DType::F64, {3, 3}, 7);
+    Tensor dlogits = runKernel1(
+        "moe.topk_router_grad",
+        {r.probs, r.expert, r.gates, r.slot, dgates, dprobs}, like(logits),
+        {{"gate", gate}});
+    for (int64_t e = 0; e < 3; ++e)
+      EXPECT_EQ(dlogits.at(3 + e), 0.0);
+    EXPECT_FALSE(std::isnan(dlogits.at(0)));
+  }
+}
+
+TEST(CpuRouting, SampledChoicesAreDistinctReproducibleAndFollowP) {
+  // k = 2, sample = 1: the first choice is the argmax, the second is drawn
+  // from the rest with weights p + 1e-6.
+  const int64_t n = 4000, experts = 4;
+  std::vector<double> row;
+  for (int64_t t = 0; t < n; ++t)
+    for (double v : {3.0, std::log(2.0), std::log(1.0), std::log(1.0)})
+      row.push_back(v);
+  Tensor logits = Tensor::of<double>({n, experts}, row);
+  Json options = {{"sample", 1}, {"stream", 5}};
+  Routed a = route(logits, 2, options, absent(), scalarI64(11));
+  Routed b = route(logits, 2, options, absent(), scalarI64(11));
+  Routed c = route(logits, 2, options, absent(), scalarI64(12));
+  expectValues(a.expert, values(b.expert), 0, "same seed, same draws");
+  std::vector<int64_t> counts(experts, 0);
+  int64_t differ = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    EXPECT_EQ(a.expert.at(2 * t), 0);
+    int32_t second = static_cast<int32_t>(a.expert.at(2 * t + 1));
+    ASSERT_NE(second, 0);
+    ++counts[second];
+    differ += a.expert.at(2 * t + 1) != c.expert.at(2 * t + 1);
+    // The gate is the drawn expert's probability.
+    EXPECT_EQ(a.gates.at(2 * t + 1), a.probs.at(t * experts + second));
+  }
+  EXPECT_GT(differ, 0) << "another seed draws differently";
+  // Among experts 1..3 the weights are 2 : 1 : 1.
+  EXPECT_NEAR(counts[1] / double(n), 0.5, 0.03);
+  EXPECT_NEAR(counts[2] / double(n), 0.25, 0.03);
+  EXPECT_NEAR(counts[3] / double(n), 0.25, 0.03);
+  // sample > k, or sampling without a seed, is refused.
+  EXPECT_THROW(route(logits, 2, {{"sample", 3}}, absent(), scalarI64(1)),
+               Error);
+  EXPECT_THROW(route(logits, 2, {{"sample", 1}}), Error);
+}
+
+TEST(CpuRouting, SwitchLossCountsLiveAssignmentsOnly) {
+  // Token 1 is masked (all probabilities 0): f and P are over tokens 0 and
+  // 2 only, exactly as if token 1 were absent.
+  Tensor probs = Tensor::of<double>(
+      {3, 3}, {0.5, 0.3, 0.2, 0, 0, 0, 0.1, 0.6, 0.3});
+  Tensor expert = Tensor::of<int32_t>({3, 2}, {0, 1, 0, 1, 1, 2});
+  Tensor probs2 = Tensor::of<double>({2, 3}, {0.5, 0.3, 0.2, 0.1, 0.6, 0.3});
+  Tensor expert2 = Tensor::of<int32_t>({2, 2}, {0, 1, 1, 2});
+  for (const char *variant : {"all_slots", "top1", "any_topk"}) {
+    SCOPED_TRACE(variant);
+    auto loss = [&](const Tensor &p, const Tensor &e) {
+      return runKernel1("moe.switch_loss", {p, e}, zeros(DType::F64, {}),
+                        {{"variant", variant}})
+          .at(0);
+    };
+    EXPECT_NEAR(loss(probs, expert), loss(probs2, expert2), 1e-15);
+    Tensor d = runKernel1("moe.switch_loss_grad",
+                          {probs, expert, scalarF64(1.0)}, like(probs),
+                          {{"variant", variant}});
+    Tensor d2 = runKernel1("moe.switch_loss_grad",
+                           {probs2, expert2, scalarF64(1.0)}, like(probs2),
+                           {{"variant", variant}});
+    EXPECT_NEAR(d.at(0), d2.at(0), 1e-15);
+  }
 }
 
 TEST(CpuRouting, ExpertLoadCountsKeptAssignments) {

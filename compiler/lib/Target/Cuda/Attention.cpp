@@ -18,9 +18,10 @@ struct Geometry {
 };
 
 /// Declares `s`, the moec::AttentionShape of the launch; `past` is the
-/// pointer of the cache length, or empty without a cache.
+/// pointer of the cache length, or empty without a cache; `keyMask` the
+/// mask's buffer, or null.
 void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
-               const Geometry &geo, StringRef past) {
+               const Geometry &geo, StringRef past, Value keyMask) {
   const SymShape &qs = e.shapeOf(q), &ks = e.shapeOf(k);
   e.declareScalar(w, "batch", qs[0]);
   e.declareScalar(w, "sq", qs[1]);
@@ -40,6 +41,8 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
   w.line(llvm::formatv("s.kvHeads = {0};", geo.kvHeads));
   w.line(llvm::formatv("s.scale = {0};", floatLiteral(geo.scale)));
   w.line(llvm::formatv("s.causal = {0};", geo.causal ? "true" : "false"));
+  if (keyMask)
+    w.line("s.keyMask = " + e.declared(w, keyMask, false, "keyMask") + ";");
 }
 
 /// The template arguments every attention kernel takes: head_dim, tile_q,
@@ -69,7 +72,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   w.indent();
   std::string past =
       op.getPast() ? e.declared(w, op.getPast(), false, "past") : "";
-  shapeDecl(e, w, op.getQ(), op.getK(), geo, past);
+  shapeDecl(e, w, op.getQ(), op.getK(), geo, past, op.getKeyMask());
   std::string q = e.declared(w, op.getQ(), false, "q");
   std::string k = e.declared(w, op.getK(), false, "k");
   std::string v = e.declared(w, op.getV(), false, "v");
@@ -109,7 +112,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   {
     CodeWriter w;
     w.indent();
-    shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
+    shapeDecl(e, w, op.getQ(), op.getK(), geo, "", Value());
     std::string out = e.declared(w, op.getOut(), false, "out");
     std::string dout = e.declared(w, op.getDout(), false, "dout");
     w.line(llvm::formatv("moec::attentionDelta<{0}, {1}>(s, {2}, {3}, {4});",
@@ -121,7 +124,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   }
   // Both gradient kernels take (s, q, k, v, dout, lse, delta, ...).
   auto inputs = [&](CodeWriter &w) {
-    shapeDecl(e, w, op.getQ(), op.getK(), geo, "");
+    shapeDecl(e, w, op.getQ(), op.getK(), geo, "", op.getKeyMask());
     std::string args = "s";
     for (auto [value, name] : {std::make_pair(op.getQ(), "q"),
                                std::make_pair(op.getK(), "k"),

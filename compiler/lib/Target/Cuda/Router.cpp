@@ -51,6 +51,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   int64_t pPart = e.scratch(f32, {tokens * SymDim(experts)});
   int64_t top1 = e.scratch(f32, {tokens});
   int64_t order = e.scratch(i32, {tokens});
+  int64_t live = e.scratch(i32, {tokens * SymDim(k)});
   int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
 
   e.beginKernel("");
@@ -74,6 +75,10 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   } else {
     set("logitsIn", logits, false);
   }
+  set("mask", router.getMask(), false);
+  set("seed", router.getSeed(), false);
+  w.line(llvm::formatv("r.stream = {0}ull;",
+                       static_cast<uint64_t>(router.getStream())));
   set("probs", router.getProbs(), true);
   set("gates", router.getGates(), true);
   // expert is also read back by the last block: always stored.
@@ -90,6 +95,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.pPart = {0};", e.bufferExpr(e.argument(pPart), f32, true)));
   w.line(llvm::formatv("r.top1 = {0};", e.bufferExpr(e.argument(top1), f32, true)));
   w.line(llvm::formatv("r.order = {0};", e.bufferExpr(e.argument(order), i32, true)));
+  w.line(llvm::formatv("r.live = {0};", e.bufferExpr(e.argument(live), i32, true)));
   w.line(llvm::formatv("r.ticket = moec::bufferArg<unsigned>(p, {0});",
                        e.argument(ticket)));
   w.line(llvm::formatv("r.capacityFactor = {0};",
@@ -97,11 +103,12 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.minCapacity = {0};",
                        static_cast<int64_t>(router.getMinCapacity())));
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
-  w.line(fill("moec::routerKernel<${D}, ${E}, ${K}, ${threads}, ${linear}, "
-              "${gate}, ${capacity}, ${bpr}, ${balance}>(r);",
+  w.line(fill("moec::routerKernel<${D}, ${E}, ${K}, ${S}, ${threads}, "
+              "${linear}, ${gate}, ${capacity}, ${bpr}, ${balance}>(r);",
               {{"D", std::max<int64_t>(d, 1)},
                {"E", experts},
                {"K", k},
+               {"S", static_cast<int64_t>(router.getSample())},
                {"threads", threads},
                {"linear", static_cast<bool>(linear)},
                {"gate", deviceEnum(router.getGate())},
@@ -178,17 +185,22 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
   int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
   SymDim tokens = e.rowsOf(op.getProbs());
   Type f32 = Float32Type::get(e.first()->getContext());
-  int64_t fractions = e.scratch(f32, {SymDim(experts)});
+  int64_t fractions = e.scratch(f32, {SymDim(experts + 1)});
   e.beginKernel("fractions");
   {
     CodeWriter w;
     w.indent();
     e.declareScalar(w, "tokens", tokens);
+    std::string probs = e.declared(w, op.getProbs(), false, "probs");
     std::string expert = e.declared(w, op.getExpert(), false, "expert");
-    w.line(llvm::formatv("moec::switchLossFractions<{0}, {1}, 256, {2}>("
-                         "tokens, {3}, {4});",
-                         experts, k, deviceEnum(op.getVariant()), expert,
-                         e.bufferExpr(e.argument(fractions), f32, true)));
+    w.line(fill("moec::switchLossFractions<${E}, ${K}, 256, ${variant}>("
+                "tokens, ${probs}, ${expert}, ${f});",
+                {{"E", experts},
+                 {"K", k},
+                 {"variant", deviceEnum(op.getVariant())},
+                 {"probs", probs},
+                 {"expert", expert},
+                 {"f", e.bufferExpr(e.argument(fractions), f32, true)}}));
     e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), 256);
   }
   e.beginKernel("rows");
@@ -196,15 +208,17 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
   w.indent();
   SymDim n = e.numElements(op.getProbs());
   e.declareScalar(w, "n", n);
-  e.declareScalar(w, "tokens", tokens);
   std::string dloss = e.declared(w, op.getDloss(), false, "dloss");
   std::string out = e.declared(w, op.getDprobs(), true, "dprobs");
   w.line(llvm::formatv("const moec::gptr<const float> f = {0};",
                        e.bufferExpr(e.argument(fractions), f32, false)));
+  // f[E] holds N', the live tokens.
+  w.line(fill("const float live = f[${E}] > 1.0f ? f[${E}] : 1.0f;",
+              {{"E", experts}}));
   w.line(llvm::formatv(
       "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
       "threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) "
-      "{0}[i] = {1}[0] * {2}.0f * f[i % {2}] / static_cast<float>(tokens);",
+      "{0}[i] = {1}[0] * {2}.0f * f[i % {2}] / live;",
       out, dloss, experts));
   e.finishKernel(w.str(), GridDim{n, 1024}, GridDim(), GridDim(), 256);
   return success();

@@ -278,7 +278,7 @@ def Moe_DropoutGradOp : Moe_Op<"dropout_grad"> {
 // Attention.
 //===----------------------------------------------------------------------===//
 
-def Moe_AttentionOp : Moe_DiffOp<"attention"> {
+def Moe_AttentionOp : Moe_DiffOp<"attention", [AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention with grouped K/V heads";
   let description = [{
     q `[B, Sq, H * dh]`, k and v `[B, Sk, Hkv * dh]`, H = `num_heads`, Hkv =
@@ -293,38 +293,44 @@ def Moe_AttentionOp : Moe_DiffOp<"attention"> {
     Visible keys: all `Sk` keys; with `causal`, keys j <= i + offset. Without
     `past`, offset = Sk - Sq. With the scalar `past` (i64, the number of
     cached positions before this call; k and v are then the whole cache), the
-    keys are j < past + Sq and offset = past. `lse` feeds the backward op.
+    keys are j < past + Sq and offset = past. With `key_mask` (i32 `[B, Sk]`),
+    key j of batch b is visible only where key_mask[b, j] != 0 (padding is
+    0). A query that sees no key outputs 0 and has lse = -inf. `lse` feeds
+    the backward op.
   }];
   let arguments = (ins Moe_FloatTensor:$q, Moe_FloatTensor:$k,
                        Moe_FloatTensor:$v, Optional<0DTensorOf<[I64]>>:$past,
+                       Optional<Moe_IndexTensor>:$key_mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        F64Attr:$scale, UnitAttr:$causal);
   let results = (outs Moe_FloatTensor:$result, Moe_FloatTensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`past` $past^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`past` $past^)? (`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
 def Moe_AttentionGradOp : Moe_Op<"attention_grad"> {
   let summary = "gradients of moe.attention (training form, no past)";
   let description = [{
-    With p recomputed from `lse` (p_ij = exp(s_ij - lse_i)) and
+    With p recomputed from `lse` (p_ij = exp(s_ij - lse_i)) over the keys
+    visible to query i (causal and `key_mask` as in moe.attention) and
     `D_i = <dout_i, out_i>`: `dv_j = sum_i p_ij dout_i`, `ds_ij = p_ij
     (<dout_i, v_j> - D_i)`, `dq_i = scale * sum_j ds_ij k_j`, `dk_j = scale *
     sum_i ds_ij q_i`; K/V gradients are summed over the query heads sharing
-    them.
+    them. Masked keys get zero gradients.
   }];
   let arguments = (ins Moe_FloatTensor:$q, Moe_FloatTensor:$k,
                        Moe_FloatTensor:$v, Moe_FloatTensor:$out,
                        Moe_FloatTensor:$lse, Moe_FloatTensor:$dout,
+                       Optional<Moe_IndexTensor>:$key_mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        F64Attr:$scale, UnitAttr:$causal);
   let results = (outs Moe_FloatTensor:$dq, Moe_FloatTensor:$dk,
                       Moe_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`key_mask` $key_mask^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
@@ -345,37 +351,52 @@ def Moe_KvCacheWriteOp : Moe_Op<"kv_cache_write"> {
 // Routing.
 //===----------------------------------------------------------------------===//
 
-def Moe_TopKRouterOp : Moe_DiffOp<"topk_router"> {
+def Moe_TopKRouterOp : Moe_DiffOp<"topk_router", [AttrSizedOperandSegments]> {
   let summary = "tokens-choose top-k router with gate weighting and capacity";
   let description = [{
-    logits `[..., E]` (N tokens). Results: probs `[..., E]`, expert `[..., k]`
-    (i32), gates `[..., k]`, slot `[..., k]` (i32).
+    logits `[..., E]` (N tokens), optional mask `[...]` (i32, 0 = padding),
+    optional seed (0-d i64, with `sample` > 0). Results: probs `[..., E]`,
+    expert `[..., k]` (i32), gates `[..., k]`, slot `[..., k]` (i32).
 
-    1. `p_t = softmax(logits_t)`.
+    1. `p_t = softmax(logits_t)`; a masked token (mask 0) has `p_t = 0`
+       (its logits still feed moe.z_loss).
     2. `expert_t = the k largest p_t`, descending, ties to the lower expert
-       index, as torch.topk does on ties in the papers' code).
+       index. With `sample = s > 0` the first k - s are those; then s more
+       are drawn without replacement from the rest with weights
+       `p_{t,e} + 1e-6` (MoA's sample_topk): draw i (i = 0..s-1) takes
+       `u`, the uniform number `t * k + (k - s + i)` of the Philox stream
+       (`seed`, `stream`), and picks the first expert in index order whose
+       running weight exceeds `u * (sum of the weights)`, in double.
     3. Gate weights (`gate`): raw `g_j = p_{t,e_j}`; renorm_detached
        `g_j = p_{t,e_j} / sg(sum_i p_{t,e_i})`; softmax_topk `g = softmax of the k
        selected logits`; unit `g_j = 1`.
-    4. Capacity positions: assignments are visited choice-major (all first
+    4. An assignment whose probability is exactly 0 (every choice of a
+       masked token, or an underflow) is dropped: slot -1, gate 0.
+    5. Capacity positions: assignments are visited choice-major (all first
        choices, then all second choices, ...); within a choice, tokens in
        order (`token_order`) or by descending top-1 probability, ties to the
-       lower token (`bpr`). `slot` is the running count of assignments to the
-       same expert before this one. With a capacity formula other than none
-       (see `#moe.capacity`, factor `capacity_factor`, floor
-       `min_capacity`), an assignment with `slot >= C` is dropped: its slot
-       becomes -1 and its gate 0.
+       lower token (`bpr`). `slot` is the running count of the (not
+       zero-probability) assignments to the same expert before this one.
+       With a capacity formula other than none (see `#moe.capacity`, factor
+       `capacity_factor`, floor `min_capacity`), an assignment with
+       `slot >= C` is dropped: its slot becomes -1 and its gate 0.
   }];
   let arguments = (ins Moe_FloatTensor:$logits,
+                       Optional<Moe_IndexTensor>:$mask,
+                       Optional<0DTensorOf<[I64]>>:$seed,
                        ConfinedAttr<I64Attr, [IntPositive]>:$k,
                        Moe_GateWeightingAttr:$gate,
                        Moe_CapacityAttr:$capacity,
                        DefaultValuedAttr<F64Attr, "1.0">:$capacity_factor,
                        DefaultValuedAttr<I64Attr, "0">:$min_capacity,
-                       Moe_PriorityAttr:$priority);
+                       Moe_PriorityAttr:$priority,
+                       DefaultValuedAttr<I64Attr, "0">:$sample,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot);
-  let assemblyFormat = "$logits attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $logits (`mask` $mask^)? (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def Moe_TopKRouterGradOp : Moe_Op<"topk_router_grad",
@@ -475,13 +496,16 @@ def Moe_SwitchLossOp : Moe_DiffOp<"switch_loss"> {
   let summary = "load-balancing loss E * sum_e f_e P_e";
   let description = [{
     probs `[..., E]` (N tokens), expert `[..., k]`; result a 0-d tensor.
-    `P_e = (1/N) sum_t p_{t,e}` and, by `variant` (counted before capacity
-    drops):
-    - all_slots: `f_e = #{(t, j): expert_tj = e} / (N k)` (MoA);
-    - top1: `f_e = #{t: expert_t0 = e} / N` (GShard, MH-MoE);
-    - any_topk: `f_e = #{t: e in expert_t} / N` (Sparse Mixer).
-    `loss = E * sum_e f_e P_e`; f is piecewise constant, so the gradient
-    flows through P only.
+    Only live assignments count: those whose probability `p_{t,expert_tj}`
+    is > 0 (moe.topk_router zeroes the probabilities of masked tokens), and
+    N' is the number of tokens whose first choice is live (N without a
+    mask). `P_e = (1/N') sum_t p_{t,e}` and, by `variant` (counted before
+    capacity drops):
+    - all_slots: `f_e = #{live (t, j): expert_tj = e} / #{live (t, j)}` (MoA);
+    - top1: `f_e = #{live t: expert_t0 = e} / N'` (GShard, MH-MoE);
+    - any_topk: `f_e = #{live (t, j): expert_tj = e} / N'` (Sparse Mixer).
+    `loss = E * sum_e f_e P_e` (0 when nothing is live); f is piecewise
+    constant, so the gradient flows through P only.
   }];
   let arguments = (ins Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
                        Moe_BalanceLossAttr:$variant);
@@ -491,7 +515,7 @@ def Moe_SwitchLossOp : Moe_DiffOp<"switch_loss"> {
 
 def Moe_SwitchLossGradOp : Moe_Op<"switch_loss_grad"> {
   let summary = "gradient of moe.switch_loss with respect to probs";
-  let description = [{ `dprobs[t, e] = dloss * E * f_e / N`. }];
+  let description = [{ `dprobs[t, e] = dloss * E * f_e / N'` (N', f as in moe.switch_loss). }];
   let arguments = (ins Moe_FloatTensor:$probs, Moe_IndexTensor:$expert,
                        Moe_FloatTensor:$dloss, Moe_BalanceLossAttr:$variant);
   let results = (outs Moe_FloatTensor:$dprobs);

@@ -1,8 +1,9 @@
 //===- Attention.cpp - grouped-query attention and the KV cache -----------===//
 //
 // Two-pass softmax per (batch, head, query) with scores, sums and outputs in
-// double. The visible keys of every query form a prefix 0..n-1 of the keys,
-// which keeps both passes simple loops.
+// double. Causality and the cache limit make the keys a query may see a
+// prefix 0..n-1 of the keys; the key mask (padding) then removes keys from
+// that prefix.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,13 @@ struct AttnDims {
   bool causal;
   bool hasPast;
   int64_t past;
+  /// key_mask [B, Sk] (nonzero: a real key), or null.
+  const int32_t *keyMask = nullptr;
+
+  /// Whether key j of batch b survives the key mask.
+  bool keyKept(int64_t b, int64_t j) const {
+    return !keyMask || keyMask[b * sk + j] != 0;
+  }
 
   /// Query head h reads K/V head h / (H / Hkv).
   int64_t kvHead(int64_t h) const { return h / (heads / kvHeads); }
@@ -42,7 +50,7 @@ struct AttnDims {
 template <typename T>
 AttnDims attnDims(const KernelContext &ctx, const TensorView &q,
                   const TensorView &k, const TensorView &v,
-                  const TensorView &past) {
+                  const TensorView &past, const TensorView &keyMask) {
   using Named = std::pair<const TensorView *, const char *>;
   for (Named operand : {Named{&q, "q"}, Named{&k, "k"}, Named{&v, "v"}}) {
     expectDType(ctx, *operand.first, dtypeOf<T>(), operand.second);
@@ -68,6 +76,11 @@ AttnDims attnDims(const KernelContext &ctx, const TensorView &q,
   dims.dh = q.dim(2) / dims.heads;
   expectShape(ctx, k, {dims.batch, dims.sk, dims.kvHeads * dims.dh}, "k");
   expectShape(ctx, v, k.shape, "v");
+  if (keyMask.present()) {
+    expectDType(ctx, keyMask, DType::I32, "key_mask");
+    expectShape(ctx, keyMask, {dims.batch, dims.sk}, "key_mask");
+    dims.keyMask = keyMask.as<int32_t>();
+  }
   dims.hasPast = past.present();
   dims.past = 0;
   if (dims.hasPast) {
@@ -117,11 +130,25 @@ void rowScores(const T *x, const std::vector<double> &kt, const AttnDims &dims,
     s[j] *= scale;
 }
 
+constexpr double kNoScore = -std::numeric_limits<double>::infinity();
+
+/// Sets the scores of masked keys among the first n of batch b to -inf;
+/// returns the largest remaining score (-inf when none is left).
+double maskScores(const AttnDims &dims, int64_t b, int64_t n, double *s) {
+  double m = kNoScore;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!dims.keyKept(b, j))
+      s[j] = kNoScore;
+    m = std::max(m, s[j]);
+  }
+  return m;
+}
+
 template <typename T> void attention(KernelContext &ctx) {
   const TensorView &q = requireInput(ctx, 0, "q");
   const TensorView &k = requireInput(ctx, 1, "k");
   const TensorView &v = requireInput(ctx, 2, "v");
-  AttnDims dims = attnDims<T>(ctx, q, k, v, ctx.in(3));
+  AttnDims dims = attnDims<T>(ctx, q, k, v, ctx.in(3), ctx.in(4));
   const TensorView &out = ctx.out(0), &lse = ctx.out(1);
   if (out.present()) {
     expectDType(ctx, out, dtypeOf<T>(), "the result");
@@ -141,13 +168,15 @@ template <typename T> void attention(KernelContext &ctx) {
     for (int64_t i = 0; i < dims.sq; ++i) {
       int64_t n = dims.visible(i);
       int64_t qRow = ((b * dims.sq + i) * H + h) * dh;
-      double logSum = -std::numeric_limits<double>::infinity();
+      double logSum = kNoScore;
       std::fill(acc.begin(), acc.end(), 0.0);
-      if (n > 0) {
-        rowScores(qp + qRow, kt, dims, n, dims.scale, s.data());
-        double m = *std::max_element(s.begin(), s.begin() + n);
+      rowScores(qp + qRow, kt, dims, n, dims.scale, s.data());
+      double m = maskScores(dims, b, n, s.data());
+      if (m != kNoScore) {
         double sum = 0;
         for (int64_t j = 0; j < n; ++j) {
+          if (s[j] == kNoScore)
+            continue;
           double e = std::exp(s[j] - m);
           sum += e;
           const T *vj = vp + ((b * dims.sk + j) * Hkv + g) * dh;
@@ -158,7 +187,8 @@ template <typename T> void attention(KernelContext &ctx) {
           acc[c] /= sum;
         logSum = m + std::log(sum);
       }
-      // A query that sees no key (causal with Sk < Sq) outputs 0, lse -inf.
+      // A query that sees no key (causal with Sk < Sq, or every key
+      // masked) outputs 0, lse -inf.
       if (op)
         for (int64_t c = 0; c < dh; ++c)
           op[qRow + c] = static_cast<T>(acc[c]);
@@ -175,7 +205,8 @@ template <typename T> void attentionGrad(KernelContext &ctx) {
   const TensorView &out = requireInput(ctx, 3, "out");
   const TensorView &lse = requireInput(ctx, 4, "lse");
   const TensorView &dout = requireInput(ctx, 5, "dout");
-  AttnDims dims = attnDims<T>(ctx, q, k, v, KernelContext::absent());
+  AttnDims dims =
+      attnDims<T>(ctx, q, k, v, KernelContext::absent(), ctx.in(6));
   expectDType(ctx, out, dtypeOf<T>(), "out");
   expectShape(ctx, out, q.shape, "out");
   expectDType(ctx, dout, dtypeOf<T>(), "dout");
@@ -214,6 +245,8 @@ template <typename T> void attentionGrad(KernelContext &ctx) {
         rowScores(qp + qRow, kt, dims, n, dims.scale, p.data());
         rowScores(gp + qRow, vt, dims, n, 1.0, dp.data());
         for (int64_t j = 0; j < n; ++j) {
+          if (!dims.keyKept(b, j))
+            continue;
           int64_t kvRow = ((b * sk + j) * Hkv + g) * dh;
           double pj = std::exp(p[j] - l);
           double ds = pj * (dp[j] - rowD);
@@ -273,13 +306,13 @@ template <typename T> void kvCacheWrite(KernelContext &ctx) {
 } // namespace
 
 void attentionKernel(KernelContext &ctx) {
-  checkArity(ctx, 3, 4, 1, 2);
+  checkArity(ctx, 3, 5, 1, 2);
   dispatchFloat(ctx, requireInput(ctx, 0, "q"), "q",
                 [&](auto tag) { attention<decltype(tag)>(ctx); });
 }
 
 void attentionGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 6, 6, 3, 3);
+  checkArity(ctx, 6, 7, 3, 3);
   dispatchFloat(ctx, requireInput(ctx, 0, "q"), "q",
                 [&](auto tag) { attentionGrad<decltype(tag)>(ctx); });
 }

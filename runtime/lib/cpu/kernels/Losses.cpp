@@ -49,45 +49,47 @@ void writeScalar(const KernelContext &ctx, const TensorView &out,
   *out.as<T>() = static_cast<T>(value);
 }
 
-/// f_e of the balance loss (counted before capacity drops) for `variant`.
-std::vector<double> balanceFractions(const KernelContext &ctx,
-                                     const TensorView &expert, int64_t n,
-                                     int64_t k, int64_t numExperts) {
+/// The balance loss's routing shares f_e (counted before capacity drops,
+/// over live assignments: probability > 0) and N', the tokens whose first
+/// choice is live.
+struct BalanceCounts {
+  std::vector<double> f;
+  int64_t liveTokens = 0;
+};
+
+template <typename T>
+BalanceCounts balanceFractions(const KernelContext &ctx, const T *p,
+                               const TensorView &expert, int64_t n, int64_t k,
+                               int64_t numExperts) {
   // moe.switch_loss and moe.switch_loss_grad name the variant alike.
   BalanceLoss variant =
       enumAttr<BalanceLoss>(ctx, defs::ops::switch_loss::kVariant);
   checkExpertIndices(ctx, expert, nullptr, numExperts);
   const int32_t *ex = expert.as<int32_t>();
-  std::vector<double> count(numExperts, 0.0);
-  double denom;
-  switch (variant) {
-  case BalanceLoss::AllSlots:
-    for (int64_t a = 0; a < n * k; ++a)
-      count[ex[a]] += 1;
-    denom = static_cast<double>(n) * k;
-    break;
-  case BalanceLoss::Top1:
-    for (int64_t t = 0; t < n; ++t)
-      count[ex[t * k]] += 1;
-    denom = static_cast<double>(n);
-    break;
-  case BalanceLoss::AnyTopK: {
-    std::vector<int64_t> lastSeen(numExperts, -1);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < k; ++j) {
-        int32_t e = ex[t * k + j];
-        if (lastSeen[e] != t) {
-          lastSeen[e] = t;
-          count[e] += 1;
-        }
-      }
-    denom = static_cast<double>(n);
-    break;
+  auto live = [&](int64_t t, int64_t j) {
+    return p[t * numExperts + ex[t * k + j]] > T(0);
+  };
+  BalanceCounts counts;
+  std::vector<double> &count = counts.f;
+  count.assign(numExperts, 0.0);
+  int64_t liveSlots = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    counts.liveTokens += live(t, 0);
+    for (int64_t j = 0; j < k; ++j) {
+      if (!live(t, j) || (variant == BalanceLoss::Top1 && j > 0))
+        continue;
+      // any_topk: an expert counts once per token (top-k picks distinct
+      // experts, so every live choice does).
+      count[ex[t * k + j]] += 1;
+      ++liveSlots;
+    }
   }
-  }
+  double denom = variant == BalanceLoss::AllSlots
+                     ? static_cast<double>(liveSlots)
+                     : static_cast<double>(counts.liveTokens);
   for (double &c : count)
     c = denom > 0 ? c / denom : 0.0;
-  return count;
+  return counts;
 }
 
 struct SwitchOperands {
@@ -109,16 +111,17 @@ template <typename T> void switchLoss(KernelContext &ctx) {
   const TensorView &probs = requireInput(ctx, 0, "probs");
   const TensorView &expert = requireInput(ctx, 1, "expert");
   SwitchOperands s = switchOperands<T>(ctx, probs, expert);
-  std::vector<double> f = balanceFractions(ctx, expert, s.n, s.k, s.numExperts);
-  std::vector<double> colSum(s.numExperts);
   const T *p = probs.as<T>();
+  BalanceCounts c =
+      balanceFractions(ctx, p, expert, s.n, s.k, s.numExperts);
+  std::vector<double> colSum(s.numExperts);
   int64_t numExperts = s.numExperts;
   columnReduce(s.n, numExperts, colSum.data(), [&](int64_t t, int64_t e) {
     return static_cast<double>(p[t * numExperts + e]);
   });
   double loss = 0;
   for (int64_t e = 0; e < numExperts; ++e)
-    loss += f[e] * (s.n > 0 ? colSum[e] / s.n : 0.0);
+    loss += c.f[e] * (c.liveTokens > 0 ? colSum[e] / c.liveTokens : 0.0);
   writeScalar<T>(ctx, ctx.out(0), "loss", numExperts * loss);
 }
 
@@ -128,15 +131,16 @@ template <typename T> void switchLossGrad(KernelContext &ctx) {
   SwitchOperands s = switchOperands<T>(ctx, probs, expert);
   expectNumel(ctx, requireInput(ctx, 2, "dloss"), 1, dtypeOf<T>(), "dloss");
   double dloss = scalarFloat(ctx, ctx.in(2), "dloss");
-  std::vector<double> f = balanceFractions(ctx, expert, s.n, s.k, s.numExperts);
+  BalanceCounts c =
+      balanceFractions(ctx, probs.as<T>(), expert, s.n, s.k, s.numExperts);
   const TensorView &dprobs = ctx.out(0);
   expectRows(ctx, dprobs, s.n, s.numExperts, dtypeOf<T>(), "dprobs");
   if (!dprobs.present())
     return;
   std::vector<T> row(s.numExperts);
   for (int64_t e = 0; e < s.numExperts; ++e)
-    row[e] =
-        static_cast<T>(dloss * s.numExperts * f[e] / std::max<int64_t>(1, s.n));
+    row[e] = static_cast<T>(dloss * s.numExperts * c.f[e] /
+                            std::max<int64_t>(1, c.liveTokens));
   T *out = dprobs.as<T>();
   parallelFor(s.n, s.numExperts, [&](int64_t t) {
     std::copy(row.begin(), row.end(), out + t * s.numExperts);

@@ -8,6 +8,7 @@
 
 #include "Common.h"
 #include "Kernels.h"
+#include "Philox.h"
 
 #include <algorithm>
 #include <cmath>
@@ -61,6 +62,37 @@ int64_t capacityOf(Capacity kind, double cf, int64_t minCapacity, int64_t n,
   return std::max(toCapacity(c), minCapacity);
 }
 
+/// MoA's sample_topk: appends `sample` experts to the `chosen` ones of token
+/// t, drawn without replacement with weights p + 1e-6 (see moe.topk_router).
+template <typename T>
+void sampleExtraExperts(const T *p, int64_t numExperts, int64_t k,
+                        int64_t sample, uint64_t seed, uint64_t stream,
+                        int64_t t, int32_t *ex) {
+  std::vector<char> taken(numExperts, 0);
+  for (int64_t j = 0; j < k - sample; ++j)
+    taken[ex[j]] = 1;
+  for (int64_t j = k - sample; j < k; ++j) {
+    double total = 0;
+    for (int64_t e = 0; e < numExperts; ++e)
+      if (!taken[e])
+        total += static_cast<double>(p[e]) + 1e-6;
+    double target =
+        philoxUniform(seed, stream, static_cast<uint64_t>(t * k + j)) * total;
+    double running = 0;
+    int32_t pick = -1;
+    for (int64_t e = 0; e < numExperts; ++e) {
+      if (taken[e])
+        continue;
+      pick = static_cast<int32_t>(e); // the last one if rounding runs out
+      running += static_cast<double>(p[e]) + 1e-6;
+      if (running > target)
+        break;
+    }
+    ex[j] = pick;
+    taken[pick] = 1;
+  }
+}
+
 template <typename T> void topkRouter(KernelContext &ctx) {
   const TensorView &logits = requireInput(ctx, 0, "logits");
   if (logits.rank() == 0)
@@ -70,6 +102,20 @@ template <typename T> void topkRouter(KernelContext &ctx) {
   int64_t k = ctx.attrs.getInt(router::kK);
   if (k < 1 || k > numExperts)
     ctx.fail(fmt::format("k = {} must be in [1, E = {}]", k, numExperts));
+  const TensorView &maskIn = ctx.in(1), &seedIn = ctx.in(2);
+  if (maskIn.present())
+    expectNumel(ctx, maskIn, n, DType::I32, "mask");
+  const int32_t *mask = maskIn.present() ? maskIn.as<int32_t>() : nullptr;
+  int64_t sample = ctx.attrs.getInt(router::kSample, router::kSampleDefault);
+  if (sample < 0 || sample > k)
+    ctx.fail(fmt::format("sample = {} must be in [0, k = {}]", sample, k));
+  if (sample > 0 && !seedIn.present())
+    ctx.fail("sample > 0 needs the seed operand");
+  uint64_t seed = sample > 0 ? static_cast<uint64_t>(scalarInt(ctx, seedIn,
+                                                               "seed"))
+                             : 0;
+  uint64_t stream = static_cast<uint64_t>(
+      ctx.attrs.getInt(router::kStream, router::kStreamDefault));
   if (n * k > std::numeric_limits<int32_t>::max())
     ctx.fail(fmt::format("{} tokens x k = {} overflow the i32 slots", n, k));
   GateWeighting weighting = enumAttr<GateWeighting>(ctx, router::kGate);
@@ -122,10 +168,12 @@ template <typename T> void topkRouter(KernelContext &ctx) {
       double sum = 0;
       for (int64_t e = 0; e < numExperts; ++e)
         sum += std::exp(l[e] - m);
+      bool masked = mask && mask[t] == 0;
       for (int64_t e = 0; e < numExperts; ++e)
-        p[e] = static_cast<T>(std::exp(l[e] - m) / sum);
+        p[e] = masked ? T(0) : static_cast<T>(std::exp(l[e] - m) / sum);
 
-      // Descending probability, ties to the lower expert index.
+      // Descending probability, ties to the lower expert index; the last
+      // `sample` choices drawn at random.
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + k, order.end(),
                         [&](int32_t a, int32_t b) {
@@ -133,6 +181,8 @@ template <typename T> void topkRouter(KernelContext &ctx) {
                         });
       int32_t *ex = expert + t * k;
       std::copy(order.begin(), order.begin() + k, ex);
+      if (sample > 0)
+        sampleExtraExperts(p, numExperts, k, sample, seed, stream, t, ex);
 
       T *g = gates + t * k;
       double selSum = 0, selMax = l[ex[0]], expSum = 0;
@@ -148,7 +198,7 @@ template <typename T> void topkRouter(KernelContext &ctx) {
           g[j] = p[ex[j]];
           break;
         case GateWeighting::RenormDetached:
-          g[j] = static_cast<T>(p[ex[j]] / selSum);
+          g[j] = selSum > 0 ? static_cast<T>(p[ex[j]] / selSum) : T(0);
           break;
         case GateWeighting::SoftmaxTopK:
           g[j] = static_cast<T>(std::exp(l[ex[j]] - selMax) / expSum);
@@ -181,6 +231,12 @@ template <typename T> void topkRouter(KernelContext &ctx) {
   for (int64_t j = 0; j < k; ++j) {
     for (int64_t t : tokens) {
       int64_t a = t * k + j;
+      if (probs[t * numExperts + expert[a]] == T(0)) {
+        // Masked or underflowed: not routed, takes no capacity.
+        slot[a] = -1;
+        gates[a] = T(0);
+        continue;
+      }
       int64_t c = count[expert[a]]++;
       if (c >= cap) {
         slot[a] = -1;
@@ -230,11 +286,14 @@ template <typename T> void topkRouterGrad(KernelContext &ctx) {
       if (dg) {
         const int32_t *et = ex + t * k, *st = sl + t * k;
         const T *dgt = dg + t * k;
-        // The sum of the selected probabilities, dropped ones included.
+        // The sum of the selected probabilities, dropped ones included; 0
+        // only for a masked token, which has no kept choice.
         double selSum = 0;
         for (int64_t j = 0; j < k; ++j)
           selSum += pt[et[j]];
-        switch (weighting) {
+        GateWeighting rowWeighting =
+            selSum > 0 ? weighting : GateWeighting::Unit; // nothing flows
+        switch (rowWeighting) {
         case GateWeighting::Raw:
           for (int64_t j = 0; j < k; ++j)
             if (st[j] >= 0)
@@ -277,7 +336,7 @@ template <typename T> void topkRouterGrad(KernelContext &ctx) {
 } // namespace
 
 void topkRouterKernel(KernelContext &ctx) {
-  checkArity(ctx, 1, 1, 4, 4);
+  checkArity(ctx, 1, 3, 4, 4);
   dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
                 [&](auto tag) { topkRouter<decltype(tag)>(ctx); });
 }

@@ -918,6 +918,10 @@ inline constexpr double kCapacityFactorDefault = 1.0;
 inline constexpr std::string_view kMinCapacity = "min_capacity";
 inline constexpr int64_t kMinCapacityDefault = 0;
 inline constexpr std::string_view kPriority = "priority";
+inline constexpr std::string_view kSample = "sample";
+inline constexpr int64_t kSampleDefault = 0;
+inline constexpr std::string_view kStream = "stream";
+inline constexpr int64_t kStreamDefault = 0;
 } // namespace topk_router
 
 /// moe.yield: the values a fused kernel group returns.
