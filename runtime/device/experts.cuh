@@ -130,6 +130,45 @@ MOEC_DEVICE void expertHiddenGrad(gptr<const int32_t> offsets, int E,
     dgates[a] = dot;
 }
 
+/// Zeroes the W-wide row of every dropped assignment (slot < 0) of `rows`
+/// ([T * K, W]), which no grouped GEMM writes.
+template <int W, typename T>
+MOEC_DEVICE void expertClearDropped(int64_t assignments,
+                                    gptr<const int32_t> slot, gptr<T> rows) {
+  const int64_t n = assignments * W;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    if (slot[i / W] < 0)
+      rows[i] = T(0.0f);
+}
+
+/// The gradient rows of moe.expert_reduce, one warp per sorted row r (the
+/// assignment a = order[r]): from G = dy W^T (H wide, in sorted rows),
+/// dc[a] = gates[a] G and dgates[a] = <G, c[a]>.
+template <int H, typename T>
+MOEC_DEVICE void expertReduceRows(gptr<const int32_t> offsets, int E,
+                                  gptr<const int32_t> order,
+                                  gptr<const float> gates, gptr<const T> c,
+                                  gptr<const float> g, gptr<T> dc,
+                                  gptr<float> dgates, int rowsPerBlock) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * rowsPerBlock + warp;
+  if (r >= offsets[E])
+    return;
+  const int64_t a = order[r];
+  const float gate = gates[a];
+  float dot = 0.0f;
+  for (int n = lane; n < H; n += 32) {
+    const float gv = g[r * H + n];
+    dot += gv * toFloat(c[a * H + n]);
+    if (dc)
+      dc[a * H + n] = gate * gv;
+  }
+  dot = warpSum(dot);
+  if (lane == 0 && dgates)
+    dgates[a] = dot;
+}
+
 } // namespace moec
 
 #endif // MOEC_DEVICE_EXPERTS_CUH

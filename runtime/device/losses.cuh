@@ -11,12 +11,14 @@
 
 namespace moec {
 
-/// grid = rows; loss[0] = sum of row losses / max(1, counted rows).
+/// grid = rows; loss[0] = sum of row losses / max(1, counted rows) and
+/// count[0] (may be null) the counted rows.
 template <int V, int THREADS>
 MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
                                      gptr<const float> logits,
                                      gptr<const int32_t> targets,
                                      gptr<float> rowLoss, gptr<float> loss,
+                                     gptr<float> count,
                                      gptr<unsigned> ticket) {
   MOEC_SHARED(float, scratch, THREADS / 32);
   const int64_t row = blockIdx.x;
@@ -54,8 +56,12 @@ MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
   }
   s = blockSum<THREADS>(s, scratch);
   counted = blockSum<THREADS>(counted, scratch);
-  if (threadIdx.x == 0)
-    loss[0] = s / fmaxf(counted, 1.0f);
+  if (threadIdx.x == 0) {
+    if (loss)
+      loss[0] = s / fmaxf(counted, 1.0f);
+    if (count)
+      count[0] = counted;
+  }
 }
 
 /// count[0] = max(1, number of targets >= 0); one block.

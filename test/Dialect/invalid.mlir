@@ -364,7 +364,7 @@ func.func @z_loss_rank(%l: tensor<f32>) {
 
 func.func @ce_targets(%l: tensor<4x10xf32>, %t: tensor<5xi32>) {
   // expected-error @+1 {{targets must have shape [4], got [5]}}
-  %0 = moe.cross_entropy %l, %t : (tensor<4x10xf32>, tensor<5xi32>) -> tensor<*xf32>
+  %0:2 = moe.cross_entropy %l, %t : (tensor<4x10xf32>, tensor<5xi32>) -> (tensor<*xf32>, tensor<*xf32>)
   return
 }
 
@@ -372,7 +372,7 @@ func.func @ce_targets(%l: tensor<4x10xf32>, %t: tensor<5xi32>) {
 
 func.func @ce_smoothing(%l: tensor<4x10xf32>, %t: tensor<4xi32>) {
   // expected-error @+1 {{label_smoothing must be in [0, 1), got 1.5}}
-  %0 = moe.cross_entropy %l, %t {label_smoothing = 1.5 : f64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<*xf32>
+  %0:2 = moe.cross_entropy %l, %t {label_smoothing = 1.5 : f64} : (tensor<4x10xf32>, tensor<4xi32>) -> (tensor<*xf32>, tensor<*xf32>)
   return
 }
 

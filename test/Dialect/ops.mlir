@@ -106,7 +106,7 @@ func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x
   // CHECK: moe.z_loss_grad
   %dz = moe.z_loss_grad %logits, %z : (tensor<6x3xf32>, tensor<f32>) -> tensor<6x3xf32>
   // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} {label_smoothing = 1.000000e-01 : f64}
-  %ce = moe.cross_entropy %logits, %tgt {label_smoothing = 0.1 : f64} : (tensor<6x3xf32>, tensor<6xi32>) -> tensor<f32>
+  %ce, %count = moe.cross_entropy %logits, %tgt {label_smoothing = 0.1 : f64} : (tensor<6x3xf32>, tensor<6xi32>) -> (tensor<f32>, tensor<f32>)
   // CHECK: moe.cross_entropy_grad
   %dce = moe.cross_entropy_grad %logits, %tgt, %ce : (tensor<6x3xf32>, tensor<6xi32>, tensor<f32>) -> tensor<6x3xf32>
   return %ce : tensor<f32>

@@ -18,7 +18,7 @@ func.func @loss(%emb: tensor<10x4xf32> {moe.param = @emb},
   %h = moe.linear %x, %w : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
   %r = arith.addf %x, %h : tensor<?x?x4xf32>
   %logits = moe.linear %r, %head : (tensor<?x?x4xf32>, tensor<4x10xf32>) -> tensor<?x?x10xf32>
-  %ce = moe.cross_entropy %logits, %tgt : (tensor<?x?x10xf32>, tensor<?x?xi32>) -> tensor<f32>
+  %ce, %count = moe.cross_entropy %logits, %tgt : (tensor<?x?x10xf32>, tensor<?x?xi32>) -> (tensor<f32>, tensor<f32>)
   return %ce : tensor<f32>
 }
 
@@ -33,7 +33,7 @@ func.func @loss(%emb: tensor<10x4xf32> {moe.param = @emb},
 // CHECK:      %[[H:.*]] = moe.linear %[[X]]
 // CHECK:      %[[R:.*]] = arith.addf %[[X]], %[[H]]
 // CHECK:      %[[LOGITS:.*]] = moe.linear %[[R]]
-// CHECK:      %[[CE:.*]] = moe.cross_entropy %[[LOGITS]]
+// CHECK:      %[[CE:[a-z0-9_]*]], %{{.*}} = moe.cross_entropy %[[LOGITS]]
 // CHECK:      %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
 // CHECK:      %[[DLOGITS:.*]] = moe.cross_entropy_grad %[[LOGITS]], %{{.*}}, %[[ONE]]
 // CHECK:      %[[DR:.*]], %{{.*}} = moe.linear_grad %[[R]], %{{.*}}, %[[DLOGITS]]
@@ -89,7 +89,7 @@ func.func @loss(%w: tensor<4x4xf32> {moe.param = @w},
   %wb = moe.cast %w : (tensor<4x4xf32>) -> tensor<4x4xbf16>
   %h = moe.linear %x, %wb : (tensor<?x4xbf16>, tensor<4x4xbf16>) -> tensor<?x4xbf16>
   %hf = moe.cast %h : (tensor<?x4xbf16>) -> tensor<?x4xf32>
-  %ce = moe.cross_entropy %hf, %tgt : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<f32>
+  %ce, %count = moe.cross_entropy %hf, %tgt : (tensor<?x4xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
   return %ce : tensor<f32>
 }
 

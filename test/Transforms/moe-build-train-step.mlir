@@ -16,7 +16,7 @@ module attributes {moe.training = {optimizer = "adamw", schedule = "linear", lr 
       -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
     %y = moe.linear %x, %w bias %b : (tensor<?x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
     %n = moe.rms_norm %y, %g : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
-    %ce = moe.cross_entropy %n, %t : (tensor<?x3xf32>, tensor<?xi32>) -> tensor<f32>
+    %ce, %count = moe.cross_entropy %n, %t : (tensor<?x3xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
     return %ce : tensor<f32>
   }
 }
@@ -57,7 +57,7 @@ module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr 
   func.func @loss(%w: tensor<4x3xf32> {moe.param = @w}, %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]}, %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
       -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
     %y = moe.linear %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
-    %ce = moe.cross_entropy %y, %t : (tensor<?x3xf32>, tensor<?xi32>) -> tensor<f32>
+    %ce, %count = moe.cross_entropy %y, %t : (tensor<?x3xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
     return %ce : tensor<f32>
   }
 }

@@ -69,6 +69,12 @@ std::optional<KernelKind> kindOf(Operation *op) {
       .Case<ZLossGradOp>([](auto) { return K::ZLossGrad; })
       .Case<ExpertFfnOp>([](auto) { return K::Experts; })
       .Case<ExpertFfnGradOp>([](auto) { return K::ExpertsGrad; })
+      .Case<ExpertMapOp>([](auto) { return K::ExpertMap; })
+      .Case<ExpertMapGradOp>([](auto) { return K::ExpertMapGrad; })
+      .Case<ExpertReduceOp>([](auto) { return K::ExpertReduce; })
+      .Case<ExpertReduceGradOp>([](auto) { return K::ExpertReduceGrad; })
+      .Case<CvLossOp>([](auto) { return K::CvLoss; })
+      .Case<CvLossGradOp>([](auto) { return K::CvLossGrad; })
       .Case<CrossEntropyOp>([](auto) { return K::CrossEntropy; })
       .Case<CrossEntropyGradOp>([](auto) { return K::CrossEntropyGrad; })
       .Case<EmbeddingGradOp>([](auto) { return K::EmbeddingGrad; })
@@ -201,7 +207,9 @@ private:
     case K::Router:
       return isa<TopKRouterOp, ZLossOp, SwitchLossOp, ExpertLoadOp>(op);
     case K::Experts:
-      return isa<arith::AddFOp>(op) && isa<ExpertFfnOp>(last) &&
+    case K::ExpertReduce:
+      // The residual add in the combine's epilogue.
+      return isa<arith::AddFOp>(op) && isa<ExpertFfnOp, ExpertReduceOp>(last) &&
              llvm::is_contained(op->getOperands(), last->getResult(0));
     case K::Norm:
       return isa<LayerNormOp, RmsNormOp>(op) && isa<arith::AddFOp>(last) &&

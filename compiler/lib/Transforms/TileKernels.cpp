@@ -79,6 +79,26 @@ public:
       fields.dispatchThreads = 1024;
       break;
     }
+    case K::ExpertMap:
+    case K::ExpertMapGrad: {
+      // The weight [E, d, h]: the forward's outputs are h wide.
+      auto w = cast<RankedTensorType>(first->getOperand(3).getType());
+      gemmTiles(w.getDimSize(2));
+      fields.dispatchThreads = 1024;
+      break;
+    }
+    case K::ExpertReduce:
+    case K::ExpertReduceGrad: {
+      // The weight [E, h, d]: the forward's outputs are d wide.
+      auto w = cast<RankedTensorType>(first->getOperand(4).getType());
+      gemmTiles(w.getDimSize(2));
+      fields.dispatchThreads = 1024;
+      break;
+    }
+    case K::CvLoss:
+    case K::CvLossGrad:
+      fields.threads = 256;
+      break;
     case K::Attention:
     case K::AttentionGrad:
       attentionTiles(first);

@@ -170,6 +170,43 @@ LogicalResult ExpertFfnOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult ExpertMapOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                         SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  auto grad = b.create<ExpertMapGradOp>(
+      getLoc(), getX().getType(), getWeight().getType(), getX(), getExpert(),
+      getSlot(), getWeight(), dys[0]);
+  grads[0] = grad.getDx();
+  grads[3] = grad.getDweight();
+  return success();
+}
+
+LogicalResult ExpertReduceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                            SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  auto grad = b.create<ExpertReduceGradOp>(
+      getLoc(), getC().getType(), getGates().getType(), getWeight().getType(),
+      getC(), getExpert(), getGates(), getSlot(), getWeight(), dys[0]);
+  grads[0] = grad.getDc();
+  grads[2] = grad.getDgates();
+  grads[4] = grad.getDweight();
+  return success();
+}
+
+LogicalResult CvLossOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                      SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  grads[0] = b.create<CvLossGradOp>(getLoc(), getGates().getType(), getGates(),
+                                    getExpert(), dys[0], getNumExpertsAttr());
+  return success();
+}
+
 LogicalResult SwitchLossOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                           SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);
@@ -195,7 +232,7 @@ LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                             SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);
   if (!dys[0])
-    return success();
+    return success(); // count is piecewise constant: no gradient.
   grads[0] = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
                                           getLogits(), getTargets(), dys[0],
                                           getLabelSmoothingAttr());

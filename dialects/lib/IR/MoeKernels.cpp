@@ -41,6 +41,8 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
                  : isa<TopKRouterOp, ZLossOp, SwitchLossOp, ExpertLoadOp>(op);
   case KernelKind::Experts:
     return first ? isa<ExpertFfnOp>(op) : isa<arith::AddFOp>(op);
+  case KernelKind::ExpertReduce:
+    return first ? isa<ExpertReduceOp>(op) : isa<arith::AddFOp>(op);
   case KernelKind::Norm:
     return first ? isa<arith::AddFOp, LayerNormOp, RmsNormOp>(op)
                  : isa<LayerNormOp, RmsNormOp>(op);
@@ -76,6 +78,16 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first && isa<CrossEntropyOp>(op);
   case KernelKind::CrossEntropyGrad:
     return first && isa<CrossEntropyGradOp>(op);
+  case KernelKind::ExpertMap:
+    return first && isa<ExpertMapOp>(op);
+  case KernelKind::ExpertMapGrad:
+    return first && isa<ExpertMapGradOp>(op);
+  case KernelKind::ExpertReduceGrad:
+    return first && isa<ExpertReduceGradOp>(op);
+  case KernelKind::CvLoss:
+    return first && isa<CvLossOp>(op);
+  case KernelKind::CvLossGrad:
+    return first && isa<CvLossGradOp>(op);
   }
   return false;
 }
@@ -88,7 +100,14 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
     return {"threads", "tile_m", "tile_n", "tile_k"};
   case KernelKind::Experts:
   case KernelKind::ExpertsGrad:
+  case KernelKind::ExpertMap:
+  case KernelKind::ExpertMapGrad:
+  case KernelKind::ExpertReduce:
+  case KernelKind::ExpertReduceGrad:
     return {"threads", "tile_m", "tile_n", "tile_k", "dispatch_threads"};
+  case KernelKind::CvLoss:
+  case KernelKind::CvLossGrad:
+    return {"threads"};
   case KernelKind::Attention:
   case KernelKind::AttentionGrad:
     return {"threads", "tile_q", "tile_k", "head_dim"};

@@ -604,6 +604,91 @@ LogicalResult ExpertFfnGradOp::verify() {
   return verifyWithShapes(*this);
 }
 
+/// Checks x-like `[..., d]` operand `xi` against expert and slot `[..., k]`
+/// (operands `ei`, `si`) and returns the routed shape `[..., k]`.
+static FailureOr<SymShape> checkRouted(ShapeCheck &c, unsigned xi,
+                                       StringRef xName, unsigned ei,
+                                       unsigned si) {
+  if (failed(c.minRank(xi, xName, 1)) || failed(c.minRank(ei, "expert", 1)))
+    return failure();
+  SymShape routed = concat(lead(c[xi]), {c[ei].back()});
+  if (failed(c.shape(ei, "expert", routed)) ||
+      failed(c.shape(si, "slot", routed)))
+    return failure();
+  return routed;
+}
+
+/// moe.expert_map and its gradient: x [..., d], weight [E, d, h].
+static FailureOr<SymShape> checkExpertMap(ShapeCheck &c) {
+  FailureOr<SymShape> routed = checkRouted(c, 0, "x", 1, 2);
+  if (failed(routed) || failed(c.rank(3, "weight", 3)) ||
+      failed(c.dim(c[3][1], c[0].back(), "weight input width")))
+    return failure();
+  return concat(lead(c[0]), {routed->back() * c[3][2]});
+}
+
+LogicalResult ExpertMapOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> y = checkExpertMap(c);
+  if (failed(y))
+    return failure();
+  r.push_back(*y);
+  return success();
+}
+LogicalResult ExpertMapOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+ExpertMapGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> y = checkExpertMap(c);
+  if (failed(y) || failed(c.shape(4, "dy", *y)))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[3]);
+  return success();
+}
+LogicalResult ExpertMapGradOp::verify() { return verifyWithShapes(*this); }
+
+/// moe.expert_reduce and its gradient: c [..., k * h], gates [..., k],
+/// weight [E, h, d]; returns the result shape [..., d].
+static FailureOr<SymShape> checkExpertReduce(ShapeCheck &c) {
+  FailureOr<SymShape> routed = checkRouted(c, 0, "c", 1, 3);
+  if (failed(routed) || failed(c.shape(2, "gates", *routed)) ||
+      failed(c.rank(4, "weight", 3)) ||
+      failed(c.dim(c[0].back(), routed->back() * c[4][1],
+                   "c width (k * weight rows)")))
+    return failure();
+  return concat(lead(c[0]), {c[4][2]});
+}
+
+LogicalResult
+ExpertReduceOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> y = checkExpertReduce(c);
+  if (failed(y))
+    return failure();
+  r.push_back(*y);
+  return success();
+}
+LogicalResult ExpertReduceOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+ExpertReduceGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                        SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  FailureOr<SymShape> y = checkExpertReduce(c);
+  if (failed(y) || failed(c.shape(5, "dy", *y)))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[2]);
+  r.push_back(s[4]);
+  return success();
+}
+LogicalResult ExpertReduceGradOp::verify() { return verifyWithShapes(*this); }
+
 LogicalResult
 ExpertLoadOp::inferSymbolicShapes(ArrayRef<SymShape> s,
                                   SmallVectorImpl<SymShape> &r) {
@@ -647,6 +732,33 @@ SwitchLossGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 }
 LogicalResult SwitchLossGradOp::verify() { return verifyWithShapes(*this); }
 
+/// gates and expert [..., k] of moe.cv_loss and its gradient.
+static LogicalResult checkCvLoss(ShapeCheck &c) {
+  if (failed(c.minRank(0, "gates", 1)) || failed(c.shape(1, "expert", c[0])))
+    return failure();
+  return success();
+}
+
+LogicalResult CvLossOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                            SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkCvLoss(c)))
+    return failure();
+  r.push_back(scalarShape());
+  return success();
+}
+LogicalResult CvLossOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult CvLossGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkCvLoss(c)) || failed(c.rank(2, "dloss", 0)))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult CvLossGradOp::verify() { return verifyWithShapes(*this); }
+
 LogicalResult ZLossOp::inferSymbolicShapes(ArrayRef<SymShape> s,
                                            SmallVectorImpl<SymShape> &r) {
   ShapeCheck c(*this, s);
@@ -680,6 +792,7 @@ CrossEntropyOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   if (failed(c.minRank(0, "logits", 1)) ||
       failed(c.shape(1, "targets", lead(s[0]))))
     return failure();
+  r.push_back(scalarShape());
   r.push_back(scalarShape());
   return success();
 }

@@ -558,8 +558,10 @@ private:
   void emitObjective(Function &fn, Value logits, Location loc) {
     const TrainSpec &t = spec.train;
     logits = convert(logits, masterType, loc);
-    Value ce = b.create<CrossEntropyOp>(loc, scalar(), logits, fn.targets,
-                                        b.getF64FloatAttr(t.labelSmoothing));
+    auto crossEntropy = b.create<CrossEntropyOp>(
+        loc, TypeRange{scalar(), scalar()}, logits, fn.targets,
+        b.getF64FloatAttr(t.labelSmoothing));
+    Value ce = crossEntropy.getLoss();
     Value total = ce;
     SmallVector<std::pair<std::string, Value>> stats;
     stats.push_back({"ce", ce});

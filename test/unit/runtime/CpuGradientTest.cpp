@@ -360,6 +360,77 @@ TEST(CpuGradients, ExpertFfn) {
   }
 }
 
+/// Routing of n tokens over e experts with k choices and a capacity that
+/// drops some assignments (slot -1), for the routed ops' gradient checks.
+std::pair<Tensor, Tensor> droppingRoute(int64_t n, int64_t e, int64_t k) {
+  Tensor logits = separatedLogits(n, e, 11);
+  std::vector<Tensor> routed =
+      runKernel("moe.topk_router", {logits},
+                {like(logits), zeros(DType::I32, {n, k}), zeros(F64, {n, k}),
+                 zeros(DType::I32, {n, k})},
+                {{"k", k},
+                 {"gate", "raw"},
+                 {"capacity", "switch"},
+                 {"capacity_factor", 0.5},
+                 {"min_capacity", 0},
+                 {"priority", "token_order"}});
+  std::vector<double> slots = values(routed[3]);
+  EXPECT_NE(std::find(slots.begin(), slots.end(), -1.0), slots.end());
+  return {routed[1], routed[3]};
+}
+
+TEST(CpuGradients, ExpertMap) {
+  const int64_t n = 5, d = 3, h = 4, e = 3, k = 2;
+  auto [expert, slot] = droppingRoute(n, e, k);
+  Tensor x = randomTensor(F64, {n, d}, 1);
+  Tensor w = randomTensor(F64, {e, d, h}, 2);
+  Tensor r = randomTensor(F64, {n, k * h}, 3);
+  auto loss = [&] {
+    return dotProduct(
+        runKernel1("moe.expert_map", {x, expert, slot, w}, like(r)), r);
+  };
+  std::vector<Tensor> grads = runKernel(
+      "moe.expert_map_grad", {x, expert, slot, w, r}, {like(x), like(w)});
+  expectGradient(loss, x, grads[0], "dx");
+  expectGradient(loss, w, grads[1], "dweight");
+}
+
+TEST(CpuGradients, ExpertReduce) {
+  const int64_t n = 5, d = 3, h = 4, e = 3, k = 2;
+  auto [expert, slot] = droppingRoute(n, e, k);
+  Tensor c = randomTensor(F64, {n, k * h}, 1);
+  Tensor gates = randomTensor(F64, {n, k}, 2, 0.2, 1.0);
+  Tensor w = randomTensor(F64, {e, h, d}, 3);
+  Tensor r = randomTensor(F64, {n, d}, 4);
+  auto loss = [&] {
+    return dotProduct(runKernel1("moe.expert_reduce",
+                                 {c, expert, gates, slot, w}, like(r)),
+                      r);
+  };
+  std::vector<Tensor> grads =
+      runKernel("moe.expert_reduce_grad", {c, expert, gates, slot, w, r},
+                {like(c), like(gates), like(w)});
+  expectGradient(loss, c, grads[0], "dc");
+  expectGradient(loss, gates, grads[1], "dgates");
+  expectGradient(loss, w, grads[2], "dweight");
+}
+
+TEST(CpuGradients, CvLoss) {
+  const int64_t n = 6, e = 4, k = 2;
+  Tensor gates = randomTensor(F64, {n, k}, 1, 0.05, 1.0);
+  Tensor expert = Tensor::of<int32_t>({n, k}, {0, 1, 2, 1, 3, 0, 1, 2, 0, 3,
+                                               2, 1});
+  Tensor r = scalarF64(0.9);
+  Json attrs = {{"num_experts", e}};
+  auto loss = [&] {
+    return dotProduct(
+        runKernel1("moe.cv_loss", {gates, expert}, zeros(F64, {}), attrs), r);
+  };
+  Tensor dgates = runKernel1("moe.cv_loss_grad", {gates, expert, r},
+                             like(gates), attrs);
+  expectGradient(loss, gates, dgates, "dgates");
+}
+
 TEST(CpuGradients, SwitchLoss) {
   const int64_t n = 6, e = 4, k = 2;
   Tensor probs = randomTensor(F64, {n, e}, 1, 0.05, 1.0);

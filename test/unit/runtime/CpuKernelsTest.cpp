@@ -29,6 +29,9 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.kv_cache_write",   "moe.topk_router",
                          "moe.topk_router_grad", "moe.expert_load",
                          "moe.expert_ffn",       "moe.expert_ffn_grad",
+                         "moe.expert_map",       "moe.expert_map_grad",
+                         "moe.expert_reduce",    "moe.expert_reduce_grad",
+                         "moe.cv_loss",          "moe.cv_loss_grad",
                          "moe.switch_loss",      "moe.switch_loss_grad",
                          "moe.z_loss",           "moe.z_loss_grad",
                          "moe.cross_entropy",    "moe.cross_entropy_grad",
@@ -40,7 +43,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 40u);
+  EXPECT_EQ(names.size(), 46u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

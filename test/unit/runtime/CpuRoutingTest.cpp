@@ -312,6 +312,54 @@ TEST(CpuRouting, SwitchLossCountsLiveAssignmentsOnly) {
   }
 }
 
+TEST(CpuRouting, ExpertMapAndReduceByHand) {
+  // Two tokens, k = 2, E = 2 experts of 1 x 2 (map) and 2 x 1 (reduce);
+  // token 1's second choice is dropped.
+  Tensor x = Tensor::of<double>({2, 1}, {2, 3});
+  Tensor expert = Tensor::of<int32_t>({2, 2}, {1, 0, 0, 1});
+  Tensor slot = Tensor::of<int32_t>({2, 2}, {0, 0, 1, -1});
+  Tensor wq = Tensor::of<double>({2, 1, 2}, {1, 10, 100, 1000});
+  Tensor q = runKernel1("moe.expert_map", {x, expert, slot, wq},
+                        zeros(DType::F64, {2, 4}));
+  // Token 0: expert 1 then 0; token 1: expert 0, then 0 (dropped).
+  expectValues(q, {200, 2000, 2, 20, 3, 30, 0, 0}, 0, "map");
+  Tensor gates = Tensor::of<double>({2, 2}, {0.5, 0.25, 2, 0});
+  Tensor wo = Tensor::of<double>({2, 2, 1}, {1, 2, 3, 4});
+  Tensor y = runKernel1("moe.expert_reduce", {q, expert, gates, slot, wo},
+                        zeros(DType::F64, {2, 1}));
+  // y0 = 0.5 (200*3 + 2000*4) + 0.25 (2*1 + 20*2); y1 = 2 (3*1 + 30*2).
+  expectValues(y, {0.5 * 8600 + 0.25 * 42, 2 * 63}, 1e-12, "reduce");
+  // A c whose width is not k * h is refused.
+  EXPECT_THROW(runKernel1("moe.expert_reduce",
+                          {x, expert, gates, slot, wo},
+                          zeros(DType::F64, {2, 1})),
+               Error);
+}
+
+TEST(CpuRouting, CvLossByHand) {
+  // Importance [1, 3] -> q = [0.25, 0.75], mean 0.5, unbiased variance
+  // 0.125, loss 0.125 / (0.25 + 1e-10).
+  Tensor gates = Tensor::of<double>({2, 1}, {1, 3});
+  Tensor expert = Tensor::of<int32_t>({2, 1}, {0, 1});
+  auto cv = [&](int64_t experts) {
+    return runKernel1("moe.cv_loss", {gates, expert}, zeros(DType::F64, {}),
+                      {{"num_experts", experts}})
+        .at(0);
+  };
+  EXPECT_NEAR(cv(2), 0.125 / (0.25 + 1e-10), 1e-12);
+  // A third expert with no importance: q = [0.25, 0.75, 0].
+  double mean = 1.0 / 3;
+  double var = (std::pow(0.25 - mean, 2) + std::pow(0.75 - mean, 2) +
+                std::pow(mean, 2)) /
+               2;
+  EXPECT_NEAR(cv(3), var / (mean * mean + 1e-10), 1e-12);
+  Tensor one = Tensor::of<int32_t>({2, 1}, {0, 0});
+  EXPECT_EQ(runKernel1("moe.cv_loss", {gates, one}, zeros(DType::F64, {}),
+                       {{"num_experts", 1}})
+                .at(0),
+            0.0);
+}
+
 TEST(CpuRouting, ExpertLoadCountsKeptAssignments) {
   Tensor expert = Tensor::of<int32_t>({3, 2}, {0, 2, 2, 1, 0, 2});
   Tensor slot = Tensor::of<int32_t>({3, 2}, {0, 0, 1, 0, -1, -1});

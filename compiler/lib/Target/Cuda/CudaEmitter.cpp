@@ -46,6 +46,18 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
     return emitExpertsGroup(e);
   case K::ExpertsGrad:
     return emitExpertsGradGroup(e);
+  case K::ExpertMap:
+    return emitExpertMapGroup(e);
+  case K::ExpertMapGrad:
+    return emitExpertMapGradGroup(e);
+  case K::ExpertReduce:
+    return emitExpertReduceGroup(e);
+  case K::ExpertReduceGrad:
+    return emitExpertReduceGradGroup(e);
+  case K::CvLoss:
+    return emitCvLossGroup(e);
+  case K::CvLossGrad:
+    return emitCvLossGradGroup(e);
   case K::CrossEntropy:
     return emitCrossEntropyGroup(e);
   case K::CrossEntropyGrad:

@@ -29,10 +29,15 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   e.declareScalar(w, "rows", rows);
   std::string logits = e.declared(w, op.getLogits(), false, "logits");
   std::string targets = e.declared(w, op.getTargets(), false, "targets");
-  std::string loss = e.declared(w, op.getLoss(), true, "loss");
+  auto optionalOut = [&](Value v, StringRef name) {
+    return e.escapes(v) ? e.declared(w, v, true, name)
+                        : std::string("moec::gptr<float>()");
+  };
+  std::string loss = optionalOut(op.getLoss(), "loss");
+  std::string count = optionalOut(op.getCount(), "count");
   w.line(fill("moec::crossEntropyForward<${V}, ${threads}>(rows, "
               "${smoothing}, ${logits}, ${targets}, ${rowLoss}, ${loss}, "
-              "moec::bufferArg<unsigned>(p, ${ticket}));",
+              "${count}, moec::bufferArg<unsigned>(p, ${ticket}));",
               {{"V", vocab},
                {"threads", threads},
                {"smoothing", smoothingLiteral(op.getLabelSmoothing())},
@@ -40,6 +45,7 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
                {"targets", targets},
                {"rowLoss", e.bufferExpr(e.argument(rowLoss), f32, true)},
                {"loss", loss},
+               {"count", count},
                {"ticket", int64_t(e.argument(ticket))}}));
   e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
   return success();

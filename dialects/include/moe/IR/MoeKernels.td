@@ -46,7 +46,15 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     // moe.global_norm + the 0-d ops that use it (clipping).
     I32EnumAttrCase<"GlobalNorm", 20, "global_norm">,
     // Every parameter update of a program.
-    I32EnumAttrCase<"Optimizer", 21, "optimizer">]>;
+    I32EnumAttrCase<"Optimizer", 21, "optimizer">,
+    // moe.expert_map (MoA's routed queries).
+    I32EnumAttrCase<"ExpertMap", 22, "expert_map">,
+    I32EnumAttrCase<"ExpertMapGrad", 23, "expert_map_grad">,
+    // moe.expert_reduce [+ residual arith.addf].
+    I32EnumAttrCase<"ExpertReduce", 24, "expert_reduce">,
+    I32EnumAttrCase<"ExpertReduceGrad", 25, "expert_reduce_grad">,
+    I32EnumAttrCase<"CvLoss", 26, "cv_loss">,
+    I32EnumAttrCase<"CvLossGrad", 27, "cv_loss_grad">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";
@@ -67,6 +75,7 @@ def Moe_TilesAttr : AttrDef<Moe_Dialect, "Tiles"> {
     - attention, attention_grad: `tile_q` queries per block against
       `tile_k` keys at a time, `head_dim`;
     - norm, router and row kernels: `rows_per_block` rows (a warp each);
+    - cv_loss and its gradient: `threads` (one block);
     - elementwise and gathers: `items` elements per thread.
 
     ```mlir

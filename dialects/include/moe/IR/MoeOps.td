@@ -476,6 +476,71 @@ def Moe_ExpertFfnGradOp : Moe_Op<"expert_ffn_grad",
   }];
 }
 
+def Moe_ExpertMapOp : Moe_DiffOp<"expert_map"> {
+  let summary = "per-assignment expert projection (MoA's routed queries)";
+  let description = [{
+    x `[..., d]`, expert/slot `[..., k]` i32, weight `[E, d, h]`; result
+    `[..., k * h]` whose block j of token t is
+
+      y[t, j] = x_t W_{expert_tj}   if slot_tj >= 0, else 0.
+
+    Tokens are gathered per expert by index (a grouped GEMM): no per-expert
+    copies of x exist.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_IndexTensor:$expert,
+                       Moe_IndexTensor:$slot, Moe_FloatTensor:$weight);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $expert `,` $slot `,` $weight attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ExpertMapGradOp : Moe_Op<"expert_map_grad"> {
+  let summary = "gradients of moe.expert_map";
+  let description = [{
+    Over the kept assignments (slot >= 0): `dx_t = sum_j dy[t, j] W_e^T` (j
+    ascending) and `dW_e = sum over (t, j) routed to e of x_t^T dy[t, j]`.
+    Results dx, dweight.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_IndexTensor:$expert,
+                       Moe_IndexTensor:$slot, Moe_FloatTensor:$weight,
+                       Moe_FloatTensor:$dy);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dweight);
+  let assemblyFormat = "$x `,` $expert `,` $slot `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ExpertReduceOp : Moe_DiffOp<"expert_reduce"> {
+  let summary = "gated per-assignment expert projection summed per token";
+  let description = [{
+    c `[..., k * h]` (block j of token t is c[t, j]), expert/slot `[..., k]`
+    i32, gates `[..., k]`, weight `[E, h, d]`; result `[..., d]`:
+
+      y_t = sum_{j = 0..k-1, slot_tj >= 0} gates_tj * c[t, j] W_{expert_tj}
+
+    summed in ascending j (MoA's output projection; a scatter-combine
+    grouped GEMM, no per-expert copies of c).
+  }];
+  let arguments = (ins Moe_FloatTensor:$c, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
+                       Moe_FloatTensor:$weight);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$c `,` $expert `,` $gates `,` $slot `,` $weight attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_ExpertReduceGradOp : Moe_Op<"expert_reduce_grad"> {
+  let summary = "gradients of moe.expert_reduce";
+  let description = [{
+    For each kept assignment (t, j) to expert e, with `G = dy_t W_e^T`:
+    `dc[t, j] = gates_tj G`, `dgates_tj = <G, c[t, j]>`, and `dW_e = sum
+    over (t, j) routed to e of c[t, j]^T (gates_tj dy_t)`. Dropped
+    assignments get 0. Results dc, dgates, dweight.
+  }];
+  let arguments = (ins Moe_FloatTensor:$c, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$gates, Moe_IndexTensor:$slot,
+                       Moe_FloatTensor:$weight, Moe_FloatTensor:$dy);
+  let results = (outs Moe_FloatTensor:$dc, Moe_FloatTensor:$dgates,
+                      Moe_FloatTensor:$dweight);
+  let assemblyFormat = "$c `,` $expert `,` $gates `,` $slot `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
 def Moe_ExpertLoadOp : Moe_Op<"expert_load"> {
   let summary = "number of kept assignments per expert";
   let description = [{
@@ -522,6 +587,37 @@ def Moe_SwitchLossGradOp : Moe_Op<"switch_loss_grad"> {
   let assemblyFormat = "$probs `,` $expert `,` $dloss attr-dict `:` functional-type(operands, results)";
 }
 
+def Moe_CvLossOp : Moe_DiffOp<"cv_loss"> {
+  let summary = "squared coefficient of variation of the expert importance";
+  let description = [{
+    gates and expert `[..., k]` (N tokens); result a 0-d tensor. With the
+    importance `I_e = sum over (t, j) with expert_tj = e of gates_tj` (t,
+    then j, ascending), `q = I / max(sum_e I_e, 1e-12)` (an L1
+    normalisation), `m` its mean and `v` its unbiased variance over the E
+    experts: `loss = v / (m^2 + 1e-10)`; 0 when E = 1 (MoA's cv loss).
+  }];
+  let arguments = (ins Moe_FloatTensor:$gates, Moe_IndexTensor:$expert,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Moe_FloatTensor:$loss);
+  let assemblyFormat = "$gates `,` $expert attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_CvLossGradOp : Moe_Op<"cv_loss_grad"> {
+  let summary = "gradient of moe.cv_loss with respect to the gates";
+  let description = [{
+    With I, q, m, v as in moe.cv_loss, `D = m^2 + 1e-10` and `S = sum_e I_e`
+    (> 1e-12; else the gradient is 0):
+    `dL/dq_e = 2 (q_e - m) / ((E - 1) D) - 2 v m / (E D^2)`,
+    `dL/dI_e = (dL/dq_e - sum_i q_i dL/dq_i) / S`, and
+    `dgates_tj = dloss * dL/dI_{expert_tj}`.
+  }];
+  let arguments = (ins Moe_FloatTensor:$gates, Moe_IndexTensor:$expert,
+                       Moe_FloatTensor:$dloss,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Moe_FloatTensor:$dgates);
+  let assemblyFormat = "$gates `,` $expert `,` $dloss attr-dict `:` functional-type(operands, results)";
+}
+
 def Moe_ZLossOp : Moe_DiffOp<"z_loss"> {
   let summary = "router z-loss mean_t (logsumexp logits_t)^2";
   let description = [{
@@ -547,12 +643,13 @@ def Moe_CrossEntropyOp : Moe_DiffOp<"cross_entropy"> {
     logits `[..., V]`, targets `[...]` i32; targets < 0 are ignored. With
     `lp = log_softmax(logits_t)` and smoothing `a`:
     `l_t = -(1 - a) lp[target_t] - (a / V) sum_v lp[v]`;
-    `loss = sum over counted t of l_t / max(1, #counted)`. A target >= V is a
-    run-time error.
+    `loss = sum over counted t of l_t / max(1, #counted)` and `count =
+    #counted` (a 0-d float, for losses that scale by the number of target
+    tokens). A target >= V is a run-time error.
   }];
   let arguments = (ins Moe_FloatTensor:$logits, Moe_IndexTensor:$targets,
                        DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
-  let results = (outs Moe_FloatTensor:$loss);
+  let results = (outs Moe_FloatTensor:$loss, Moe_FloatTensor:$count);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
 

@@ -1,9 +1,9 @@
 //===- ExpertFfn.cpp - gathered expert FFN and its gradient ---------------===//
 //
 // Kept assignments (t, j) are grouped by expert in token order and their rows
-// gathered into one matrix, row r for the r-th grouped assignment; each
-// expert's rows then go through its gemms. Results are combined per token in
-// ascending j, so y and dx do not depend on the grouping.
+// gathered into one matrix (ExpertGroups.h); each expert's rows then go
+// through its gemms. Results are combined per token in ascending j, so y and
+// dx do not depend on the grouping.
 //
 // The work runs in phases (all gathers, then every expert's gemms, then all
 // pointwise work, ...) rather than expert by expert, so OpenMP loops and
@@ -13,6 +13,7 @@
 
 #include "ActivationFns.h"
 #include "Common.h"
+#include "ExpertGroups.h"
 #include "Kernels.h"
 
 #include <cstring>
@@ -77,49 +78,6 @@ template <typename T> FfnOperands ffnOperands(const KernelContext &ctx) {
   return o;
 }
 
-/// Kept assignments a = t * k + j grouped by expert, token order within one:
-/// grouped row r is assignment assignments[r], expert e owns rows
-/// [offset[e], offset[e + 1]), and rowOf[a] is a's row (-1 when dropped).
-struct ExpertGroups {
-  std::vector<int64_t> offset, assignments, rowOf;
-  int64_t rows() const { return offset.back(); }
-  int64_t count(int64_t e) const { return offset[e + 1] - offset[e]; }
-};
-
-ExpertGroups groupByExpert(const FfnOperands &o) {
-  ExpertGroups groups;
-  groups.offset.assign(o.numExperts + 1, 0);
-  const int32_t *ex = o.expert.as<int32_t>(), *sl = o.slot.as<int32_t>();
-  int64_t total = o.n * o.k;
-  for (int64_t a = 0; a < total; ++a)
-    if (sl[a] >= 0)
-      ++groups.offset[ex[a] + 1];
-  for (int64_t e = 0; e < o.numExperts; ++e)
-    groups.offset[e + 1] += groups.offset[e];
-  groups.assignments.resize(groups.rows());
-  groups.rowOf.assign(total, -1);
-  std::vector<int64_t> fill(groups.offset.begin(), groups.offset.end() - 1);
-  for (int64_t a = 0; a < total; ++a) {
-    if (sl[a] < 0)
-      continue;
-    int64_t r = fill[ex[a]]++;
-    groups.assignments[r] = a;
-    groups.rowOf[a] = r;
-  }
-  return groups;
-}
-
-/// Copies `width` elements per grouped row r from row assignments[r] / k of
-/// `src` (a token's row) into `dst`.
-template <typename T>
-void gatherTokenRows(const T *src, const ExpertGroups &groups, int64_t k,
-                     int64_t width, T *dst) {
-  parallelFor(groups.rows(), width, [&](int64_t r) {
-    std::memcpy(dst + r * width, src + (groups.assignments[r] / k) * width,
-                width * sizeof(T));
-  });
-}
-
 /// Sets grouped row r of `dst` to row e of `perExpert` (`[E, width]`) for
 /// the expert e owning r, or to 0 without `perExpert`.
 template <typename T>
@@ -135,44 +93,6 @@ void fillExpertRows(const T *perExpert, const FfnOperands &o,
     const T *src = perExpert + ex[groups.assignments[r]] * width;
     std::copy(src, src + width, row);
   });
-}
-
-/// out_t = sum over kept j, ascending, of weight(a) * rows[rowOf[a]] with
-/// a = t k + j, accumulated in double.
-template <typename T, typename Weight>
-void combineRows(const FfnOperands &o, const ExpertGroups &groups,
-                 const T *rows, Weight &&weight, T *out) {
-  int64_t d = o.d, k = o.k;
-  parallelFor(o.n, d * k, [&](int64_t t) {
-    std::vector<double> acc(d, 0.0);
-    for (int64_t a = t * k; a < (t + 1) * k; ++a) {
-      int64_t r = groups.rowOf[a];
-      if (r < 0)
-        continue;
-      double w = weight(a);
-      for (int64_t c = 0; c < d; ++c)
-        acc[c] += w * rows[r * d + c];
-    }
-    for (int64_t c = 0; c < d; ++c)
-      out[t * d + c] = static_cast<T>(acc[c]);
-  });
-}
-
-/// out[e, c] = sum over expert e's grouped rows, ascending, of in[r, c], in
-/// double (one iteration per expert and column, so the order is fixed).
-template <typename T>
-void expertColumnSums(const T *in, const ExpertGroups &groups, int64_t width,
-                      T *out) {
-  int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
-  parallelFor(experts * width, groups.rows() / std::max<int64_t>(1, experts),
-              [&](int64_t ec) {
-                int64_t e = ec / width, c = ec % width;
-                double acc = 0;
-                for (int64_t r = groups.offset[e]; r < groups.offset[e + 1];
-                     ++r)
-                  acc += in[r * width + c];
-                out[ec] = static_cast<T>(acc);
-              });
 }
 
 /// The hidden layer for every grouped row: a = x W1_e + b1_e, u = x W3_e
@@ -199,7 +119,7 @@ Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
   }
   if (withDerivative)
     hid.dAct = scratch.get<T>(rows * f);
-  gatherTokenRows(o.x.as<T>(), groups, o.k, d, hid.xg);
+  gatherRows(o.x.as<T>(), groups, o.k, d, hid.xg);
   fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o, groups, f, hid.a);
   for (int64_t e = 0; e < o.numExperts; ++e) {
     int64_t m = groups.count(e), r0 = groups.offset[e];
@@ -233,7 +153,7 @@ template <typename T> void expertFfn(KernelContext &ctx) {
   expectRows(ctx, y, o.n, o.d, dtypeOf<T>(), "the result");
   if (!y.present())
     return;
-  ExpertGroups groups = groupByExpert(o);
+  ExpertGroups groups = groupByExpert(o.expert, o.slot, o.numExperts);
   int64_t d = o.d, f = o.hidden;
   Scratch scratch;
   Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch);
@@ -247,7 +167,7 @@ template <typename T> void expertFfn(KernelContext &ctx) {
   }
   const T *g = o.gates.as<T>();
   combineRows(
-      o, groups, out, [&](int64_t a) { return g[a]; }, y.as<T>());
+      o.n, o.k, o.d, groups, out, [&](int64_t a) { return g[a]; }, y.as<T>());
 }
 
 /// The results of expert_ffn_grad: either all seven positions (absent ones
@@ -315,7 +235,7 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   T *dw3 = res.dw3->as<T>();
   const T *g = o.gates.as<T>();
 
-  ExpertGroups groups = groupByExpert(o);
+  ExpertGroups groups = groupByExpert(o.expert, o.slot, o.numExperts);
   int64_t rows = groups.rows();
   bool needDh = dx || dw1 || db1 || dw3;
   Scratch scratch;
@@ -324,7 +244,7 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   // dyg: dy per grouped row; dys = g dy, the gradient of the expert output.
   T *dyg = scratch.get<T>(rows * d);
   T *dys = dw2 || db2 ? scratch.get<T>(rows * d) : nullptr;
-  gatherTokenRows(dy.as<T>(), groups, k, d, dyg);
+  gatherRows(dy.as<T>(), groups, k, d, dyg);
   if (dys)
     parallelFor(rows, d, [&](int64_t r) {
       T gate = g[groups.assignments[r]];
@@ -404,7 +324,7 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   }
   if (dx)
     combineRows(
-        o, groups, dxg, [](int64_t) { return 1.0; }, dx);
+        o.n, o.k, o.d, groups, dxg, [](int64_t) { return 1.0; }, dx);
 }
 
 } // namespace

@@ -49,9 +49,17 @@ void expertLoadKernel(KernelContext &ctx);
 void expertFfnKernel(KernelContext &ctx);
 void expertFfnGradKernel(KernelContext &ctx);
 
+// ExpertProjections.cpp
+void expertMapKernel(KernelContext &ctx);
+void expertMapGradKernel(KernelContext &ctx);
+void expertReduceKernel(KernelContext &ctx);
+void expertReduceGradKernel(KernelContext &ctx);
+
 // Losses.cpp
 void switchLossKernel(KernelContext &ctx);
 void switchLossGradKernel(KernelContext &ctx);
+void cvLossKernel(KernelContext &ctx);
+void cvLossGradKernel(KernelContext &ctx);
 void zLossKernel(KernelContext &ctx);
 void zLossGradKernel(KernelContext &ctx);
 void crossEntropyKernel(KernelContext &ctx);

@@ -147,6 +147,81 @@ template <typename T> void switchLossGrad(KernelContext &ctx) {
   });
 }
 
+/// moe.cv_loss's importance statistics: q = I / max(sum I, 1e-12), its
+/// mean m, unbiased variance v and D = m^2 + 1e-10.
+struct CvStats {
+  std::vector<double> q;
+  double sum = 0, mean = 0, var = 0, denom = 0;
+};
+
+template <typename T>
+CvStats cvStats(const KernelContext &ctx, const TensorView &gates,
+                const TensorView &expert, int64_t numExperts) {
+  if (gates.rank() == 0)
+    ctx.fail("gates must be [..., k], got a scalar");
+  RowShape rs = rowShape(gates);
+  expectRows(ctx, expert, rs.rows, rs.width, DType::I32, "expert");
+  checkExpertIndices(ctx, expert, nullptr, numExperts);
+  const T *g = gates.as<T>();
+  const int32_t *ex = expert.as<int32_t>();
+  CvStats s;
+  s.q.assign(numExperts, 0.0);
+  for (int64_t a = 0; a < gates.numel(); ++a)
+    s.q[ex[a]] += g[a];
+  for (double i : s.q)
+    s.sum += i;
+  double norm = std::max(s.sum, 1e-12);
+  for (double &q : s.q) {
+    q /= norm;
+    s.mean += q;
+  }
+  s.mean /= numExperts;
+  for (double q : s.q)
+    s.var += (q - s.mean) * (q - s.mean);
+  s.var /= std::max<int64_t>(1, numExperts - 1);
+  s.denom = s.mean * s.mean + 1e-10;
+  return s;
+}
+
+template <typename T> void cvLoss(KernelContext &ctx) {
+  int64_t numExperts = ctx.attrs.getInt(defs::ops::cv_loss::kNumExperts);
+  CvStats s = cvStats<T>(ctx, requireInput(ctx, 0, "gates"),
+                         requireInput(ctx, 1, "expert"), numExperts);
+  writeScalar<T>(ctx, ctx.out(0), "loss",
+                 numExperts == 1 ? 0.0 : s.var / s.denom);
+}
+
+template <typename T> void cvLossGrad(KernelContext &ctx) {
+  int64_t numExperts = ctx.attrs.getInt(defs::ops::cv_loss_grad::kNumExperts);
+  const TensorView &gates = requireInput(ctx, 0, "gates");
+  const TensorView &expert = requireInput(ctx, 1, "expert");
+  CvStats s = cvStats<T>(ctx, gates, expert, numExperts);
+  expectNumel(ctx, requireInput(ctx, 2, "dloss"), 1, dtypeOf<T>(), "dloss");
+  double dloss = scalarFloat(ctx, ctx.in(2), "dloss");
+  const TensorView &dgates = ctx.out(0);
+  expectRows(ctx, dgates, rowShape(gates).rows, rowShape(gates).width,
+             dtypeOf<T>(), "dgates");
+  if (!dgates.present())
+    return;
+  // dL/dq_e, then through the L1 normalisation to dL/dI_e.
+  std::vector<double> dI(numExperts, 0.0);
+  if (numExperts > 1 && s.sum > 1e-12) {
+    std::vector<double> dq(numExperts);
+    double qdq = 0;
+    for (int64_t e = 0; e < numExperts; ++e) {
+      dq[e] = 2 * (s.q[e] - s.mean) / ((numExperts - 1) * s.denom) -
+              2 * s.var * s.mean / (numExperts * s.denom * s.denom);
+      qdq += s.q[e] * dq[e];
+    }
+    for (int64_t e = 0; e < numExperts; ++e)
+      dI[e] = (dq[e] - qdq) / s.sum;
+  }
+  const int32_t *ex = expert.as<int32_t>();
+  T *out = dgates.as<T>();
+  for (int64_t a = 0; a < gates.numel(); ++a)
+    out[a] = static_cast<T>(dloss * dI[ex[a]]);
+}
+
 template <typename T> void zLoss(KernelContext &ctx) {
   const TensorView &logits = requireInput(ctx, 0, "logits");
   if (logits.rank() == 0)
@@ -236,6 +311,7 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
   });
   double loss = sumInOrder(terms) / std::max<int64_t>(1, ce.counted);
   writeScalar<T>(ctx, ctx.out(0), "loss", loss);
+  writeScalar<T>(ctx, ctx.out(1), "count", static_cast<double>(ce.counted));
 }
 
 template <typename T> void crossEntropyGrad(KernelContext &ctx) {
@@ -284,6 +360,18 @@ void switchLossGradKernel(KernelContext &ctx) {
                 [&](auto tag) { switchLossGrad<decltype(tag)>(ctx); });
 }
 
+void cvLossKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "gates"), "gates",
+                [&](auto tag) { cvLoss<decltype(tag)>(ctx); });
+}
+
+void cvLossGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 3, 3, 1, 1);
+  dispatchFloat(ctx, requireInput(ctx, 0, "gates"), "gates",
+                [&](auto tag) { cvLossGrad<decltype(tag)>(ctx); });
+}
+
 void zLossKernel(KernelContext &ctx) {
   checkArity(ctx, 1, 1, 1, 1);
   dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
@@ -297,7 +385,7 @@ void zLossGradKernel(KernelContext &ctx) {
 }
 
 void crossEntropyKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 2, 1, 1);
+  checkArity(ctx, 2, 2, 1, 2);
   dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
                 [&](auto tag) { crossEntropy<decltype(tag)>(ctx); });
 }

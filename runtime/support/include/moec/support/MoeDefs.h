@@ -379,8 +379,14 @@ enum class KernelKind : int32_t {
   CrossEntropyGrad = 19,
   GlobalNorm = 20,
   Optimizer = 21,
+  ExpertMap = 22,
+  ExpertMapGrad = 23,
+  ExpertReduce = 24,
+  ExpertReduceGrad = 25,
+  CvLoss = 26,
+  CvLossGrad = 27,
 };
-inline constexpr std::array<KernelKind, 22> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 28> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -403,6 +409,12 @@ inline constexpr std::array<KernelKind, 22> kKernelKindValues = {
     KernelKind::CrossEntropyGrad,
     KernelKind::GlobalNorm,
     KernelKind::Optimizer,
+    KernelKind::ExpertMap,
+    KernelKind::ExpertMapGrad,
+    KernelKind::ExpertReduce,
+    KernelKind::ExpertReduceGrad,
+    KernelKind::CvLoss,
+    KernelKind::CvLossGrad,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -451,6 +463,18 @@ constexpr std::string_view spelling(KernelKind value) {
     return "global_norm";
   case KernelKind::Optimizer:
     return "optimizer";
+  case KernelKind::ExpertMap:
+    return "expert_map";
+  case KernelKind::ExpertMapGrad:
+    return "expert_map_grad";
+  case KernelKind::ExpertReduce:
+    return "expert_reduce";
+  case KernelKind::ExpertReduceGrad:
+    return "expert_reduce_grad";
+  case KernelKind::CvLoss:
+    return "cv_loss";
+  case KernelKind::CvLossGrad:
+    return "cv_loss_grad";
   }
   return "";
 }
@@ -501,6 +525,18 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "GlobalNorm";
   case KernelKind::Optimizer:
     return "Optimizer";
+  case KernelKind::ExpertMap:
+    return "ExpertMap";
+  case KernelKind::ExpertMapGrad:
+    return "ExpertMapGrad";
+  case KernelKind::ExpertReduce:
+    return "ExpertReduce";
+  case KernelKind::ExpertReduceGrad:
+    return "ExpertReduceGrad";
+  case KernelKind::CvLoss:
+    return "CvLoss";
+  case KernelKind::CvLossGrad:
+    return "CvLossGrad";
   }
   return "";
 }
@@ -549,14 +585,26 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::GlobalNorm;
   if (text == "optimizer")
     return KernelKind::Optimizer;
+  if (text == "expert_map")
+    return KernelKind::ExpertMap;
+  if (text == "expert_map_grad")
+    return KernelKind::ExpertMapGrad;
+  if (text == "expert_reduce")
+    return KernelKind::ExpertReduce;
+  if (text == "expert_reduce_grad")
+    return KernelKind::ExpertReduceGrad;
+  if (text == "cv_loss")
+    return KernelKind::CvLoss;
+  if (text == "cv_loss_grad")
+    return KernelKind::CvLossGrad;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 22> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 28> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -746,6 +794,18 @@ inline constexpr std::string_view kLabelSmoothing = "label_smoothing";
 inline constexpr double kLabelSmoothingDefault = 0.0;
 } // namespace cross_entropy
 
+/// moe.cv_loss_grad: gradient of moe.cv_loss with respect to the gates.
+namespace cv_loss_grad {
+inline constexpr std::string_view kName = "moe.cv_loss_grad";
+inline constexpr std::string_view kNumExperts = "num_experts";
+} // namespace cv_loss_grad
+
+/// moe.cv_loss: squared coefficient of variation of the expert importance.
+namespace cv_loss {
+inline constexpr std::string_view kName = "moe.cv_loss";
+inline constexpr std::string_view kNumExperts = "num_experts";
+} // namespace cv_loss
+
 /// moe.dropout_grad: gradient of moe.dropout.
 namespace dropout_grad {
 inline constexpr std::string_view kName = "moe.dropout_grad";
@@ -788,6 +848,26 @@ namespace expert_load {
 inline constexpr std::string_view kName = "moe.expert_load";
 inline constexpr std::string_view kNumExperts = "num_experts";
 } // namespace expert_load
+
+/// moe.expert_map_grad: gradients of moe.expert_map.
+namespace expert_map_grad {
+inline constexpr std::string_view kName = "moe.expert_map_grad";
+} // namespace expert_map_grad
+
+/// moe.expert_map: per-assignment expert projection (MoA's routed queries).
+namespace expert_map {
+inline constexpr std::string_view kName = "moe.expert_map";
+} // namespace expert_map
+
+/// moe.expert_reduce_grad: gradients of moe.expert_reduce.
+namespace expert_reduce_grad {
+inline constexpr std::string_view kName = "moe.expert_reduce_grad";
+} // namespace expert_reduce_grad
+
+/// moe.expert_reduce: gated per-assignment expert projection summed per token.
+namespace expert_reduce {
+inline constexpr std::string_view kName = "moe.expert_reduce";
+} // namespace expert_reduce
 
 /// moe.global_norm: L2 norm of a list of tensors.
 namespace global_norm {

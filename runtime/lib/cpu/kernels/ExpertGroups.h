@@ -1,0 +1,108 @@
+//===- ExpertGroups.h - routed assignments grouped by expert ----*- C++ -*-===//
+//
+// The kept (token, choice) assignments of a router, grouped by expert in
+// assignment order, and the gathers and combines every routed op (expert
+// FFN, expert map, expert reduce) builds on: rows are gathered into one
+// matrix per call, each expert's block goes through its gemms, and results
+// are combined per token in ascending choice order, so outputs do not depend
+// on the grouping.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_RUNTIME_CPU_KERNELS_EXPERTGROUPS_H
+#define MOEC_RUNTIME_CPU_KERNELS_EXPERTGROUPS_H
+
+#include "Common.h"
+
+#include <cstring>
+#include <vector>
+
+namespace moec::cpu {
+
+/// Kept assignments a = t * k + j grouped by expert, assignment order within
+/// one: grouped row r is assignment assignments[r], expert e owns rows
+/// [offset[e], offset[e + 1]), and rowOf[a] is a's row (-1 when dropped).
+struct ExpertGroups {
+  std::vector<int64_t> offset, assignments, rowOf;
+  int64_t rows() const { return offset.back(); }
+  int64_t count(int64_t e) const { return offset[e + 1] - offset[e]; }
+};
+
+/// Groups the assignments of expert/slot (i32, slot < 0: dropped); the
+/// indices must have been checked against numExperts.
+inline ExpertGroups groupByExpert(const TensorView &expert,
+                                  const TensorView &slot, int64_t numExperts) {
+  ExpertGroups groups;
+  groups.offset.assign(numExperts + 1, 0);
+  const int32_t *ex = expert.as<int32_t>(), *sl = slot.as<int32_t>();
+  int64_t total = expert.numel();
+  for (int64_t a = 0; a < total; ++a)
+    if (sl[a] >= 0)
+      ++groups.offset[ex[a] + 1];
+  for (int64_t e = 0; e < numExperts; ++e)
+    groups.offset[e + 1] += groups.offset[e];
+  groups.assignments.resize(groups.rows());
+  groups.rowOf.assign(total, -1);
+  std::vector<int64_t> fill(groups.offset.begin(), groups.offset.end() - 1);
+  for (int64_t a = 0; a < total; ++a) {
+    if (sl[a] < 0)
+      continue;
+    int64_t r = fill[ex[a]]++;
+    groups.assignments[r] = a;
+    groups.rowOf[a] = r;
+  }
+  return groups;
+}
+
+/// Copies `width` elements per grouped row r from row assignments[r] / div
+/// of `src` into `dst`: div = k reads a token's row, div = 1 the
+/// assignment's own row.
+template <typename T>
+void gatherRows(const T *src, const ExpertGroups &groups, int64_t div,
+                int64_t width, T *dst) {
+  parallelFor(groups.rows(), width, [&](int64_t r) {
+    std::memcpy(dst + r * width, src + (groups.assignments[r] / div) * width,
+                width * sizeof(T));
+  });
+}
+
+/// out_t = sum over kept j, ascending, of weight(a) * rows[rowOf[a]] with
+/// a = t k + j, accumulated in double; n tokens, `d` columns.
+template <typename T, typename Weight>
+void combineRows(int64_t n, int64_t k, int64_t d, const ExpertGroups &groups,
+                 const T *rows, Weight &&weight, T *out) {
+  parallelFor(n, d * k, [&](int64_t t) {
+    std::vector<double> acc(d, 0.0);
+    for (int64_t a = t * k; a < (t + 1) * k; ++a) {
+      int64_t r = groups.rowOf[a];
+      if (r < 0)
+        continue;
+      double w = weight(a);
+      for (int64_t c = 0; c < d; ++c)
+        acc[c] += w * rows[r * d + c];
+    }
+    for (int64_t c = 0; c < d; ++c)
+      out[t * d + c] = static_cast<T>(acc[c]);
+  });
+}
+
+/// out[e, c] = sum over expert e's grouped rows, ascending, of in[r, c], in
+/// double (one iteration per expert and column, so the order is fixed).
+template <typename T>
+void expertColumnSums(const T *in, const ExpertGroups &groups, int64_t width,
+                      T *out) {
+  int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
+  parallelFor(experts * width, groups.rows() / std::max<int64_t>(1, experts),
+              [&](int64_t ec) {
+                int64_t e = ec / width, c = ec % width;
+                double acc = 0;
+                for (int64_t r = groups.offset[e]; r < groups.offset[e + 1];
+                     ++r)
+                  acc += in[r * width + c];
+                out[ec] = static_cast<T>(acc);
+              });
+}
+
+} // namespace moec::cpu
+
+#endif // MOEC_RUNTIME_CPU_KERNELS_EXPERTGROUPS_H
