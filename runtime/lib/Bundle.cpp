@@ -80,15 +80,14 @@ ParamInfo readParam(const JsonReader &r) {
     r.field("dtype").fail("a parameter must have a float dtype");
   p.shape = readShape(r.field("shape"));
   p.init = r.stringField("init");
-  static const std::set<std::string> inits = {"zeros", "ones", "normal",
-                                              "uniform", "xavier_uniform"};
-  if (!inits.count(p.init))
-    r.field("init").fail(fmt::format(
-        "unknown initialiser \"{}\" (zeros, ones, normal, uniform, "
-        "xavier_uniform)",
-        p.init));
-  if (p.init == "xavier_uniform" && p.shape.size() < 2)
+  std::optional<defs::Init> init = defs::parseInit(p.init);
+  if (!init)
+    r.field("init").fail(fmt::format("unknown initialiser \"{}\" ({})",
+                                     p.init, defs::kInitSpellings));
+  if (init == defs::Init::XavierUniform && p.shape.size() < 2)
     r.field("init").fail("xavier_uniform needs a parameter of rank >= 2");
+  if (init == defs::Init::Sinusoidal && p.shape.size() != 2)
+    r.field("init").fail("sinusoidal needs a [positions, width] parameter");
   p.scale = r.field("scale").number();
   if (!(p.scale >= 0))
     r.field("scale").fail("the init scale must be >= 0");

@@ -137,6 +137,10 @@ LogicalResult ParamOp::verify() {
   if (!isa<FloatType>(type.getElementType()))
     return emitOpError("parameter element type must be a float type, got ")
            << type.getElementType();
+  if (getInit() == Init::Sinusoidal && type.getRank() != 2)
+    return emitOpError("sinusoidal needs a [positions, width] parameter, "
+                       "got rank ")
+           << type.getRank();
   if (getInit() == Init::XavierUniform && type.getRank() < 2)
     return emitOpError("xavier_uniform needs a parameter of rank >= 2, got ")
            << type;

@@ -159,7 +159,12 @@ def Moe_InitEnum : Moe_I32Enum<"Init", "parameter initialiser", [
     I32EnumAttrCase<"Uniform", 3, "uniform">,
     // U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)), fans from the last
     // two dimensions (per expert for 3-D weights).
-    I32EnumAttrCase<"XavierUniform", 4, "xavier_uniform">]>;
+    I32EnumAttrCase<"XavierUniform", 4, "xavier_uniform">,
+    // A [L, d] table of sinusoidal positions in fairseq's layout: row p is
+    // [sin(p w_0), ..., sin(p w_{h-1}), cos(p w_0), ..., cos(p w_{h-1})]
+    // with h = d / 2 and w_i = exp(-i ln(10000) / (h - 1)) (a zero last
+    // column when d is odd); scale ignored. Meant for frozen parameters.
+    I32EnumAttrCase<"Sinusoidal", 5, "sinusoidal">]>;
 def Moe_InitAttr : Moe_EnumAttr<"init", Moe_InitEnum>;
 
 //===----------------------------------------------------------------------===//

@@ -42,7 +42,8 @@ def Moe_ParamOp : Op<Moe_Dialect, "param", [Symbol]> {
     - normal: N(0, scale^2);
     - uniform: U(-scale, scale);
     - xavier_uniform: U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)) over
-      the last two dimensions.
+      the last two dimensions;
+    - sinusoidal: a [L, d] table of fixed positions (see `#moe.init`).
     A `frozen` parameter gets no gradient and no optimizer update.
 
     ```mlir

@@ -291,13 +291,15 @@ enum class Init : int32_t {
   Normal = 2,
   Uniform = 3,
   XavierUniform = 4,
+  Sinusoidal = 5,
 };
-inline constexpr std::array<Init, 5> kInitValues = {
+inline constexpr std::array<Init, 6> kInitValues = {
     Init::Zeros,
     Init::Ones,
     Init::Normal,
     Init::Uniform,
     Init::XavierUniform,
+    Init::Sinusoidal,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(Init value) {
@@ -312,6 +314,8 @@ constexpr std::string_view spelling(Init value) {
     return "uniform";
   case Init::XavierUniform:
     return "xavier_uniform";
+  case Init::Sinusoidal:
+    return "sinusoidal";
   }
   return "";
 }
@@ -328,6 +332,8 @@ constexpr std::string_view enumerator(Init value) {
     return "Uniform";
   case Init::XavierUniform:
     return "XavierUniform";
+  case Init::Sinusoidal:
+    return "Sinusoidal";
   }
   return "";
 }
@@ -342,14 +348,16 @@ constexpr std::optional<Init> parseInit(std::string_view text) {
     return Init::Uniform;
   if (text == "xavier_uniform")
     return Init::XavierUniform;
+  if (text == "sinusoidal")
+    return Init::Sinusoidal;
   return std::nullopt;
 }
-/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform".
-inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform";
+/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform, sinusoidal".
+inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform, sinusoidal";
 template <> struct EnumTraits<Init> {
   static constexpr std::string_view kDescription = "parameter initialiser";
   static constexpr std::string_view kSpellings = kInitSpellings;
-  static constexpr std::array<Init, 5> kValues = kInitValues;
+  static constexpr std::array<Init, 6> kValues = kInitValues;
   static constexpr std::optional<Init> parse(std::string_view text) {
     return parseInit(text);
   }
