@@ -374,18 +374,78 @@ ProgramDesc readProgram(const std::string &name, const JsonReader &r,
   return program;
 }
 
+/// One of `choices`, or a located error listing them.
+std::string readChoice(const JsonReader &r, const std::string &key,
+                       std::initializer_list<const char *> choices) {
+  std::string value = r.stringField(key);
+  for (const char *c : choices)
+    if (value == c)
+      return value;
+  r.field(key).fail(fmt::format("unknown {} \"{}\" (one of {})", key, value,
+                                fmt::join(choices, ", ")));
+}
+
+/// Parameter paths and file names become strings of a list.
+std::vector<std::string> readStrings(const JsonReader &r) {
+  std::vector<std::string> values;
+  JsonReader list = r.array();
+  for (size_t i = 0; i < list.size(); ++i)
+    values.push_back(list.at(i).string());
+  return values;
+}
+
+TokenizerInfo readTokenizer(const JsonReader &r) {
+  TokenizerInfo t;
+  t.kind = readChoice(r, "kind", {"bytes", "sentencepiece"});
+  t.path = r.stringField("path");
+  if (t.kind == "sentencepiece") {
+    t.sha256 = r.stringField("sha256");
+    if (t.sha256.size() != 64)
+      r.field("sha256").fail("expected the 64 hex digits of a SHA-256");
+  }
+  return t;
+}
+
 ModelInfo readModel(const JsonReader &r) {
   ModelInfo m;
   m.name = r.stringField("name");
-  m.kind = r.stringField("kind");
+  m.kind = readChoice(r, "kind", {"decoder", "encoder", "encoder_decoder"});
+  m.objective =
+      readChoice(r, "objective", {"lm", "mlm", "classify", "translate"});
   m.vocab = r.field("vocab").integer(1, int64_t(1) << 31);
   m.dModel = r.field("d_model").integer(1, int64_t(1) << 31);
   m.maxSeq = r.field("max_seq").integer(1, int64_t(1) << 31);
   m.dtype = r.stringField("dtype");
-  JsonReader layers = r.field("moe_layers").array();
-  for (size_t i = 0; i < layers.size(); ++i)
-    m.moeLayers.push_back(layers.at(i).string());
+  m.segments = r.field("segments").integer(0, int64_t(1) << 16);
+  if (m.objective == "classify")
+    m.classes = r.field("classes").integer(2, int64_t(1) << 31);
+  if (m.objective == "mlm") {
+    JsonReader mlm = r.field("mlm").object();
+    m.mlm.rate = mlm.field("rate").number();
+    m.mlm.mask = mlm.field("mask").number();
+    m.mlm.random = mlm.field("random").number();
+    m.mlm.maxPredictions =
+        mlm.field("max_predictions").integer(1, int64_t(1) << 24);
+    if (!(m.mlm.rate > 0 && m.mlm.rate <= 1))
+      mlm.field("rate").fail("the prediction rate must be in (0, 1]");
+    if (!(m.mlm.mask >= 0 && m.mlm.random >= 0 &&
+          m.mlm.mask + m.mlm.random <= 1))
+      mlm.fail("the mask and random shares must be >= 0 and sum to <= 1");
+  }
+  m.tokenizer = readTokenizer(r.field("tokenizer").object());
+  m.moeLayers = readStrings(r.field("moe_layers"));
   return m;
+}
+
+GenerateConfig readGenerate(const JsonReader &r) {
+  GenerateConfig g;
+  g.beam = r.field("beam").integer(1, 1024);
+  g.lengthPenalty = r.field("length_penalty").number();
+  g.maxLenA = r.field("max_len_a").number();
+  g.maxLenB = r.field("max_len_b").integer(0, int64_t(1) << 24);
+  if (!(g.maxLenA >= 0))
+    r.field("max_len_a").fail("must be >= 0");
+  return g;
 }
 
 TrainingConfig readTraining(const JsonReader &r) {
@@ -403,13 +463,11 @@ TrainingConfig readTraining(const JsonReader &r) {
 
 DataSpec readData(const JsonReader &r) {
   DataSpec d;
-  d.kind = r.stringField("kind");
-  if (d.kind != "synthetic" && d.kind != "text")
-    r.field("kind").fail(fmt::format("unknown data kind \"{}\" (synthetic or "
-                                     "text)",
-                                     d.kind));
+  d.kind = readChoice(r, "kind",
+                      {"synthetic", "text", "lines", "labelled", "parallel"});
   d.task = r.stringField("task");
-  d.path = r.stringField("path");
+  d.paths = readStrings(r.field("paths"));
+  d.labels = readStrings(r.field("labels"));
   d.taskSeed = r.field("task_seed").integer(0, INT64_MAX);
   d.branching = r.field("branching").integer(1, int64_t(1) << 31);
   d.validFraction = r.field("valid_fraction").number();
@@ -456,7 +514,7 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
     root.fail("not a moec bundle (its \"format\" field is not "
               "\"moec-bundle\")");
   int64_t version = root.field("version").integer();
-  if (version < 1 || version > kBundleFormatVersion)
+  if (version != kBundleFormatVersion)
     root.field("version").fail(fmt::format(
         "bundle format version {} is not supported; this runtime reads "
         "version {} (recompile the model with this moec)",
@@ -465,6 +523,8 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
   bundle->model = readModel(root.field("model"));
   bundle->training = readTraining(root.field("training"));
   bundle->data = readData(root.field("data"));
+  if (root.has("generate"))
+    bundle->generate = readGenerate(root.field("generate").object());
 
   JsonReader params = root.field("params").array();
   std::set<std::string> names;
@@ -526,6 +586,7 @@ std::string Bundle::json() const { return impl->document.dump(1) + "\n"; }
 const ModelInfo &Bundle::model() const { return impl->model; }
 const TrainingConfig &Bundle::training() const { return impl->training; }
 const DataSpec &Bundle::data() const { return impl->data; }
+const GenerateConfig &Bundle::generate() const { return impl->generate; }
 const std::vector<ParamInfo> &Bundle::params() const { return impl->params; }
 
 std::vector<std::string> Bundle::programs() const {

@@ -100,6 +100,7 @@ struct BundleData {
   ModelInfo model;
   TrainingConfig training;
   DataSpec data;
+  GenerateConfig generate;
   double balanceLossWeight = 0;
   std::vector<ParamInfo> params;
   std::vector<StateDesc> states;

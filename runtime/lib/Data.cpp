@@ -5,6 +5,7 @@
 #include "moec/Error.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace moec {
 
@@ -28,7 +29,8 @@ std::unique_ptr<DataSource> openDataSource(const DataSpec &spec,
                             "expected at least 1",
                             modelVocab));
   if (spec.kind == "text") {
-    requireByteVocab(fmt::format("text '{}'", spec.path), modelVocab);
+    requireByteVocab(fmt::format("text '{}'", fmt::join(spec.paths, ", ")),
+                     modelVocab);
     return data::openTextSource(spec, seed, split);
   }
   if (spec.kind != "synthetic")
@@ -46,6 +48,38 @@ std::unique_ptr<DataSource> openDataSource(const DataSpec &spec,
   throw Error(fmt::format("data: unknown synthetic task '{}' (expected "
                           "'grammar', 'markov' or 'copy')",
                           spec.task));
+}
+
+std::unique_ptr<DataSource> openDataSource(const DataSpec &spec,
+                                           const DataTarget &target,
+                                           uint64_t seed, Split split) {
+  bool fileKind = spec.kind == "lines" || spec.kind == "labelled" ||
+                  spec.kind == "parallel" ||
+                  (spec.kind == "text" && target.objective == "mlm");
+  if (fileKind && !target.tokenizer)
+    throw Error(fmt::format("data: kind '{}' needs the model's tokenizer",
+                            spec.kind));
+  if (target.objective == "mlm" &&
+      (spec.kind == "lines" || spec.kind == "text"))
+    return data::openMlmSource(spec, target, seed, split);
+  if (target.objective == "classify" && spec.kind == "labelled")
+    return data::openLabelledSource(spec, target, seed, split);
+  if (target.objective == "translate") {
+    if (spec.kind == "parallel")
+      return data::openParallelSource(spec, target, seed, split);
+    if (spec.kind == "synthetic" && spec.task == "translate")
+      return data::openTranslateSource(spec, target, seed, split);
+  }
+  if (target.objective == "lm" &&
+      (spec.kind == "text" ||
+       (spec.kind == "synthetic" && spec.task != "translate")))
+    return openDataSource(spec, target.vocab, seed, split);
+  throw Error(fmt::format("data: a {} model with objective '{}' cannot read "
+                          "{} data",
+                          target.kind, target.objective,
+                          spec.kind == "synthetic"
+                              ? "synthetic '" + spec.task + "'"
+                              : "'" + spec.kind + "'"));
 }
 
 } // namespace moec

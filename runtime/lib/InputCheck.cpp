@@ -3,6 +3,7 @@
 #include "InputCheck.h"
 #include "moec/Error.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace moec::detail {
@@ -19,18 +20,21 @@ std::string indexOf(const Shape &shape, int64_t i) {
   return fmt::format("[{}]", fmt::join(index, ", "));
 }
 
+/// Checks that the ids of `t` lie in [0, limit), `range` naming that range
+/// in errors.
 void checkIds(const std::string &program, const std::string &name,
-              const Tensor &t, int64_t vocab, bool negativeIgnored) {
+              const Tensor &t, int64_t limit, bool negativeIgnored,
+              const char *range = "the vocabulary") {
+  const int64_t vocab = limit;
   if (t.dtype() != DType::I32)
     return; // the runner reports the dtype
   const int32_t *ids = t.data<int32_t>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (ids[i] < vocab && (ids[i] >= 0 || negativeIgnored))
       continue;
-    throw Error(fmt::format("program '{}': {}{} = {} is outside the "
-                            "vocabulary [0, {}){}",
+    throw Error(fmt::format("program '{}': {}{} = {} is outside {} [0, {}){}",
                             program, name, indexOf(t.shape(), i), ids[i],
-                            vocab,
+                            range, vocab,
                             negativeIgnored ? " (negative targets are ignored)"
                                             : ""));
   }
@@ -44,9 +48,29 @@ void checkTokenInputs(const BundleData &bundle, const std::string &program,
   auto tokens = inputs.find("tokens");
   if (vocab > 0 && tokens != inputs.end())
     checkIds(program, "tokens", tokens->second, vocab, false);
+  if (auto source = inputs.find("source"); vocab > 0 && source != inputs.end())
+    checkIds(program, "source", source->second, vocab, false);
+  // Classifiers predict classes, not tokens.
+  int64_t targetRange =
+      bundle.model.objective == "classify" ? bundle.model.classes : vocab;
   auto targets = inputs.find("targets");
-  if (vocab > 0 && targets != inputs.end())
-    checkIds(program, "targets", targets->second, vocab, true);
+  if (targetRange > 0 && targets != inputs.end())
+    checkIds(program, "targets", targets->second, targetRange, true,
+             targetRange == vocab ? "the vocabulary" : "the classes");
+  for (const char *mask : {"mask", "source_mask"})
+    if (auto m = inputs.find(mask); m != inputs.end())
+      checkIds(program, mask, m->second, 2, false, "the mask values");
+  if (auto segments = inputs.find("segments"); segments != inputs.end())
+    checkIds(program, "segments", segments->second,
+             std::max<int64_t>(bundle.model.segments, 1), false,
+             "the segments");
+  if (auto source = inputs.find("source_mask");
+      source != inputs.end() && source->second.shape().size() == 2 &&
+      bundle.model.maxSeq > 0 && source->second.shape()[1] > bundle.model.maxSeq)
+    throw Error(fmt::format("program '{}': the source has {} positions, "
+                            "beyond the model's max_seq of {}",
+                            program, source->second.shape()[1],
+                            bundle.model.maxSeq));
 
   const int64_t maxSeq = bundle.model.maxSeq;
   if (maxSeq <= 0 || tokens == inputs.end() || tokens->second.shape().size() < 2)

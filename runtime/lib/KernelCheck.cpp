@@ -66,7 +66,14 @@ ProgramInputs makeInputs(const BundleData &bundle, const ProgramDesc &program,
                             "sequence length {} do not fit max_seq = {}",
                             program.name, options.batch, seq, maxSeq));
   ProgramInputs in;
-  in.symbols = {{"B", options.batch}, {"S", seq}};
+  // Sources differ in length from targets, so that S and T are not mixed up.
+  int64_t sourceLen = std::max<int64_t>(1, std::min<int64_t>(seq + 3, maxSeq));
+  if (decodes)
+    sourceLen = std::min<int64_t>(13, maxSeq);
+  in.symbols = {{"B", options.batch}, {"S", seq}, {"T", sourceLen}};
+  const int64_t targetRange = bundle.model.objective == "classify"
+                                  ? bundle.model.classes
+                                  : bundle.model.vocab;
   const uint64_t stream = streamId("check/" + program.name);
   for (const auto &[name, id] : program.inputs) {
     const BufferDesc &b = program.buffers[id];
@@ -75,7 +82,7 @@ ProgramInputs makeInputs(const BundleData &bundle, const ProgramDesc &program,
       std::optional<int64_t> v = d.evaluate(in.symbols);
       if (!v)
         throw Error(fmt::format("kernel check of program '{}': input '{}' has "
-                                "the size {}, which B and S do not give",
+                                "the size {}, which B, S and T do not give",
                                 program.name, name, d.str()));
       shape.push_back(*v);
     }
@@ -86,12 +93,18 @@ ProgramInputs makeInputs(const BundleData &bundle, const ProgramDesc &program,
     };
     for (int64_t i = 0; i < t.numel(); ++i) {
       double u = uniform(i);
-      if (name == "tokens")
+      if (name == "tokens" || name == "source")
         t.set(i, std::floor(u * bundle.model.vocab));
       else if (name == "targets") // some targets are ignored (negative)
-        t.set(i,
-                   u < 0.1 ? -1
-                           : std::floor((u - 0.1) / 0.9 * bundle.model.vocab));
+        t.set(i, u < 0.1 ? -1 : std::floor((u - 0.1) / 0.9 * targetRange));
+      else if (name == "mask" || name == "source_mask") {
+        // Each row: real tokens, then padding (at least one real token).
+        int64_t width = shape.back(), row = i / width;
+        double rowDraw = uniform(row * width);
+        int64_t real = 1 + static_cast<int64_t>(rowDraw * width);
+        t.set(i, i % width < real ? 1 : 0);
+      } else if (name == "segments")
+        t.set(i, std::floor(u * std::max<int64_t>(1, bundle.model.segments)));
       else if (name == "past")
         t.set(i, std::floor(u * (maxSeq - seq + 1)));
       else if (name == "step") // inside the schedule, where lr is not 0
@@ -269,7 +282,7 @@ void ProgramCheck::allocate(const ProgramInputs &inputs) {
       std::optional<int64_t> v = d.evaluate(symbols);
       if (!v)
         throw Error(fmt::format("kernel check of program '{}': buffer {} has "
-                                "the size {}, which B and S do not give",
+                                "the size {}, which B, S and T do not give",
                                 program.name, id, d.str()));
       shape.push_back(*v);
     }
@@ -281,6 +294,16 @@ void ProgramCheck::allocate(const ProgramInputs &inputs) {
         throw Error(fmt::format("program '{}': unknown parameter '{}'",
                                 program.name, b.bind));
       initial = initialValue(*p, options.seed);
+      // Constant initialisers (a zero router, unit norm gains) would check
+      // kernels only at a degenerate point: ties everywhere, zero gradients.
+      if (p->init == "zeros" || p->init == "ones") {
+        uint64_t s = streamId("check-param/" + p->name);
+        double spread = p->init == "zeros" ? 0.5 : 0.1;
+        for (int64_t i = 0; i < initial.numel(); ++i)
+          initial.set(i, initial.at(i) +
+                             spread * philoxNormal(options.seed, s,
+                                                   static_cast<uint64_t>(i)));
+      }
       break;
     }
     case BufferKind::State:

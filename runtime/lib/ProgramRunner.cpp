@@ -208,8 +208,18 @@ ProgramRunner::run(const std::map<std::string, Tensor> &inputs,
 
   for (const auto &[target, id] : program.updates) {
     auto it = params.find(target);
-    DeviceBuffer *storage =
-        it != params.end() ? it->second.get() : states.at(target).get();
+    DeviceBuffer *storage = nullptr;
+    if (it != params.end()) {
+      storage = it->second.get();
+    } else {
+      // A state this program only writes (the encoder's cross-attention
+      // keys and values) takes the size of what is written.
+      std::unique_ptr<DeviceBuffer> &slot = states[target];
+      if (!slot || slot->shape != buffers[id]->shape ||
+          slot->dtype != buffers[id]->dtype)
+        slot = device.allocate(buffers[id]->dtype, buffers[id]->shape);
+      storage = slot.get();
+    }
     if (storage != buffers[id])
       device.copy(*storage, *buffers[id]);
   }

@@ -1,6 +1,7 @@
 //===- Session.cpp - a model's parameters and state on a device -----------===//
 
 #include "moec/Session.h"
+#include "BeamSearch.h"
 #include "BundleData.h"
 #include "Device.h"
 #include "Initializers.h"
@@ -13,6 +14,7 @@
 #include "moec/Version.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -78,6 +80,81 @@ struct Session::Impl {
 
   static Tensor scalarI64(int64_t v) { return Tensor::of<int64_t>({}, {v}); }
 
+  /// Moves row parents[r] of every self-attention cache to row r (beam
+  /// search continuing other hypotheses).
+  void reorderCaches(const std::vector<int64_t> &parents) {
+    bool identity = true;
+    for (size_t r = 0; r < parents.size(); ++r)
+      identity &= parents[r] == static_cast<int64_t>(r);
+    if (identity)
+      return;
+    for (const detail::StateDesc &s : data.states) {
+      if (!s.like.empty() || s.name.rfind("kv.", 0) != 0)
+        continue;
+      auto it = states.find(s.name);
+      if (it == states.end())
+        continue;
+      Tensor cache = device->download(*it->second);
+      Tensor moved(cache.dtype(), cache.shape());
+      int64_t rowSize = cache.numel() / static_cast<int64_t>(parents.size());
+      size_t bytes = static_cast<size_t>(rowSize) * dtypeSize(cache.dtype());
+      for (size_t r = 0; r < parents.size(); ++r)
+        std::memcpy(static_cast<char *>(moved.raw()) + r * bytes,
+                    static_cast<const char *>(cache.raw()) + parents[r] * bytes,
+                    bytes);
+      device->upload(*it->second, moved);
+    }
+  }
+
+  /// Beam search over the sentences of one batch.
+  std::vector<std::vector<int32_t>>
+  translateBatch(const std::vector<std::vector<int32_t>> &sources,
+                 const SpecialTokens &sp, const detail::BeamSettings &settings,
+                 const GenerateConfig &config) {
+    const int64_t maxSeq = data.model.maxSeq;
+    const auto count = static_cast<int64_t>(sources.size());
+    const int64_t beam = settings.beam, rows = count * beam;
+    int64_t width = 1;
+    std::vector<int64_t> maxLengths;
+    for (const std::vector<int32_t> &src : sources) {
+      auto length = std::min<int64_t>(src.size(), maxSeq - 1);
+      width = std::max(width, length + 1);
+      maxLengths.push_back(std::clamp<int64_t>(
+          static_cast<int64_t>(config.maxLenA * length) + config.maxLenB, 1,
+          maxSeq - 1));
+    }
+    Tensor source(DType::I32, {rows, width});
+    Tensor sourceMask(DType::I32, {rows, width});
+    for (int64_t s = 0; s < count; ++s) {
+      auto length = std::min<int64_t>(sources[s].size(), maxSeq - 1);
+      for (int64_t i = 0; i < beam; ++i)
+        for (int64_t j = 0; j < width; ++j) {
+          int64_t at = (s * beam + i) * width + j;
+          source.data<int32_t>()[at] =
+              j < length ? sources[s][j] : j == length ? sp.eos : sp.pad;
+          sourceMask.data<int32_t>()[at] = j <= length ? 1 : 0;
+        }
+    }
+    run("encode", {{"source", source}, {"source_mask", sourceMask}});
+    int64_t past = 0;
+    auto step = [&](const std::vector<int32_t> &last,
+                    const std::vector<int64_t> &parents) {
+      reorderCaches(parents);
+      Tensor logits =
+          run("decode", {{"tokens", Tensor::of<int32_t>({rows, 1}, last)},
+                         {"past", scalarI64(past++)},
+                         {"source_mask", sourceMask}})
+              .at("logits");
+      int64_t vocab = logits.shape().back();
+      std::vector<std::vector<double>> out(rows, std::vector<double>(vocab));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < vocab; ++v)
+          out[r][v] = logits.at(r * vocab + v);
+      return out;
+    };
+    return detail::beamSearch(maxLengths, settings, step);
+  }
+
   /// The dropout stream of a step: a pure function of (seed, step).
   int64_t rngFor(int64_t stepIndex) const {
     PhiloxBlock block = philox4x32(
@@ -92,8 +169,12 @@ struct Session::Impl {
   std::map<std::string, Tensor> batchInputs(const Batch &batch,
                                             const ProgramRunner &r,
                                             int64_t stepIndex) {
-    std::map<std::string, Tensor> inputs{{"tokens", batch.tokens},
-                                         {"targets", batch.targets}};
+    std::map<std::string, Tensor> inputs{{"tokens", batch.tokens}};
+    if (r.hasInput("targets"))
+      inputs["targets"] = batch.targets;
+    for (const auto &[name, tensor] : batch.inputs)
+      if (r.hasInput(name))
+        inputs[name] = tensor;
     if (r.hasInput("step"))
       inputs["step"] = scalarI64(stepIndex + 1);
     if (r.hasInput("rng"))
@@ -157,6 +238,12 @@ Session::run(const std::string &program,
   return impl->run(program, inputs);
 }
 
+Tensor Session::logits(const Batch &batch) {
+  ProgramRunner &r = impl->runner("forward");
+  return impl->run("forward", impl->batchInputs(batch, r, impl->step))
+      .at("logits");
+}
+
 std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
                                        const GenerateOptions &options) {
   if (!impl->bundle.hasProgram("decode"))
@@ -195,6 +282,44 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
     chunk = {next};
   }
   return generated;
+}
+
+std::vector<std::vector<int32_t>>
+Session::translate(const std::vector<std::vector<int32_t>> &sources,
+                   const SpecialTokens &specials,
+                   const TranslateOptions &options) {
+  if (!impl->bundle.hasProgram("encode") || !impl->bundle.hasProgram("decode"))
+    throw Error("translation needs an encoder_decoder model (its 'encode' "
+                "and 'decode' programs)");
+  if (specials.bos < 0 || specials.eos < 0 || specials.pad < 0)
+    throw Error("translation needs a tokenizer with pad, bos and eos tokens");
+  const GenerateConfig &config = impl->data.generate;
+  detail::BeamSettings settings;
+  settings.beam = options.beam.value_or(config.beam);
+  settings.lengthPenalty = options.lengthPenalty.value_or(config.lengthPenalty);
+  settings.bos = specials.bos;
+  settings.eos = specials.eos;
+  settings.banned = {specials.pad, specials.bos};
+  if (settings.beam < 1 || options.batch < 1)
+    throw Error("translation needs a beam and a batch of at least 1");
+  for (const std::vector<int32_t> &src : sources)
+    for (int32_t t : src)
+      if (t < 0 || t >= impl->data.model.vocab)
+        throw Error(fmt::format("source token {} is outside the vocabulary "
+                                "[0, {})",
+                                t, impl->data.model.vocab));
+  std::vector<std::vector<int32_t>> outputs;
+  for (size_t first = 0; first < sources.size();
+       first += static_cast<size_t>(options.batch)) {
+    size_t last =
+        std::min(sources.size(), first + static_cast<size_t>(options.batch));
+    std::vector<std::vector<int32_t>> chunk(sources.begin() + first,
+                                            sources.begin() + last);
+    for (std::vector<int32_t> &out :
+         impl->translateBatch(chunk, specials, settings, config))
+      outputs.push_back(std::move(out));
+  }
+  return outputs;
 }
 
 void Session::saveCheckpoint(const std::string &path) const {

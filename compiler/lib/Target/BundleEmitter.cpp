@@ -258,7 +258,8 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
   bundle["format"] = "moec-bundle";
   bundle["version"] = kBundleVersion;
   bundle["moec_version"] = MOEC_VERSION_STRING;
-  for (StringRef key : {attrs::kModel, attrs::kTraining, attrs::kData})
+  for (StringRef key :
+       {attrs::kModel, attrs::kTraining, attrs::kData, attrs::kGenerate})
     if (Attribute a = module->getAttr(key))
       bundle[key.drop_front(4)] = attributeToJson(a);
 

@@ -28,6 +28,13 @@ bool isFloatTensor(Value v) {
   return type && isa<FloatType>(type.getElementType());
 }
 
+/// Results that do not vary with their float operands (counts), so no
+/// gradient flows through them.
+bool isPiecewiseConstant(Value v) {
+  auto ce = v.getDefiningOp<CrossEntropyOp>();
+  return ce && v == ce.getCount();
+}
+
 /// Values that depend on a trainable parameter and on which `objective`
 /// depends.
 llvm::DenseSet<Value> activeValues(func::FuncOp func, Value objective) {
@@ -40,7 +47,7 @@ llvm::DenseSet<Value> activeValues(func::FuncOp func, Value objective) {
     if (llvm::any_of(op.getOperands(),
                      [&](Value v) { return varied.contains(v); }))
       for (Value r : op.getResults())
-        if (isFloatTensor(r))
+        if (isFloatTensor(r) && !isPiecewiseConstant(r))
           varied.insert(r);
 
   llvm::DenseSet<Value> useful{objective};
@@ -77,6 +84,14 @@ LogicalResult arithGradient(OpBuilder &b, Operation *op, Value dy,
   } else if (isa<arith::MulFOp>(op)) {
     grads[0] = b.create<arith::MulFOp>(loc, dy, op->getOperand(1));
     grads[1] = b.create<arith::MulFOp>(loc, dy, op->getOperand(0));
+  } else if (isa<arith::DivFOp>(op)) {
+    // d(a / b) = da / b - (a / b) db / b.
+    Value divisor = op->getOperand(1);
+    grads[0] = b.create<arith::DivFOp>(loc, dy, divisor);
+    grads[1] = b.create<arith::NegFOp>(
+        loc, b.create<arith::DivFOp>(
+                 loc, b.create<arith::MulFOp>(loc, dy, op->getResult(0)),
+                 divisor));
   } else {
     return op->emitOpError("has no gradient rule");
   }

@@ -26,7 +26,8 @@ LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   int64_t vocab = cast<RankedTensorType>(getTable().getType()).getDimSize(0);
   grads[1] = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
                                        getIds(), dys[0],
-                                       b.getI64IntegerAttr(vocab));
+                                       b.getI64IntegerAttr(vocab),
+                                       getScaleAttr());
   return success();
 }
 

@@ -123,13 +123,26 @@ std::vector<OwnerInfo> buildSchema() {
         "`repeat N { ... }` or `block { ... }` blocks.",
         {
             choices(fallback(setting("kind", T::Name,
-                                     "the model family (this moec builds "
-                                     "decoder language models)"),
+                                     "the model family: decoder (causal "
+                                     "language models), encoder "
+                                     "(bidirectional, BERT-style), "
+                                     "encoder_decoder (translation)"),
                              "decoder"),
                     {"decoder", "encoder", "encoder_decoder"}),
+            choices(computed(setting("objective", T::Call,
+                                     "what the model is trained to predict"),
+                             "lm (decoder), mlm (encoder), translate "
+                             "(encoder_decoder)"),
+                    {"lm", "mlm", "classify", "translate"}),
             range(required(setting("vocab", T::Integer,
-                                   "the vocabulary size (256 for byte data)")),
+                                   "the vocabulary size (256 for byte data; "
+                                   "262 with the byte tokenizer's special "
+                                   "tokens)")),
                   2.0),
+            choices(fallback(setting("tokenizer", T::Call,
+                                     "how text becomes token ids"),
+                             "bytes"),
+                    {"bytes", "sentencepiece"}),
             range(required(setting("d_model", T::Integer,
                                    "the width of the residual stream")),
                   1.0),
@@ -147,13 +160,31 @@ std::vector<OwnerInfo> buildSchema() {
                              "pre"),
                     {"pre", "post"}),
             choices(fallback(setting("positions", T::Name,
-                                     "learned absolute position embeddings, "
-                                     "or none"),
+                                     "absolute positions: learned "
+                                     "embeddings, fixed sinusoids (fairseq's "
+                                     "layout), or none"),
                              "learned"),
-                    {"learned", "none"}),
+                    {"learned", "sinusoidal", "none"}),
+            range(fallback(setting("segments", T::Integer,
+                                   "segment (token type) embeddings for "
+                                   "sentence pairs, 2 as in BERT; 0: none "
+                                   "(encoders only)"),
+                           "0"),
+                  0.0, 16.0),
             fallback(setting("tie_embeddings", T::Flag,
-                             "the output projection is the token embedding "
-                             "transposed"),
+                             "the output projection is the (target) token "
+                             "embedding transposed"),
+                     "false"),
+            fallback(setting("share_embeddings", T::Flag,
+                             "encoder_decoder: encoder and decoder read one "
+                             "token embedding"),
+                     "false"),
+            fallback(setting("embed_scale", T::Flag,
+                             "multiply token embeddings by sqrt(d_model) "
+                             "(fairseq's transformer)"),
+                     "false"),
+            fallback(setting("embed_norm", T::Flag,
+                             "a norm right after the embeddings (BERT)"),
                      "false"),
             range(fallback(setting("dropout", T::Number,
                                    "dropout after attention, FFN and expert "
@@ -184,8 +215,61 @@ std::vector<OwnerInfo> buildSchema() {
                         "1e-6"),
                1e-30)});
 
+  owner("objective lm", "objective 'lm'",
+        "Next-token prediction (decoders): the cross-entropy of every "
+        "position's next token.",
+        {});
+  owner("objective mlm", "objective 'mlm'",
+        "Masked language modelling (encoders, BERT): `rate` of the real "
+        "tokens of each sequence (at most `max_predictions`, at least one) "
+        "are predicted; of those, `mask` are replaced by the mask token, "
+        "`random` by a random token and the rest kept.",
+        {range(fallback(setting("rate", T::Number,
+                                "the share of real tokens predicted"),
+                        "0.15"),
+               0.0, 1.0),
+         range(fallback(setting("mask", T::Number,
+                                "of those, the share shown as the mask "
+                                "token"),
+                        "0.8"),
+               0.0, 1.0),
+         range(fallback(setting("random", T::Number,
+                                "of those, the share shown as a random "
+                                "token (the rest are kept)"),
+                        "0.1"),
+               0.0, 1.0),
+         range(fallback(setting("max_predictions", T::Integer,
+                                "the most predictions per sequence"),
+                        "20"),
+               1.0)});
+  owner("objective classify", "objective 'classify'",
+        "Sequence classification (encoders): the first position through the "
+        "pooler tanh(Dense) and a linear classifier.",
+        {range(required(setting("classes", T::Integer,
+                                "the number of classes")),
+               2.0)});
+  owner("objective translate", "objective 'translate'",
+        "Sequence-to-sequence (encoder_decoder): the decoder predicts each "
+        "target token from the source and the target tokens before it "
+        "(teacher forcing).",
+        {});
+  owner("tokenizer bytes", "tokenizer 'bytes'",
+        "Every byte is a token (ids 0-255); with a vocab of at least 262, "
+        "ids 256-261 are pad, bos, eos, mask, cls and sep.",
+        {});
+  owner("tokenizer sentencepiece", "tokenizer 'sentencepiece'",
+        "A SentencePiece model file (BPE or unigram, e.g. from `moec "
+        "tokenizer train`): `sentencepiece(\"path.model\")`, the path "
+        "relative to the spec's directory. Its pad, bos, eos and unk "
+        "pieces and the pieces [MASK], [CLS] and [SEP] are the special "
+        "tokens.",
+        {});
+
+  const std::string attentionDefaultCausal = "true in decoders, false in "
+                                             "encoders";
   owner("layer attention", "the attention layer",
-        "Causal multi-head self-attention with grouped key/value heads.",
+        "Multi-head self-attention with grouped key/value heads (causal in "
+        "decoders; padding keys are masked).",
         {
             range(required(setting("heads", T::Integer, "query heads")), 1.0),
             range(computed(setting("kv_heads", T::Integer,
@@ -196,10 +280,10 @@ std::vector<OwnerInfo> buildSchema() {
             range(computed(setting("head_dim", T::Integer, "width of a head"),
                            "d_model / heads"),
                   1.0),
-            fallback(setting("causal", T::Flag,
+            computed(setting("causal", T::Flag,
                              "each position sees only earlier ones (decoders "
                              "must be causal)"),
-                     "true"),
+                     attentionDefaultCausal),
             fallback(setting("bias", T::Flag,
                              "biases on the Q, K, V and output projections"),
                      "false"),
@@ -208,6 +292,91 @@ std::vector<OwnerInfo> buildSchema() {
                            "1 / sqrt(head_dim)"),
                   0.0),
         });
+  owner("layer cross_attention", "the cross_attention layer",
+        "Attention from the decoder to the encoder's output "
+        "(encoder_decoder decoders only); padding source positions are "
+        "masked.",
+        {
+            range(required(setting("heads", T::Integer, "query heads")), 1.0),
+            range(computed(setting("kv_heads", T::Integer,
+                                   "key/value heads (a divisor of heads)"),
+                           "heads"),
+                  1.0),
+            range(computed(setting("head_dim", T::Integer, "width of a head"),
+                           "d_model / heads"),
+                  1.0),
+            fallback(setting("bias", T::Flag,
+                             "biases on the Q, K, V and output projections"),
+                     "false"),
+            range(computed(setting("scale", T::Number,
+                                   "the score scale"),
+                           "1 / sqrt(head_dim)"),
+                  0.0),
+        });
+  auto moaSettings = [&](bool cross) {
+    std::vector<SettingInfo> settings = {
+        range(required(setting("experts", T::Integer,
+                               "attention experts E (query and output "
+                               "projections)")),
+              1.0),
+        range(fallback(setting("k", T::Integer,
+                               "experts (heads) per query token, at most E"),
+                       "1"),
+              1.0),
+        range(computed(setting("head_dim", T::Integer,
+                               "width of a head (and of the shared key and "
+                               "value)"),
+                       "d_model / k"),
+              1.0),
+        choices(fallback(setting("gate", T::Name,
+                                 "raw: each head's output weighted by its "
+                                 "router probability (MoA's code); "
+                                 "renorm_detached: by that over the sum of "
+                                 "the k selected, the sum not differentiated "
+                                 "(MoA's paper)"),
+                         "raw"),
+                {"raw", "renorm_detached"}),
+        range(fallback(setting("sample", T::Integer,
+                               "in training, the last `sample` of the k "
+                               "heads are drawn at random in proportion to "
+                               "p (MoA's sample_topk); 0: none"),
+                       "0"),
+              0.0),
+        choices(fallback(setting("aux", T::Name,
+                                 "how the layer's balance, z and cv losses "
+                                 "join the objective: per_token divides them "
+                                 "by the number of target tokens, as adding "
+                                 "them to a summed cross-entropy does (MoA's "
+                                 "code); mean adds them to the mean "
+                                 "cross-entropy (MoA's paper)"),
+                         "per_token"),
+                {"per_token", "mean"}),
+        fallback(setting("bias", T::Flag,
+                         "biases on the shared key and value projections"),
+                 "false"),
+        range(computed(setting("scale", T::Number, "the score scale"),
+                       "1 / sqrt(head_dim)"),
+              0.0),
+    };
+    if (!cross)
+      settings.push_back(computed(setting("causal", T::Flag,
+                                          "each position sees only earlier "
+                                          "ones (decoders must be causal)"),
+                                  attentionDefaultCausal));
+    return settings;
+  };
+  owner("layer moa", "the moa layer",
+        "Mixture of attention heads (MoA): a router picks k of E attention "
+        "experts per query token; each expert has its own query and output "
+        "projection, all share one key and one value projection (one head "
+        "wide), and the output is the gate-weighted sum over the selected "
+        "experts. Padding tokens are not routed.",
+        moaSettings(false));
+  owner("layer cross_moa", "the cross_moa layer",
+        "MoA attending from the decoder to the encoder's output: the query "
+        "is routed, keys and values come from the encoder (encoder_decoder "
+        "decoders only).",
+        moaSettings(true));
   owner("layer ffn", "the ffn layer", "A dense feed-forward sublayer.",
         {
             range(required(setting("hidden", T::Integer, "the inner width")),
@@ -338,6 +507,11 @@ std::vector<OwnerInfo> buildSchema() {
                                    "the weight of each router's z-loss"),
                            "0.001"),
                   0.0),
+            range(fallback(setting("cv_loss", T::Number,
+                                   "the weight of each moa layer's "
+                                   "coefficient-of-variation loss"),
+                           "0"),
+                  0.0),
             range(fallback(setting("label_smoothing", T::Number,
                                    "label smoothing of the cross-entropy"),
                            "0"),
@@ -370,20 +544,48 @@ std::vector<OwnerInfo> buildSchema() {
         "What `moec train` trains on: `data { source = ... }`.",
         {
             choices(required(setting("source", T::Call,
-                                     "synthetic(\"grammar\" | \"markov\" | "
-                                     "\"copy\") or text(\"path\")")),
-                    {"synthetic", "text"}),
+                                     "where the examples come from (see "
+                                     "below)")),
+                    {"synthetic", "text", "lines", "labelled", "parallel"}),
             range(fallback(setting("valid_fraction", T::Number,
-                                   "text sources: the share held out for "
+                                   "file sources: the share held out for "
                                    "validation (the end of the file)"),
                            "0.1"),
                   0.0, 0.9),
         });
+  owner("generate", "the generation settings",
+        "How encoder_decoder models decode (`moec eval`, `moec run`): "
+        "`generate { settings }`. Beam search ranks finished hypotheses by "
+        "log-probability / ((5 + length) / 6)^length_penalty (GNMT); the "
+        "output has at most max_len_a * source length + max_len_b tokens.",
+        {
+            range(fallback(setting("beam", T::Integer,
+                                   "hypotheses kept per sentence (1: greedy "
+                                   "search)"),
+                           "4"),
+                  1.0, 64.0),
+            range(fallback(setting("length_penalty", T::Number,
+                                   "alpha of the length penalty (0: none)"),
+                           "0.6"),
+                  0.0, 10.0),
+            range(fallback(setting("max_len_a", T::Number,
+                                   "the longest output per source token"),
+                           "1.2"),
+                  0.0),
+            range(fallback(setting("max_len_b", T::Integer,
+                                   "the longest output beyond that"),
+                           "10"),
+                  0.0),
+        });
   owner("source synthetic", "synthetic(...)",
-        "Generated byte sequences: `synthetic(\"TASK\", settings)` with TASK "
-        "grammar (sentences of a small English-like grammar), markov (a "
-        "random Markov chain over the vocabulary) or copy (a sequence, a "
-        "separator, the sequence again).",
+        "Generated data: `synthetic(\"TASK\", settings)` with TASK grammar "
+        "(bytes of sentences of a small English-like grammar), markov (a "
+        "random Markov chain over the vocabulary), copy (a sequence, a "
+        "separator, the sequence again) or translate (sentence pairs of two "
+        "made-up languages, word for word through a fixed lexicon with the "
+        "verb moved to the end and adjectives after their noun; its own "
+        "word vocabulary; a fixed hash of each source sentence decides "
+        "whether the pair is held out for validation).",
         {range(fallback(setting("branching", T::Integer,
                                 "markov: successors per token"),
                         "2"),
@@ -394,8 +596,24 @@ std::vector<OwnerInfo> buildSchema() {
                         "0"),
                0.0)});
   owner("source text", "text(...)",
-        "A UTF-8 text file, read as bytes: `text(\"path\")`, the path "
-        "relative to the spec's directory.",
+        "A UTF-8 text file as one token stream (language models): "
+        "`text(\"path\")`, the path relative to the spec's directory.",
+        {});
+  owner("source lines", "lines(...)",
+        "One example per line (masked language modelling): "
+        "`lines(\"path\")`; empty lines are skipped, long lines cut.",
+        {});
+  owner("source labelled", "labelled(...)",
+        "Labelled examples for classification, one per line: "
+        "`label<TAB>text` or `label<TAB>text<TAB>text2` (a sentence pair): "
+        "`labelled(\"path\", labels = [\"neg\", \"pos\"])`.",
+        {setting("labels", T::TextList,
+                 "the label names, in class order; without it labels are "
+                 "the integers 0 .. classes - 1")});
+  owner("source parallel", "parallel(...)",
+        "Sentence pairs for translation: `parallel(\"pairs.tsv\")` with "
+        "`source<TAB>target` lines, or `parallel(\"src.txt\", "
+        "\"tgt.txt\")` with aligned lines.",
         {});
   return owners;
 }
@@ -416,6 +634,8 @@ std::string typeName(const SettingInfo &s) {
     return "name or call";
   case SettingType::Pair:
     return "[number, number]";
+  case SettingType::TextList:
+    return "[string, ...]";
   }
   return "";
 }
@@ -501,8 +721,8 @@ std::string languageReference() {
       "# The .moe language: every section, layer and setting\n\n"
       "<!-- Generated by `moec language` from the table the checker uses "
       "(frontend/lib/Semantics/LanguageSchema.cpp); do not edit. -->\n\n"
-      "A spec is a version line (`moe 1`), `let` constants, and up to three "
-      "sections: `model` (required), `train` and `data`. Settings are "
+      "A spec is a version line (`moe 1`), `let` constants, and up to four "
+      "sections: `model` (required), `train`, `data` and `generate`. Settings are "
       "`name = value`; values are integers, numbers, `true`/`false`, "
       "strings, names, lists `[a, b]`, calls `name(setting = value, ...)` "
       "and expressions over `let` constants. The syntax (`repeat N as i`, "
@@ -522,8 +742,10 @@ std::string languageReference() {
     }
   };
   section("Sections", "Each section is written `name { settings }`; the "
-          "model also holds the layers.", "model");
-  for (const char *id : {"train", "data"}) {
+          "model also holds the layers: in blocks for decoders and encoders, "
+          "and in `encoder { ... }` and `decoder { ... }` stacks of blocks "
+          "for encoder_decoder models.", "model");
+  for (const char *id : {"train", "data", "generate"}) {
     md += std::string("### ") + id + "\n\n";
     appendTable(md, schemaOf(id));
   }
@@ -539,7 +761,9 @@ std::string languageReference() {
         "one of its names, bare (`capacity = none`) or with settings "
         "(`capacity = switch(factor = 1.25)`); each call's settings are "
         "below.\n\n";
-  for (CallGroup g : {CallGroup{"norm (model)", "norm "},
+  for (CallGroup g : {CallGroup{"objective (model)", "objective "},
+                      CallGroup{"tokenizer (model)", "tokenizer "},
+                      CallGroup{"norm (model)", "norm "},
                       CallGroup{"capacity (moe layer)", "capacity "},
                       CallGroup{"optimizer (train)", "optimizer "},
                       CallGroup{"schedule (train)", "schedule "},

@@ -12,7 +12,9 @@
 #include "moec/Frontend/ReadSpec.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 #include <cmath>
 
 using namespace moec::frontend;
@@ -27,18 +29,20 @@ public:
       : reporter(sm, ctx), specDirectory(dir) {}
 
   std::optional<Spec> run(const SpecFile &file) {
-    const SpecNode *model = nullptr, *train = nullptr, *data = nullptr;
+    const SpecNode *model = nullptr, *train = nullptr, *data = nullptr,
+                   *generate = nullptr;
     for (const SpecNode &section : file.sections) {
-      const SpecNode **slot = section.kind == "model"   ? &model
-                              : section.kind == "train" ? &train
-                              : section.kind == "data"  ? &data
-                                                        : nullptr;
+      const SpecNode **slot = section.kind == "model"      ? &model
+                              : section.kind == "train"    ? &train
+                              : section.kind == "data"     ? &data
+                              : section.kind == "generate" ? &generate
+                                                           : nullptr;
       if (!slot) {
         auto diag = reporter.error(section.range.Start)
                     << "unknown section '" << section.kind
-                    << "' (expected model, train or data)";
-        std::string near =
-            nearestName(section.kind, {"model", "train", "data"});
+                    << "' (expected model, train, data or generate)";
+        std::string near = nearestName(section.kind,
+                                       {"model", "train", "data", "generate"});
         if (!near.empty())
           diag << "; did you mean '" << near << "'?";
         continue;
@@ -66,6 +70,10 @@ public:
       spec.train.seqLen = spec.model.maxSeq;
     if (data)
       analyzeData(*data, spec);
+    else
+      defaultData(spec);
+    if (generate)
+      analyzeGenerate(*generate, spec);
     checkDataAgainstModel(data, *model, spec);
     if (reporter.failed())
       return std::nullopt;
@@ -81,24 +89,217 @@ private:
     m.name = node.label.empty() ? "model" : node.label;
     m.range = node.range;
     Settings s(node.settings, schemaOf("model"), node.range, reporter);
-    size_t kind = s.getChoice("kind");
-    if (kind != 0)
-      reporter.error(s.get("kind")->range.Start)
-          << "model kind '" << s.get("kind")->text
-          << "' is not supported yet; this moec builds decoder models";
+    m.kind = static_cast<ModelKind>(s.getChoice("kind"));
+    analyzeObjective(s, m);
     m.vocab = s.getInt("vocab");
+    analyzeTokenizer(s, m);
     m.dModel = s.getInt("d_model");
     m.maxSeq = s.getInt("max_seq");
     m.norm = analyzeNorm(s);
     m.preNorm = s.getChoice("norm_position") == 0;
-    m.learnedPositions = s.getChoice("positions") == 0;
+    m.positions = static_cast<Positions>(s.getChoice("positions"));
+    m.segments = s.getInt("segments");
+    if (m.segments > 0 && m.kind != ModelKind::Encoder)
+      reporter.error(s.get("segments")->range.Start)
+          << "segment embeddings are for encoders (sentence pairs)";
     m.tieEmbeddings = s.getBool("tie_embeddings");
+    m.shareEmbeddings = s.getBool("share_embeddings");
+    if (m.shareEmbeddings && m.kind != ModelKind::EncoderDecoder)
+      reporter.error(s.get("share_embeddings")->range.Start)
+          << "share_embeddings applies to encoder_decoder models (one "
+             "embedding for the encoder and the decoder)";
+    m.embedScale = s.getBool("embed_scale");
+    m.embedNorm = s.getBool("embed_norm");
     m.dropout = s.getFloat("dropout");
     m.initStd = s.getFloat("init_std");
     m.dtype = s.schema().find("dtype")->choices[s.getChoice("dtype")];
+    if (m.objective == Objective::Classify && m.tieEmbeddings)
+      reporter.error(s.get("tie_embeddings")->range.Start)
+          << "a classifier has no token output projection to tie";
     s.finish();
 
+    if (m.kind == ModelKind::EncoderDecoder)
+      analyzeStacks(node, m);
+    else
+      m.stacks.push_back(analyzeStack(
+          node, m,
+          m.kind == ModelKind::Encoder ? StackSpec::Role::Encoder
+                                       : StackSpec::Role::Decoder,
+          "layers"));
+  }
+
+  /// The objective of the model: a name or a call; its default follows the
+  /// family, and it must suit it.
+  void analyzeObjective(Settings &model, ModelSpec &m) {
+    const Objective byKind[] = {Objective::Lm, Objective::Mlm,
+                                Objective::Translate};
+    m.objective = byKind[static_cast<int>(m.kind)];
+    const SpecValue *value = model.get("objective");
+    if (!value)
+      return;
+    std::optional<std::string> name = model.getCallName("objective");
+    if (!name)
+      return;
+    Settings s(callArguments(value), schemaOf("objective " + *name),
+               value->range, reporter);
+    if (*name == "lm") {
+      m.objective = Objective::Lm;
+    } else if (*name == "mlm") {
+      m.objective = Objective::Mlm;
+      m.mlm.rate = s.getFloat("rate");
+      m.mlm.maskRate = s.getFloat("mask");
+      m.mlm.randomRate = s.getFloat("random");
+      m.mlm.maxPredictions = s.getInt("max_predictions");
+      if (m.mlm.maskRate + m.mlm.randomRate > 1 + 1e-12)
+        reporter.error(value->range.Start)
+            << "mask (" << m.mlm.maskRate << ") + random ("
+            << m.mlm.randomRate << ") must be at most 1";
+    } else if (*name == "classify") {
+      m.objective = Objective::Classify;
+      m.classes = s.getInt("classes");
+    } else {
+      m.objective = Objective::Translate;
+    }
+    s.finish();
+    const ModelKind fits[] = {ModelKind::Decoder, ModelKind::Encoder,
+                              ModelKind::Encoder, ModelKind::EncoderDecoder};
+    if (fits[static_cast<int>(m.objective)] != m.kind) {
+      const char *families[] = {"decoder", "encoder", "encoder",
+                                "encoder_decoder"};
+      reporter.error(value->range.Start)
+          << "objective '" << *name << "' is for "
+          << families[static_cast<int>(m.objective)] << " models, not "
+          << model.schema().find("kind")->choices[static_cast<int>(m.kind)];
+    }
+  }
+
+  /// The tokenizer of the model: bytes, or a SentencePiece model file.
+  void analyzeTokenizer(Settings &model, ModelSpec &m) {
+    std::optional<std::string> name = model.getCallName("tokenizer");
+    if (!name)
+      return;
+    m.tokenizer.kind = *name;
+    const SpecValue *value = model.get("tokenizer");
+    std::vector<SpecSetting> named;
+    std::vector<const SpecValue *> positional;
+    splitArguments(value, named, positional);
+    Settings s(named, schemaOf("tokenizer " + *name),
+               value ? value->range : model.range(), reporter);
+    s.finish();
+    if (*name == "bytes") {
+      if (!positional.empty())
+        reporter.error(positional.front()->range.Start)
+            << "the byte tokenizer takes no arguments";
+      return;
+    }
+    if (positional.size() != 1 ||
+        positional.front()->kind != SpecValue::Kind::String) {
+      reporter.error(value ? value->range.Start : model.range().Start)
+          << "sentencepiece(...) needs the model file as a string, e.g. "
+             "sentencepiece(\"spm.model\")";
+      return;
+    }
+    m.tokenizer.path = resolvePath(*positional.front(), "SentencePiece model");
+    auto bytes = llvm::MemoryBuffer::getFile(m.tokenizer.path);
+    if (!bytes)
+      return; // resolvePath said why
+    auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(
+        (*bytes)->getBuffer()));
+    m.tokenizer.sha256 = llvm::toHex(digest, /*LowerCase=*/true);
+  }
+
+  /// Call arguments split into named settings and positional values.
+  static void splitArguments(const SpecValue *value,
+                             std::vector<SpecSetting> &named,
+                             std::vector<const SpecValue *> &positional) {
+    for (const SpecSetting &arg : callArguments(value)) {
+      if (arg.name.empty())
+        positional.push_back(&arg.value);
+      else
+        named.push_back(arg);
+    }
+  }
+
+  /// A file named by a string value, resolved against the spec's
+  /// directory; a missing file is reported at the string.
+  std::string resolvePath(const SpecValue &value, llvm::StringRef what) {
+    llvm::SmallString<256> path(value.text);
+    if (!llvm::sys::path::is_absolute(path)) {
+      path = specDirectory;
+      llvm::sys::path::append(path, value.text);
+    }
+    if (!llvm::sys::fs::exists(path))
+      reporter.error(value.range.Start)
+          << "cannot find the " << what << " '" << value.text
+          << "' (looked at " << path << ")";
+    else if (llvm::sys::fs::is_directory(path))
+      reporter.error(value.range.Start)
+          << "the " << what << " '" << value.text << "' is a directory";
+    return std::string(path);
+  }
+
+  /// The `encoder { ... }` and `decoder { ... }` stacks of an
+  /// encoder_decoder model.
+  void analyzeStacks(const SpecNode &node, ModelSpec &m) {
+    const SpecNode *encoder = nullptr, *decoder = nullptr;
     for (const SpecNode &child : node.children) {
+      const SpecNode **slot = child.kind == "encoder"   ? &encoder
+                              : child.kind == "decoder" ? &decoder
+                                                        : nullptr;
+      if (!slot) {
+        reporter.error(child.range.Start)
+            << "an encoder_decoder model holds an `encoder { ... }` and a "
+               "`decoder { ... }` stack, not '"
+            << child.kind << "'";
+        continue;
+      }
+      if (*slot) {
+        reporter.error(child.range.Start)
+            << "the model has one '" << child.kind << "' stack";
+        continue;
+      }
+      if (!child.settings.empty())
+        reporter.error(child.settings.front().nameRange.Start)
+            << "a stack holds blocks, not settings";
+      *slot = &child;
+    }
+    if (!encoder || !decoder) {
+      reporter.error(node.range.Start)
+          << "an encoder_decoder model needs an `encoder { repeat N { ... } "
+             "}` and a `decoder { repeat N { ... } }` stack";
+      return;
+    }
+    m.stacks.push_back(
+        analyzeStack(*encoder, m, StackSpec::Role::Encoder, "encoder.layers"));
+    m.stacks.push_back(
+        analyzeStack(*decoder, m, StackSpec::Role::Decoder, "decoder.layers"));
+    bool crosses = false;
+    for (const BlockSpec &b : m.stacks.back().blocks)
+      for (const SublayerSpec &sub : b.sublayers)
+        crosses |= (sub.kind == SublayerSpec::Kind::Attention &&
+                    sub.attention.cross) ||
+                   (sub.kind == SublayerSpec::Kind::Moa && sub.moa.cross);
+    if (!crosses && !reporter.failed())
+      reporter.error(decoder->range.Start)
+          << "the decoder never reads the encoder: add cross_attention(...) "
+             "or cross_moa(...) to its blocks";
+  }
+
+  /// The blocks of one stack (the model's own children for a one-stack
+  /// model).
+  StackSpec analyzeStack(const SpecNode &node, const ModelSpec &m,
+                         StackSpec::Role role, std::string prefix) {
+    StackSpec stack;
+    stack.role = role;
+    stack.prefix = std::move(prefix);
+    for (const SpecNode &child : node.children) {
+      if (child.kind == "encoder" || child.kind == "decoder") {
+        reporter.error(child.range.Start)
+            << "`" << child.kind
+            << " { ... }` stacks belong to encoder_decoder models; write the "
+               "blocks of this model directly in it";
+        continue;
+      }
       if (child.kind != "block") {
         reporter.error(child.range.Start)
             << "layer '" << child.kind
@@ -106,12 +307,13 @@ private:
                "`block { ... }`";
         continue;
       }
-      m.blocks.push_back(analyzeBlock(child, m));
+      stack.blocks.push_back(analyzeBlock(child, m, role));
     }
-    if (m.blocks.empty() && !reporter.failed())
+    if (stack.blocks.empty() && !reporter.failed())
       reporter.error(node.range.Start)
-          << "the model has no blocks: add `repeat N { attention(...) "
-             "ffn(...) }`";
+          << "the " << (node.kind == "model" ? "model" : node.kind)
+          << " has no blocks: add `repeat N { attention(...) ffn(...) }`";
+    return stack;
   }
 
   /// The norm setting of the model: a name or a call (its eps).
@@ -131,24 +333,37 @@ private:
     return norm;
   }
 
-  BlockSpec analyzeBlock(const SpecNode &node, const ModelSpec &m) {
+  BlockSpec analyzeBlock(const SpecNode &node, const ModelSpec &m,
+                         StackSpec::Role role) {
     BlockSpec block;
     if (!node.settings.empty())
       reporter.error(node.settings.front().nameRange.Start)
           << "a block holds layers, not settings; put '"
           << node.settings.front().name << "' on the model or a layer";
+    static const std::vector<std::string> kLayers = {
+        "attention", "cross_attention", "ffn", "moe", "moa", "cross_moa"};
     std::map<std::string, int> counts;
     for (const SpecNode &child : node.children)
       ++counts[child.kind];
     std::map<std::string, int> seen;
+    bool inDecoderOfPair =
+        role == StackSpec::Role::Decoder && m.kind == ModelKind::EncoderDecoder;
     for (const SpecNode &child : node.children) {
       SublayerSpec sub;
       sub.range = child.range;
       std::string base;
-      if (child.kind == "attention") {
+      bool cross = child.kind == "cross_attention" || child.kind == "cross_moa";
+      if (cross && !inDecoderOfPair) {
+        reporter.error(child.range.Start)
+            << "'" << child.kind
+            << "' reads the encoder's output: it belongs in the decoder of "
+               "an encoder_decoder model";
+        continue;
+      }
+      if (child.kind == "attention" || child.kind == "cross_attention") {
         sub.kind = SublayerSpec::Kind::Attention;
-        sub.attention = analyzeAttention(child, m);
-        base = "attn";
+        sub.attention = analyzeAttention(child, m, role, cross);
+        base = cross ? "cross_attn" : "attn";
       } else if (child.kind == "ffn") {
         sub.kind = SublayerSpec::Kind::Ffn;
         sub.ffn = analyzeFfn(child, m);
@@ -157,14 +372,16 @@ private:
         sub.kind = SublayerSpec::Kind::Moe;
         sub.moe = analyzeMoe(child, m);
         base = "moe";
+      } else if (child.kind == "moa" || child.kind == "cross_moa") {
+        sub.kind = SublayerSpec::Kind::Moa;
+        sub.moa = analyzeMoa(child, m, role, cross);
+        base = child.kind;
       } else {
-        auto diag = reporter.error(child.range.Start)
-                    << "unknown layer '" << child.kind
-                    << "' (attention, ffn or moe)";
-        std::string near =
-            nearestName(child.kind, {"attention", "ffn", "moe"});
-        if (!near.empty())
-          diag << "; did you mean '" << near << "'?";
+        std::string near = nearestName(child.kind, kLayers);
+        reporter.error(child.range.Start)
+            << "unknown layer '" << child.kind << "' ("
+            << llvm::join(kLayers, ", ") << ")"
+            << (near.empty() ? "" : "; did you mean '" + near + "'?");
         continue;
       }
       if (!child.children.empty())
@@ -179,31 +396,90 @@ private:
     return block;
   }
 
-  AttentionSpec analyzeAttention(const SpecNode &node, const ModelSpec &m) {
+  /// The causal setting of a self-attention layer: decoders must be
+  /// causal, encoders are bidirectional by default.
+  bool analyzeCausal(Settings &s, StackSpec::Role role) {
+    bool decoder = role == StackSpec::Role::Decoder;
+    const SpecValue *given = s.get("causal");
+    if (!given)
+      return decoder;
+    bool typed = given->kind == SpecValue::Kind::Bool;
+    bool causal = s.getBool("causal");
+    if (decoder && typed && !causal)
+      reporter.error(given->range.Start)
+          << "a decoder's self-attention must be causal";
+    return causal;
+  }
+
+  /// head_dim defaulting to d_model / `heads`, with a located error when
+  /// that does not divide.
+  int64_t analyzeHeadDim(Settings &s, const ModelSpec &m, int64_t heads,
+                         llvm::StringRef headsName) {
+    int64_t defaultHeadDim =
+        heads > 0 && m.dModel % heads == 0 ? m.dModel / heads : 0;
+    if (!s.has("head_dim") && heads > 0 && m.dModel > 0 &&
+        m.dModel % heads != 0) {
+      const SpecValue *at = s.get(headsName);
+      reporter.error(at ? at->range.Start : s.range().Start)
+          << "d_model (" << m.dModel << ") is not divisible by " << headsName
+          << " (" << heads << "); set head_dim explicitly";
+    }
+    return s.getInt("head_dim", defaultHeadDim);
+  }
+
+  AttentionSpec analyzeAttention(const SpecNode &node, const ModelSpec &m,
+                                 StackSpec::Role role, bool cross) {
     AttentionSpec a;
-    Settings s(node.settings, schemaOf("layer attention"), node.range,
-               reporter);
+    a.cross = cross;
+    Settings s(node.settings,
+               schemaOf(cross ? "layer cross_attention" : "layer attention"),
+               node.range, reporter);
     a.heads = s.getInt("heads");
     a.kvHeads = s.getInt("kv_heads", a.heads);
     if (a.heads > 0 && a.heads % a.kvHeads != 0)
       reporter.error(s.get("kv_heads")->range.Start)
           << "heads (" << a.heads << ") must be a multiple of kv_heads ("
           << a.kvHeads << ")";
-    int64_t defaultHeadDim =
-        a.heads > 0 && m.dModel % a.heads == 0 ? m.dModel / a.heads : 0;
-    if (!s.has("head_dim") && a.heads > 0 && m.dModel > 0 &&
-        m.dModel % a.heads != 0)
-      reporter.error(s.get("heads")->range.Start)
-          << "d_model (" << m.dModel << ") is not divisible by heads ("
-          << a.heads << "); set head_dim explicitly";
-    a.headDim = s.getInt("head_dim", defaultHeadDim);
-    a.causal = s.getBool("causal");
-    if (!a.causal)
-      reporter.error(s.get("causal")->range.Start)
-          << "a decoder's attention must be causal";
+    a.headDim = analyzeHeadDim(s, m, a.heads, "heads");
+    a.causal = cross ? false : analyzeCausal(s, role);
     a.bias = s.getBool("bias");
     double defaultScale = a.headDim > 0 ? 1.0 / std::sqrt(a.headDim) : 1.0;
     a.scale = s.getFloat("scale", defaultScale);
+    s.finish();
+    return a;
+  }
+
+  MoaSpec analyzeMoa(const SpecNode &node, const ModelSpec &m,
+                     StackSpec::Role role, bool cross) {
+    MoaSpec a;
+    a.cross = cross;
+    Settings s(node.settings,
+               schemaOf(cross ? "layer cross_moa" : "layer moa"), node.range,
+               reporter);
+    a.experts = s.getInt("experts");
+    a.k = s.getInt("k");
+    if (a.experts > 0 && a.k > a.experts)
+      reporter.error(s.get("k")->range.Start)
+          << "k (" << a.k << ") exceeds the number of experts (" << a.experts
+          << ")";
+    if (a.experts > 64)
+      reporter.error(s.get("experts")->range.Start)
+          << "a router handles at most 64 experts, got " << a.experts;
+    a.headDim = analyzeHeadDim(s, m, a.k, "k");
+    a.gate = *symbolizeGateWeighting(
+        s.schema().find("gate")->choices[s.getChoice("gate")]);
+    a.sample = s.getInt("sample");
+    if (a.sample > a.k)
+      reporter.error(s.get("sample")->range.Start)
+          << "sample (" << a.sample << ") exceeds k (" << a.k << ")";
+    a.auxPerToken = s.getChoice("aux") == 0;
+    a.bias = s.getBool("bias");
+    double defaultScale = a.headDim > 0 ? 1.0 / std::sqrt(a.headDim) : 1.0;
+    a.scale = s.getFloat("scale", defaultScale);
+    if (!cross)
+      a.causal = analyzeCausal(s, role);
+    else
+      a.causal = false;
     s.finish();
     return a;
   }
@@ -279,6 +555,7 @@ private:
     t.seed = s.getInt("seed");
     t.balanceLoss = s.getFloat("balance_loss");
     t.zLoss = s.getFloat("z_loss");
+    t.cvLoss = s.getFloat("cv_loss");
     t.labelSmoothing = s.getFloat("label_smoothing");
     t.logEvery = s.getInt("log_every");
     s.finish();
@@ -355,46 +632,68 @@ private:
     if (const SpecValue *source = s.require("source"))
       analyzeSource(*source, d);
     d.validFraction = s.getFloat("valid_fraction");
-    if (d.kind != "text" && s.has("valid_fraction"))
+    if (d.kind == "synthetic" && s.has("valid_fraction"))
       reporter.error(s.get("valid_fraction")->range.Start)
-          << "'valid_fraction' applies to text(...) sources only; synthetic "
+          << "'valid_fraction' applies to file sources only; synthetic "
              "data draws its held-out sequences from their own stream";
     s.finish();
   }
 
+  /// Without a data section: a synthetic task that suits the objective.
+  void defaultData(Spec &spec) {
+    if (spec.model.objective == Objective::Translate)
+      spec.data.task = "translate";
+  }
+
   void analyzeSource(const SpecValue &value, DataSourceSpec &d) {
+    static const std::vector<std::string> kSources = {
+        "synthetic", "text", "lines", "labelled", "parallel"};
     if (value.kind != SpecValue::Kind::Call ||
-        (value.text != "synthetic" && value.text != "text")) {
-      reporter.error(value.range.Start)
-          << "'source' must be synthetic(\"grammar\" | \"markov\" | "
-             "\"copy\") or text(\"path\"), got "
-          << describeValue(value);
+        !llvm::is_contained(kSources, value.text)) {
+      auto diag = reporter.error(value.range.Start)
+                  << "'source' must be synthetic(\"TASK\"), text(\"path\"), "
+                     "lines(\"path\"), labelled(\"path\") or "
+                     "parallel(\"path\"), got "
+                  << describeValue(value);
+      if (value.kind == SpecValue::Kind::Symbol ||
+          value.kind == SpecValue::Kind::Call) {
+        std::string near = nearestName(value.text, kSources);
+        if (!near.empty())
+          diag << "; did you mean '" << near << "'?";
+      }
       return;
     }
     d.kind = value.text;
     std::vector<SpecSetting> named;
-    const SpecValue *first = nullptr;
-    for (const SpecSetting &arg : value.args) {
-      if (arg.name.empty() && !first)
-        first = &arg.value;
-      else
-        named.push_back(arg);
-    }
+    std::vector<const SpecValue *> positional;
+    splitArguments(&value, named, positional);
     Settings s(named, schemaOf("source " + value.text), value.range,
                reporter);
-    if (!first || first->kind != SpecValue::Kind::String) {
+    size_t wanted = d.kind == "parallel" ? 2 : 1;
+    bool stringsOnly = llvm::all_of(positional, [](const SpecValue *v) {
+      return v->kind == SpecValue::Kind::String;
+    });
+    if (positional.empty() || positional.size() > wanted || !stringsOnly) {
       reporter.error(value.range.Start)
-          << value.text << "(...) needs a string as its first argument";
+          << value.text << "(...) needs "
+          << (d.kind == "synthetic"  ? "the task name"
+              : d.kind == "parallel" ? "one or two file names"
+                                     : "a file name")
+          << " as a string, e.g. " << value.text << "(\""
+          << (d.kind == "synthetic" ? "grammar" : "data.txt") << "\")";
+      s.finish();
       return;
     }
     if (d.kind == "synthetic") {
-      d.task = first->text;
-      if (d.task != "grammar" && d.task != "markov" && d.task != "copy") {
-        auto diag = reporter.error(first->range.Start)
-                    << "unknown synthetic task '" << d.task
-                    << "' (grammar, markov or copy)";
-        std::string near =
-            nearestName(d.task, {"grammar", "markov", "copy"});
+      static const std::vector<std::string> kTasks = {"grammar", "markov",
+                                                      "copy", "translate"};
+      const SpecValue &task = *positional.front();
+      d.task = task.text;
+      if (!llvm::is_contained(kTasks, d.task)) {
+        auto diag = reporter.error(task.range.Start)
+                    << "unknown synthetic task '" << d.task << "' ("
+                    << llvm::join(kTasks, ", ") << ")";
+        std::string near = nearestName(d.task, kTasks);
         if (!near.empty())
           diag << "; did you mean '" << near << "'?";
       }
@@ -404,35 +703,114 @@ private:
             << "'branching' applies to the markov task only";
       d.taskSeed = s.getInt("seed");
     } else {
-      llvm::SmallString<256> path(first->text);
-      if (!llvm::sys::path::is_absolute(path)) {
-        path = specDirectory;
-        llvm::sys::path::append(path, first->text);
-      }
-      d.path = std::string(path);
-      if (!llvm::sys::fs::exists(path))
-        reporter.error(first->range.Start)
-            << "cannot find the text file '" << first->text << "' (looked at "
-            << d.path << ")";
+      for (const SpecValue *file : positional)
+        d.paths.push_back(resolvePath(*file, "data file"));
+      if (d.kind == "labelled")
+        analyzeLabels(s, d);
     }
     s.finish();
   }
 
+  /// labelled(..., labels = ["a", "b"]): distinct names.
+  void analyzeLabels(Settings &s, DataSourceSpec &d) {
+    const SpecValue *labels = s.get("labels");
+    if (!labels)
+      return;
+    if (labels->kind != SpecValue::Kind::List || labels->list.size() < 2) {
+      reporter.error(labels->range.Start)
+          << "'labels' must be a list of at least two strings, e.g. "
+             "[\"neg\", \"pos\"]";
+      return;
+    }
+    for (const SpecValue &item : labels->list) {
+      if (item.kind != SpecValue::Kind::String || item.text.empty()) {
+        reporter.error(item.range.Start)
+            << "a label must be a non-empty string, got "
+            << describeValue(item);
+        continue;
+      }
+      if (llvm::is_contained(d.labels, item.text))
+        reporter.error(item.range.Start)
+            << "the label \"" << item.text << "\" is listed twice";
+      d.labels.push_back(item.text);
+    }
+  }
+
+  void analyzeGenerate(const SpecNode &node, Spec &spec) {
+    GenerateSpec &g = spec.generate;
+    Settings s(node.settings, schemaOf("generate"), node.range, reporter);
+    g.beam = s.getInt("beam");
+    g.lengthPenalty = s.getFloat("length_penalty");
+    g.maxLenA = s.getFloat("max_len_a");
+    g.maxLenB = s.getInt("max_len_b");
+    s.finish();
+    if (spec.model.kind != ModelKind::EncoderDecoder)
+      reporter.error(node.range.Start)
+          << "a 'generate' section configures encoder_decoder models; "
+             "decoders take their sampling settings from `moec run`";
+  }
+
+  /// Whether the data source suits the model's objective and vocabulary.
   void checkDataAgainstModel(const SpecNode *data, const SpecNode &model,
                              const Spec &spec) {
-    bool byteLevel = spec.data.kind == "text" || spec.data.task == "grammar";
-    if (byteLevel && spec.model.vocab > 0 && spec.model.vocab < 256) {
-      // At the data section, or (the default data source) at the vocab.
-      llvm::SMLoc loc = data ? data->range.Start : model.range.Start;
-      for (const SpecSetting &setting : model.settings)
-        if (!data && setting.name == "vocab")
-          loc = setting.nameRange.Start;
-      reporter.error(loc) << "the data source yields bytes (256 values) but "
-                             "the model's vocab is "
-                          << spec.model.vocab << "; set vocab = 256";
+    const ModelSpec &m = spec.model;
+    const DataSourceSpec &d = spec.data;
+    // At the data section, or (the default data source) at the model.
+    llvm::SMLoc at = data ? data->range.Start : model.range.Start;
+    static const std::map<Objective, std::vector<std::string>> kFits = {
+        {Objective::Lm, {"synthetic", "text"}},
+        {Objective::Mlm, {"lines", "text"}},
+        {Objective::Classify, {"labelled"}},
+        {Objective::Translate, {"parallel", "synthetic"}}};
+    const std::vector<std::string> &fits = kFits.at(m.objective);
+    bool translateTask = d.kind == "synthetic" && d.task == "translate";
+    bool fitsKind = llvm::is_contained(fits, d.kind) &&
+                    (m.objective != Objective::Translate ||
+                     d.kind != "synthetic" || translateTask) &&
+                    (m.objective != Objective::Lm || !translateTask);
+    if (!fitsKind) {
+      const char *objectives[] = {"lm", "mlm", "classify", "translate"};
+      reporter.error(at) << "the objective '"
+                         << objectives[static_cast<int>(m.objective)]
+                         << "' cannot train on "
+                         << (d.kind == "synthetic" ? "synthetic(\"" + d.task +
+                                                         "\")"
+                                                   : d.kind + "(...)")
+                         << " data; use "
+                         << (m.objective == Objective::Lm
+                                 ? "synthetic(...) or text(...)"
+                             : m.objective == Objective::Mlm
+                                 ? "lines(...) or text(...)"
+                             : m.objective == Objective::Classify
+                                 ? "labelled(...)"
+                                 : "parallel(...) or synthetic(\"translate\")");
+      return;
     }
-    if (spec.data.task == "copy" && spec.model.vocab > 0 &&
-        spec.model.vocab < 4 && data)
+    if (d.kind == "labelled" && !d.labels.empty() &&
+        static_cast<int64_t>(d.labels.size()) != m.classes && m.classes > 0)
+      reporter.error(at) << "the data names " << d.labels.size()
+                         << " labels but the classifier has " << m.classes
+                         << " classes";
+    if (m.tokenizer.kind == "sentencepiece" && d.kind == "synthetic")
+      reporter.error(at) << "synthetic data brings its own tokens; the "
+                            "sentencepiece tokenizer is for file sources";
+    bool byteLevel = m.tokenizer.kind == "bytes" &&
+                     (d.kind != "synthetic" || d.task == "grammar");
+    int64_t needed = byteLevel && m.kind != ModelKind::Decoder ? 262 : 256;
+    if (byteLevel && m.vocab > 0 && m.vocab < needed) {
+      llvm::SMLoc loc = at;
+      for (const SpecSetting &setting : model.settings)
+        if (setting.name == "vocab")
+          loc = setting.nameRange.Start;
+      reporter.error(loc)
+          << "the byte tokenizer needs a vocab of at least " << needed
+          << (needed == 256 ? " (the bytes)"
+                            : " (the bytes and the special tokens pad, bos, "
+                              "eos, mask, cls and sep)")
+          << "; the model's vocab is " << m.vocab;
+    }
+    if (d.task == "copy" && d.kind == "synthetic" && m.vocab > 0 &&
+        m.vocab < 4 && data)
       reporter.error(data->range.Start)
           << "the copy task needs a vocab of at least 4";
   }

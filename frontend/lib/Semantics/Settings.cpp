@@ -13,6 +13,16 @@ using namespace moec::frontend;
 using llvm::SMLoc;
 using llvm::StringRef;
 
+Reporter::Reporter(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context)
+    : sourceMgr(sourceMgr), context(context),
+      dropRepeats(context, [this](mlir::Diagnostic &diag) {
+        std::string key;
+        llvm::raw_string_ostream os(key);
+        os << diag.getLocation() << ':' << diag.str();
+        // Handled (dropped) when seen before; else on to the next handler.
+        return mlir::success(!reported.insert(key).second);
+      }) {}
+
 mlir::InFlightDiagnostic Reporter::error(SMLoc loc) {
   anyError = true;
   return mlir::emitError(toLocation(sourceMgr, loc, context));

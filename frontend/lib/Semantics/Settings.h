@@ -15,6 +15,7 @@
 #include "moec/Frontend/SpecTree.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/SourceMgr.h"
 #include <optional>
 #include <string>
@@ -25,8 +26,10 @@ namespace moec::frontend {
 /// Reports errors at source locations and remembers whether any happened.
 class Reporter {
 public:
-  Reporter(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context)
-      : sourceMgr(sourceMgr), context(context) {}
+  /// While it lives, an error repeated at the same place is dropped: the
+  /// blocks `repeat N` unrolls are checked one by one, and a mistake in
+  /// their source must be reported once.
+  Reporter(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context);
 
   mlir::InFlightDiagnostic error(llvm::SMLoc loc);
   bool failed() const { return anyError; }
@@ -37,6 +40,8 @@ private:
   llvm::SourceMgr &sourceMgr;
   mlir::MLIRContext *context;
   bool anyError = false;
+  llvm::StringSet<> reported;
+  mlir::ScopedDiagnosticHandler dropRepeats;
 };
 
 /// The settings of one node (or one call's arguments), checked against

@@ -26,7 +26,7 @@ struct BundleData;
 } // namespace detail
 
 /// The bundle format version this runtime reads.
-inline constexpr int64_t kBundleFormatVersion = 1;
+inline constexpr int64_t kBundleFormatVersion = 2;
 
 struct ParamInfo {
   std::string name;
@@ -49,15 +49,45 @@ struct TrainingConfig {
   int64_t logEvery = 10;
 };
 
+/// The tokenizer a model was compiled with.
+struct TokenizerInfo {
+  /// "bytes" or "sentencepiece".
+  std::string kind = "bytes";
+  /// sentencepiece: the model file as the spec named it (resolved).
+  std::string path;
+  /// sentencepiece: the SHA-256 of that file, hex.
+  std::string sha256;
+};
+
 struct ModelInfo {
   std::string name;
+  /// "decoder", "encoder" or "encoder_decoder".
   std::string kind;
+  /// "lm", "mlm", "classify" or "translate".
+  std::string objective;
   int64_t vocab = 0;
   int64_t dModel = 0;
   int64_t maxSeq = 0;
   std::string dtype;
+  /// Segment (token type) embeddings; 0 when the model has none.
+  int64_t segments = 0;
+  /// classify: the number of classes.
+  int64_t classes = 0;
+  MlmConfig mlm;
+  TokenizerInfo tokenizer;
   /// Parameter-path prefixes of the MoE layers, in model order.
   std::vector<std::string> moeLayers;
+};
+
+/// Beam search settings of an encoder-decoder model (the .moe `generate`
+/// section).
+struct GenerateConfig {
+  int64_t beam = 4;
+  /// GNMT length penalty exponent: scores are divided by ((5 + len) / 6)^a.
+  double lengthPenalty = 0.6;
+  /// Output length limit: maxLenA * source length + maxLenB tokens.
+  double maxLenA = 1.2;
+  int64_t maxLenB = 10;
 };
 
 class Bundle {
@@ -77,6 +107,8 @@ public:
   const ModelInfo &model() const;
   const TrainingConfig &training() const;
   const DataSpec &data() const;
+  /// Beam search settings (encoder-decoder models; defaults otherwise).
+  const GenerateConfig &generate() const;
   const std::vector<ParamInfo> &params() const;
   /// Entry points, sorted.
   std::vector<std::string> programs() const;

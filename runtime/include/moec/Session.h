@@ -14,6 +14,7 @@
 #include "moec/Bundle.h"
 #include "moec/Data.h"
 #include "moec/Tensor.h"
+#include "moec/Tokenizer.h"
 
 #include <cstdint>
 #include <map>
@@ -65,6 +66,17 @@ struct GenerateOptions {
   uint64_t seed = 0;
 };
 
+/// Decoding settings of translate(); unset fields take the bundle's
+/// `generate` section.
+struct TranslateOptions {
+  /// Hypotheses kept per sentence (1: greedy search).
+  std::optional<int64_t> beam;
+  /// GNMT length penalty alpha.
+  std::optional<double> lengthPenalty;
+  /// Sentences decoded together.
+  int64_t batch = 32;
+};
+
 class Session {
 public:
   explicit Session(Bundle bundle, SessionOptions options = {});
@@ -83,6 +95,10 @@ public:
   StepResult trainStep(const Batch &batch);
   /// The objective's outputs on `batch` without updating anything.
   std::map<std::string, double> evaluate(const Batch &batch);
+  /// The `forward` program's logits on `batch` (its tokens and the inputs
+  /// the model family takes): [B, S, vocab], or [B, S, classes] for
+  /// classifiers.
+  Tensor logits(const Batch &batch);
   /// Runs any program of the bundle. `inputs` are bound by name; outputs
   /// are returned by name. Parameters and state are read and updated in
   /// place as the program says.
@@ -94,6 +110,15 @@ public:
   /// max_seq. Returns only the new tokens.
   std::vector<int32_t> generate(const std::vector<int32_t> &prompt,
                                 const GenerateOptions &options);
+
+  /// Translates each source (ids without eos) with an encoder-decoder
+  /// model's `encode` and `decode` programs: beam search ranked by
+  /// length-normalised log-probability, at most max_len_a * |source| +
+  /// max_len_b tokens (and max_seq - 1). Returns the outputs without bos
+  /// and eos. `specials` are the tokenizer's (bos, eos and pad are needed).
+  std::vector<std::vector<int32_t>>
+  translate(const std::vector<std::vector<int32_t>> &sources,
+            const SpecialTokens &specials, const TranslateOptions &options = {});
 
   /// Parameters, optimizer moments and the step, as safetensors, atomically.
   void saveCheckpoint(const std::string &path) const;

@@ -11,54 +11,17 @@
 #include "Philox.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace moec::data {
 
 namespace {
 
-std::string readFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(fmt::format("cannot open text data '{}': {}", path,
-                            std::strerror(errno)));
-  std::string bytes, failure;
-  struct stat st;
-  bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (regular) {
-    bytes.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        failure = n < 0 ? std::strerror(errno) : "it shrank while being read";
-        break;
-      }
-      done += static_cast<size_t>(n);
-    }
-  }
-  ::close(fd);
-  if (!regular)
-    throw Error(fmt::format("text data '{}' is not a regular file", path));
-  if (!failure.empty())
-    throw Error(fmt::format("cannot read text data '{}': {}", path, failure));
-  if (bytes.empty())
-    throw Error(fmt::format("text data '{}' is empty", path));
-  return bytes;
-}
-
 class TextSource : public ByteSource {
 public:
   TextSource(const DataSpec &spec, uint64_t seed, Split split)
-      : path_(spec.path), bytes_(readFile(spec.path)), seed_(seed),
+      : path_(spec.paths.at(0)), bytes_(readDataFile(spec.paths.at(0), "text")), seed_(seed),
         split_(split) {
     auto trainBytes = static_cast<size_t>(std::floor(
         static_cast<double>(bytes_.size()) * (1.0 - spec.validFraction)));
@@ -109,12 +72,12 @@ private:
 
 std::unique_ptr<DataSource> openTextSource(const DataSpec &spec, uint64_t seed,
                                            Split split) {
-  if (spec.path.empty())
-    throw Error("data: kind 'text' needs a path to the text file");
+  if (spec.paths.size() != 1)
+    throw Error("data: kind 'text' needs the path of one text file");
   if (!(spec.validFraction >= 0.0 && spec.validFraction <= 1.0))
     throw Error(fmt::format("data: valid fraction {} for text '{}' is outside "
                             "[0, 1]",
-                            spec.validFraction, spec.path));
+                            spec.validFraction, spec.paths[0]));
   return std::make_unique<TextSource>(spec, seed, split);
 }
 

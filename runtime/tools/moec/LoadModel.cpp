@@ -16,4 +16,23 @@ Bundle loadModel(const std::string &path, const std::string &dtype,
   return Bundle::load(path);
 }
 
+ModelData openModelData(const Bundle &bundle, const std::string &modelPath,
+                        uint64_t seed, Split split) {
+  const ModelInfo &model = bundle.model();
+  ModelData data;
+  DataTarget target;
+  target.vocab = model.vocab;
+  target.kind = model.kind;
+  target.objective = model.objective;
+  target.classes = model.classes;
+  target.segments = model.segments;
+  target.mlm = model.mlm;
+  if (model.objective != "lm") {
+    data.tokenizer = openTokenizer(bundle, modelPath);
+    target.tokenizer = data.tokenizer.get();
+  }
+  data.source = openDataSource(bundle.data(), target, seed, split);
+  return data;
+}
+
 } // namespace moec::driver

@@ -14,7 +14,8 @@ namespace {
 class RunCommand : public cli::Command {
 public:
   RunCommand()
-      : Command("run", "Generate from a trained model with its KV cache.") {
+      : Command("run", "Generate from a trained model with its KV cache (or "
+                       "translate with an encoder-decoder).") {
     positional("FILE", "a .moe spec (compiled first) or a bundle", input);
     option("weights", "CKPT", "Checkpoint to load", weights)
         .required()
@@ -31,6 +32,9 @@ public:
            topK)
         .atLeast(int64_t{0});
     option("seed", "S", "Sampling seed (default 0)", seed);
+    option("beam", "K",
+           "Encoder-decoder models: the beam (default: the spec's)", beam)
+        .atLeast(int64_t{1});
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
@@ -41,8 +45,38 @@ public:
   int run() override;
 
 private:
+  /// Encoder-decoder models translate the prompt (or a held-out source).
+  int translate(Session &session, const ModelData &data) {
+    std::vector<int32_t> source;
+    std::string reference;
+    if (given("prompt")) {
+      source = data.tokenizer->encode(prompt);
+    } else {
+      std::vector<TranslationPair> pairs = data.source->pairs();
+      if (pairs.empty())
+        throw Error("the data has no held-out pairs; give a --prompt");
+      source = pairs.front().source;
+      reference = data.tokenizer->decode(pairs.front().target);
+    }
+    TranslateOptions options;
+    if (given("beam"))
+      options.beam = beam;
+    std::vector<int32_t> output =
+        session.translate({source}, data.tokenizer->specials(), options)
+            .front();
+    std::cout << fmt::format("loaded {} (step {})\n", weights,
+                             session.step());
+    std::cout << "source:    " << data.tokenizer->decode(source) << "\n";
+    std::cout << "output:    " << data.tokenizer->decode(output) << "\n";
+    if (!reference.empty())
+      std::cout << "reference: " << reference << "\n";
+    printExpertLoad(std::cout, session.expertLoad(),
+                    "expert load while translating");
+    return 0;
+  }
+
   std::string input, weights, prompt, dtype, device = "cpu";
-  int64_t maxTokens = 64, topK = 0;
+  int64_t maxTokens = 64, topK = 0, beam = 1;
   double temperature = 0;
   uint64_t seed = 0;
 };
@@ -53,8 +87,15 @@ int RunCommand::run() {
   options.device = device;
   Session session(bundle, options);
   session.loadCheckpoint(weights);
-  std::unique_ptr<DataSource> data = openDataSource(
-      bundle.data(), bundle.model().vocab, session.seed(), Split::Valid);
+  ModelData modelData =
+      openModelData(bundle, input, session.seed(), Split::Valid);
+  const std::unique_ptr<DataSource> &data = modelData.source;
+  if (bundle.model().kind == "encoder")
+    throw Error(fmt::format("{}: encoder models do not generate; measure one "
+                            "with `moec eval`",
+                            input));
+  if (bundle.model().kind == "encoder_decoder")
+    return translate(session, modelData);
 
   std::vector<int32_t> tokens;
   if (given("prompt")) {

@@ -90,8 +90,9 @@ int TrainCommand::run() {
   if (!resume.empty())
     session.loadCheckpoint(resume);
   const TrainingConfig &config = bundle.training();
-  std::unique_ptr<DataSource> data = openDataSource(
-      bundle.data(), bundle.model().vocab, session.seed(), Split::Train);
+  ModelData modelData =
+      openModelData(bundle, input, session.seed(), Split::Train);
+  const std::unique_ptr<DataSource> &data = modelData.source;
   int64_t total = steps >= 0 ? steps : config.steps;
   int64_t every = logEvery > 0 ? logEvery : config.logEvery;
 
@@ -150,8 +151,9 @@ int TrainCommand::run() {
   // Before evaluation adds its own routing to the statistics.
   std::vector<ExpertLoad> trainingLoad = session.expertLoad();
   if (validBatches > 0) {
-    std::unique_ptr<DataSource> valid = openDataSource(
-        bundle.data(), bundle.model().vocab, session.seed(), Split::Valid);
+    ModelData validData =
+        openModelData(bundle, input, session.seed(), Split::Valid);
+    const std::unique_ptr<DataSource> &valid = validData.source;
     double ce = 0;
     for (int64_t i = 0; i < validBatches; ++i)
       ce += session.evaluate(valid->batch(i, config.batch, config.seqLen))

@@ -24,6 +24,8 @@ std::vector<std::unique_ptr<cli::Command>> allCommands() {
   std::vector<std::unique_ptr<cli::Command>> commands = makeCompilerCommands();
   commands.push_back(makeTrainCommand());
   commands.push_back(makeRunCommand());
+  commands.push_back(makeEvalCommand());
+  commands.push_back(makeTokenizerCommand());
   commands.push_back(makeCheckKernelsCommand());
   commands.push_back(makePrecompileCommand());
   commands.push_back(makeInfoCommand());

@@ -102,7 +102,7 @@ protected:
     if (GetParam() == "text") {
       DataSpec spec;
       spec.kind = "text";
-      spec.path = text.path;
+      spec.paths = {text.path};
       return openDataSource(spec, 300, seed, split);
     }
     return openDataSource(synthetic(GetParam()), 300, seed, split);
@@ -256,7 +256,7 @@ TEST(TextData, WindowsComeFromTheirSplit) {
   TempFile file(contents);
   DataSpec spec;
   spec.kind = "text";
-  spec.path = file.path;
+  spec.paths = {file.path};
   spec.validFraction = 0.2;
   auto train = openDataSource(spec, 256, 1, Split::Train);
   auto valid = openDataSource(spec, 256, 1, Split::Valid);
@@ -287,18 +287,18 @@ TEST(TextData, WindowsComeFromTheirSplit) {
 TEST(TextData, Errors) {
   DataSpec spec;
   spec.kind = "text";
-  spec.path = "/nonexistent/moec/data.txt";
+  spec.paths = {"/nonexistent/moec/data.txt"};
   EXPECT_EQ(errorOf([&] { openDataSource(spec, 256, 1); }),
             "cannot open text data '/nonexistent/moec/data.txt': No such file "
             "or directory");
 
   TempFile empty("");
-  spec.path = empty.path;
+  spec.paths = {empty.path};
   EXPECT_EQ(errorOf([&] { openDataSource(spec, 256, 1); }),
             "text data '" + empty.path + "' is empty");
 
   TempFile shortFile(std::string(100, 'z'));
-  spec.path = shortFile.path;
+  spec.paths = {shortFile.path};
   auto valid = openDataSource(spec, 256, 1, Split::Valid);
   EXPECT_NO_THROW(valid->batch(0, 1, 9));
   EXPECT_EQ(errorOf([&] { valid->batch(0, 1, 10); }),

@@ -9,7 +9,7 @@
 namespace mlir::moe {
 
 /// The bundle format version this compiler writes.
-inline constexpr int64_t kBundleVersion = 1;
+inline constexpr int64_t kBundleVersion = 2;
 
 struct BundleOptions {
   /// Generate CUDA kernels for the fused groups (needs moe-fuse-kernels and

@@ -61,10 +61,16 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGroup(GroupEmitter &e) {
     for (Piece &piece : pieces) {
       Operation *op = piece.op;
       std::string v = e.fresh();
-      if (isa<EmbeddingOp>(op)) {
-        w.line(llvm::formatv("const float {0} = {1}[static_cast<int64_t>({2}[t]) "
-                             "* {3} + c];",
-                             v, piece.ptrs[1], piece.ptrs[0], d));
+      if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+        double scale = embedding.getScale().convertToDouble();
+        w.line(fill("const float ${v} = ${scale}moec::toFloat(${table}["
+                    "static_cast<int64_t>(${ids}[t]) * ${d} + c]);",
+                    {{"v", v},
+                     {"scale", scale == 1.0 ? std::string()
+                                            : floatLiteral(scale) + " * "},
+                     {"table", piece.ptrs[1]},
+                     {"ids", piece.ptrs[0]},
+                     {"d", d}}));
       } else if (isa<AddPositionsOp>(op)) {
         std::string x = piece.ptrs[0].empty() ? values[op->getOperand(0)]
                                               : piece.ptrs[0] + "[i]";
@@ -117,7 +123,12 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGradGroup(GroupEmitter &e) {
     w.line("for (int64_t t = 0; t < T; ++t)");
     w.line(llvm::formatv("  if ({0}[t] == v) sum += {1}[t * {2} + c];", ids, dy,
                          d));
-    w.line(llvm::formatv("{0}[v * {1} + c] = sum;", out, d));
+    double scale = grad.getScale().convertToDouble();
+    w.line(fill("${out}[v * ${d} + c] = ${scale}sum;",
+                {{"out", out},
+                 {"d", d},
+                 {"scale", scale == 1.0 ? std::string()
+                                        : floatLiteral(scale) + " * "}}));
   }
   e.finishKernel(w.str(), GridDim{SymDim(vocab), 1}, GridDim(), GridDim(),
                  std::min<int64_t>(256, std::max<int64_t>(32, d)));

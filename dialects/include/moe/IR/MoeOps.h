@@ -47,6 +47,7 @@ inline constexpr llvm::StringLiteral kObjective = "moe.objective";
 inline constexpr llvm::StringLiteral kModel = "moe.model";
 inline constexpr llvm::StringLiteral kTraining = "moe.training";
 inline constexpr llvm::StringLiteral kData = "moe.data";
+inline constexpr llvm::StringLiteral kGenerate = "moe.generate";
 /// An op's position in an execution plan (moe-lower-to-plan).
 inline constexpr llvm::StringLiteral kStep = "moe.step";
 } // namespace attrs

@@ -85,10 +85,12 @@ def Moe_StateOp : Op<Moe_Dialect, "state", [Symbol]> {
 def Moe_EmbeddingOp : Moe_DiffOp<"embedding"> {
   let summary = "token embedding lookup";
   let description = [{
-    `y[..., :] = table[ids[...], :]` for ids in `[0, V)`; an id outside that
-    range is a run-time error. ids `[...]` i32, table `[V, d]`, y `[..., d]`.
+    `y[..., :] = scale * table[ids[...], :]` for ids in `[0, V)`; an id
+    outside that range is a run-time error. ids `[...]` i32, table `[V, d]`,
+    y `[..., d]`. `scale` is sqrt(d) in fairseq's transformer.
   }];
-  let arguments = (ins Moe_IndexTensor:$ids, Moe_FloatTensor:$table);
+  let arguments = (ins Moe_IndexTensor:$ids, Moe_FloatTensor:$table,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs Moe_FloatTensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, results)";
 }
@@ -96,11 +98,12 @@ def Moe_EmbeddingOp : Moe_DiffOp<"embedding"> {
 def Moe_EmbeddingGradOp : Moe_Op<"embedding_grad"> {
   let summary = "gradient of moe.embedding with respect to the table";
   let description = [{
-    `dtable[v, :] = sum over positions p with ids[p] = v of dy[p, :]`, summed in
-    increasing position order. dtable `[vocab, d]`.
+    `dtable[v, :] = scale * (sum over positions p with ids[p] = v of dy[p,
+    :])`, summed in increasing position order. dtable `[vocab, d]`.
   }];
   let arguments = (ins Moe_IndexTensor:$ids, Moe_FloatTensor:$dy,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$vocab);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$vocab,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs Moe_FloatTensor:$dtable);
   let assemblyFormat = "$ids `,` $dy attr-dict `:` functional-type(operands, results)";
 }

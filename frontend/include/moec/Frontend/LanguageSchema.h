@@ -26,6 +26,7 @@ enum class SettingType {
   Name,    ///< one of `choices`, written bare (gelu_tanh)
   Call,    ///< one of `choices`, bare or called with settings: adamw(lr = 1e-3)
   Pair,    ///< a list of two numbers: [0.9, 0.98]
+  TextList, ///< a list of strings: ["neg", "pos"]
 };
 
 struct SettingInfo {

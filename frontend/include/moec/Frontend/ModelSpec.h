@@ -24,11 +24,29 @@ struct NormSpec {
   double eps = 1e-5;
 };
 
+/// Self-attention, or cross-attention to the encoder's output (`cross`).
 struct AttentionSpec {
   int64_t heads = 1;
   int64_t kvHeads = 1;
   int64_t headDim = 0;
   bool causal = true;
+  bool cross = false;
+  bool bias = false;
+  double scale = 0;
+};
+
+/// Mixture of attention heads: self-attention, or cross-attention (`cross`).
+struct MoaSpec {
+  int64_t experts = 0;
+  int64_t k = 1;
+  int64_t headDim = 0;
+  bool causal = true;
+  bool cross = false;
+  mlir::moe::GateWeighting gate = mlir::moe::GateWeighting::Raw;
+  int64_t sample = 0;
+  /// The layer's auxiliary losses are divided by the number of target
+  /// tokens (MoA's code) rather than added to the mean cross-entropy.
+  bool auxPerToken = true;
   bool bias = false;
   double scale = 0;
 };
@@ -58,14 +76,15 @@ struct MoeLayerSpec {
 
 /// One residual sublayer of a block.
 struct SublayerSpec {
-  enum class Kind { Attention, Ffn, Moe };
+  enum class Kind { Attention, Ffn, Moe, Moa };
   Kind kind = Kind::Ffn;
-  /// Its name in parameter paths: "attn", "ffn", "moe" (+ index when a block
-  /// has several of one kind).
+  /// Its name in parameter paths: "attn", "cross_attn", "ffn", "moe", "moa",
+  /// "cross_moa" (+ index when a block has several of one kind).
   std::string name;
   AttentionSpec attention;
   FfnSpec ffn;
   MoeLayerSpec moe;
+  MoaSpec moa;
   llvm::SMRange range;
 };
 
@@ -73,21 +92,76 @@ struct BlockSpec {
   std::vector<SublayerSpec> sublayers;
 };
 
+/// The blocks of one stack, and where its parameters live.
+struct StackSpec {
+  enum class Role { Decoder, Encoder };
+  Role role = Role::Decoder;
+  /// "layers" for a model with one stack, "encoder.layers" /
+  /// "decoder.layers" in an encoder_decoder.
+  std::string prefix = "layers";
+  std::vector<BlockSpec> blocks;
+};
+
+enum class ModelKind { Decoder, Encoder, EncoderDecoder };
+enum class Objective { Lm, Mlm, Classify, Translate };
+enum class Positions { Learned, Sinusoidal, None };
+
+struct MlmSpec {
+  double rate = 0.15;
+  double maskRate = 0.8;
+  double randomRate = 0.1;
+  int64_t maxPredictions = 20;
+};
+
+struct TokenizerSpec {
+  /// "bytes" or "sentencepiece".
+  std::string kind = "bytes";
+  /// sentencepiece: the model file, resolved against the spec's directory.
+  std::string path;
+  /// sentencepiece: the SHA-256 of the file (hex), which bundles and
+  /// checkpoints record so that a changed tokenizer is refused.
+  std::string sha256;
+};
+
 struct ModelSpec {
   std::string name;
   llvm::SMRange range;
+  ModelKind kind = ModelKind::Decoder;
+  Objective objective = Objective::Lm;
+  MlmSpec mlm;
+  /// classify: the number of classes.
+  int64_t classes = 0;
   int64_t vocab = 0;
+  TokenizerSpec tokenizer;
   int64_t dModel = 0;
   int64_t maxSeq = 0;
   NormSpec norm;
   bool preNorm = true;
-  bool learnedPositions = true;
+  Positions positions = Positions::Learned;
+  int64_t segments = 0;
   bool tieEmbeddings = false;
+  bool shareEmbeddings = false;
+  bool embedScale = false;
+  bool embedNorm = false;
   double dropout = 0;
   double initStd = 0.02;
-  /// "f32" or "f64".
+  /// "f32", "f64" or "bf16".
   std::string dtype = "f32";
-  std::vector<BlockSpec> blocks;
+  /// One stack (decoder or encoder), or the encoder then the decoder.
+  std::vector<StackSpec> stacks;
+
+  const StackSpec *encoder() const {
+    for (const StackSpec &s : stacks)
+      if (s.role == StackSpec::Role::Encoder)
+        return &s;
+    return nullptr;
+  }
+  const StackSpec *decoder() const {
+    for (const StackSpec &s : stacks)
+      if (s.role == StackSpec::Role::Decoder)
+        return &s;
+    return nullptr;
+  }
 };
 
 struct TrainSpec {
@@ -106,23 +180,37 @@ struct TrainSpec {
   int64_t seed = 0;
   double balanceLoss = 0.01;
   double zLoss = 0.001;
+  double cvLoss = 0;
   double labelSmoothing = 0;
   int64_t logEvery = 10;
 };
 
 struct DataSourceSpec {
-  std::string kind = "synthetic"; ///< synthetic | text
-  std::string task = "grammar";   ///< synthetic task
-  std::string path;               ///< text: resolved against the spec's directory
+  /// synthetic | text | lines | labelled | parallel
+  std::string kind = "synthetic";
+  std::string task = "grammar"; ///< synthetic task
+  /// File sources: resolved against the spec's directory (parallel: one
+  /// TSV file, or the source and target files).
+  std::vector<std::string> paths;
+  /// labelled: the label names in class order (empty: integer labels).
+  std::vector<std::string> labels;
   int64_t taskSeed = 0;
   int64_t branching = 2;
   double validFraction = 0.1;
+};
+
+struct GenerateSpec {
+  int64_t beam = 4;
+  double lengthPenalty = 0.6;
+  double maxLenA = 1.2;
+  int64_t maxLenB = 10;
 };
 
 struct Spec {
   ModelSpec model;
   TrainSpec train;
   DataSourceSpec data;
+  GenerateSpec generate;
 };
 
 } // namespace moec::frontend

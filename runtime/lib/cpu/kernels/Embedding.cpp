@@ -29,8 +29,15 @@ template <typename T> void embedding(KernelContext &ctx) {
     return;
   const T *src = table.as<T>();
   T *dst = y.as<T>();
+  double scale = ctx.attrs.getFloat(defs::ops::embedding::kScale,
+                                    defs::ops::embedding::kScaleDefault);
   parallelFor(n, d, [&](int64_t t) {
-    std::memcpy(dst + t * d, src + id[t] * d, d * sizeof(T));
+    if (scale == 1.0) {
+      std::memcpy(dst + t * d, src + id[t] * d, d * sizeof(T));
+      return;
+    }
+    for (int64_t c = 0; c < d; ++c)
+      dst[t * d + c] = static_cast<T>(scale * src[id[t] * d + c]);
   });
 }
 
@@ -66,6 +73,8 @@ template <typename T> void embeddingGrad(KernelContext &ctx) {
 
   const T *g = dy.as<T>();
   T *out = dtable.as<T>();
+  double scale = ctx.attrs.getFloat(defs::ops::embedding_grad::kScale,
+                                    defs::ops::embedding_grad::kScaleDefault);
 #pragma omp parallel if (n * d >= kMinParallelWork)
   {
     std::vector<double> acc(d);
@@ -78,7 +87,7 @@ template <typename T> void embeddingGrad(KernelContext &ctx) {
           acc[c] += row[c];
       }
       for (int64_t c = 0; c < d; ++c)
-        out[v * d + c] = static_cast<T>(acc[c]);
+        out[v * d + c] = static_cast<T>(scale * acc[c]);
     }
   }
 }
@@ -144,6 +153,8 @@ template <typename T> void addPositionsGrad(KernelContext &ctx) {
   expectDType(ctx, dtable, dtypeOf<T>(), "dtable");
   const T *g = dy.as<T>();
   T *out = dtable.as<T>();
+  double scale = ctx.attrs.getFloat(defs::ops::embedding_grad::kScale,
+                                    defs::ops::embedding_grad::kScaleDefault);
   int64_t d = dims.d, seq = dims.seq, batch = dims.batch;
   std::fill(out, out + maxLen * d, T(0));
   // One position per iteration, batches summed in ascending order.

@@ -832,11 +832,15 @@ inline constexpr std::string_view kStream = "stream";
 namespace embedding_grad {
 inline constexpr std::string_view kName = "moe.embedding_grad";
 inline constexpr std::string_view kVocab = "vocab";
+inline constexpr std::string_view kScale = "scale";
+inline constexpr double kScaleDefault = 1.0;
 } // namespace embedding_grad
 
 /// moe.embedding: token embedding lookup.
 namespace embedding {
 inline constexpr std::string_view kName = "moe.embedding";
+inline constexpr std::string_view kScale = "scale";
+inline constexpr double kScaleDefault = 1.0;
 } // namespace embedding
 
 /// moe.expert_ffn_grad: gradients of moe.expert_ffn.

@@ -1,0 +1,176 @@
+//===- Eval.cpp - moec eval -----------------------------------------------===//
+//
+// Held-out quality of a trained model, by objective: perplexity for
+// language models, masked-token accuracy for MLM, accuracy for classifiers,
+// and corpus BLEU (sacreBLEU's default) for translation, with greedy and
+// beam search.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+#include "moec/Bleu.h"
+#include "moec/Error.h"
+#include "moec/Session.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <iostream>
+
+namespace moec::driver {
+namespace {
+
+/// Correct and counted predictions of the positions with a target.
+struct Accuracy {
+  int64_t correct = 0, total = 0;
+  double percent() const {
+    return total ? 100.0 * static_cast<double>(correct) /
+                       static_cast<double>(total)
+                 : 0.0;
+  }
+};
+
+/// Argmax of logits [B, S, V] against targets [B, S] (negative: skipped);
+/// `firstOnly` scores position 0 of each row (classifiers).
+void addAccuracy(const Tensor &logits, const Tensor &targets, bool firstOnly,
+                 Accuracy &acc) {
+  const int64_t rows = targets.shape()[0], seq = targets.shape()[1];
+  const int64_t vocab = logits.shape().back();
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t s = 0; s < (firstOnly ? 1 : seq); ++s) {
+      int32_t target = targets.data<int32_t>()[b * seq + s];
+      if (target < 0)
+        continue;
+      const int64_t base = (b * seq + s) * vocab;
+      int64_t best = 0;
+      for (int64_t v = 1; v < vocab; ++v)
+        if (logits.at(base + v) > logits.at(base + best))
+          best = v;
+      acc.correct += best == target;
+      ++acc.total;
+    }
+}
+
+class EvalCommand : public cli::Command {
+public:
+  EvalCommand()
+      : Command("eval", "Measure a trained model on its held-out data.") {
+    positional("FILE", "a .moe spec (compiled first) or a bundle", input);
+    option("weights", "CKPT", "Checkpoint to load", weights)
+        .required()
+        .nonEmpty();
+    option("batches", "N",
+           "Held-out batches for loss and accuracy (default 20)", batches)
+        .atLeast(int64_t{1});
+    option("sentences", "N",
+           "Translation: held-out sentences to decode for BLEU (default 200)",
+           sentences)
+        .atLeast(int64_t{1});
+    option("beam", "K",
+           "Translation: the beam (default: the spec's generate section)",
+           beam)
+        .atLeast(int64_t{1});
+    option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
+           dtype)
+        .oneOf(dtypeChoices());
+    option("device", "DEVICE", "cpu (default), cuda or emu", device)
+        .oneOf(deviceChoices());
+  }
+
+  int run() override;
+
+private:
+  void translation(Session &session, const ModelData &data);
+
+  std::string input, weights, dtype, device = "cpu";
+  int64_t batches = 20, sentences = 200, beam = 0;
+};
+
+int EvalCommand::run() {
+  Bundle bundle = loadModel(input, dtype);
+  SessionOptions options;
+  options.device = device;
+  Session session(bundle, options);
+  session.loadCheckpoint(weights);
+  ModelData data = openModelData(bundle, input, session.seed(), Split::Valid);
+  const TrainingConfig &config = bundle.training();
+  const std::string &objective = bundle.model().objective;
+  std::cout << fmt::format("model '{}' ({} {}), {} (step {}); data: {}\n",
+                           bundle.model().name, bundle.model().kind,
+                           objective, weights, session.step(),
+                           data.source->describe());
+
+  double ce = 0;
+  Accuracy accuracy;
+  for (int64_t i = 0; i < batches; ++i) {
+    Batch batch = data.source->batch(i, config.batch, config.seqLen);
+    ce += session.evaluate(batch).at("ce") / static_cast<double>(batches);
+    if (objective == "mlm" || objective == "classify")
+      addAccuracy(session.logits(batch), batch.targets,
+                  objective == "classify", accuracy);
+  }
+  std::cout << fmt::format("held-out cross-entropy {:.4f}, perplexity {:.3f} "
+                           "({} batches of {} x {})\n",
+                           ce, std::exp(ce), batches, config.batch,
+                           config.seqLen);
+  if (objective == "mlm")
+    std::cout << fmt::format("masked-token accuracy {:.2f}% ({} of {} "
+                             "predicted tokens)\n",
+                             accuracy.percent(), accuracy.correct,
+                             accuracy.total);
+  if (objective == "classify")
+    std::cout << fmt::format("accuracy {:.2f}% ({} of {} examples)\n",
+                             accuracy.percent(), accuracy.correct,
+                             accuracy.total);
+  if (objective == "translate")
+    translation(session, data);
+  return 0;
+}
+
+void EvalCommand::translation(Session &session, const ModelData &data) {
+  std::vector<TranslationPair> pairs = data.source->pairs();
+  if (static_cast<int64_t>(pairs.size()) > sentences)
+    pairs.resize(static_cast<size_t>(sentences));
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::string> references;
+  for (const TranslationPair &p : pairs) {
+    sources.push_back(p.source);
+    references.push_back(data.tokenizer->decode(p.target));
+  }
+  const SpecialTokens &specials = data.tokenizer->specials();
+  TranslateOptions greedy;
+  greedy.beam = 1;
+  TranslateOptions searched;
+  if (beam > 0)
+    searched.beam = beam;
+  int64_t beamSize = searched.beam.value_or(session.bundle().generate().beam);
+  for (const auto &[name, options] :
+       {std::pair<std::string, TranslateOptions>{"greedy", greedy},
+        {fmt::format("beam {}", beamSize), searched}}) {
+    std::vector<std::vector<int32_t>> outputs =
+        session.translate(sources, specials, options);
+    std::vector<std::string> hypotheses;
+    for (const std::vector<int32_t> &out : outputs)
+      hypotheses.push_back(data.tokenizer->decode(out));
+    BleuScore bleu = corpusBleu(hypotheses, references);
+    std::cout << fmt::format(
+        "BLEU ({}) {:.2f} = {:.1f}/{:.1f}/{:.1f}/{:.1f} (BP {:.3f}, hyp {} "
+        "ref {} tokens; {} sentences)\n",
+        name, bleu.score, bleu.precisions[0], bleu.precisions[1],
+        bleu.precisions[2], bleu.precisions[3], bleu.brevityPenalty,
+        bleu.hypothesisLength, bleu.referenceLength, hypotheses.size());
+    if (name == "greedy")
+      continue;
+    for (size_t i = 0; i < std::min<size_t>(3, hypotheses.size()); ++i)
+      std::cout << fmt::format("  source: {}\n  output: {}\n  target: {}\n",
+                               data.tokenizer->decode(sources[i]),
+                               hypotheses[i], references[i]);
+  }
+}
+
+} // namespace
+
+std::unique_ptr<cli::Command> makeEvalCommand() {
+  return std::make_unique<EvalCommand>();
+}
+
+} // namespace moec::driver
