@@ -122,13 +122,15 @@ void trainSentencePiece(const TokenizerTrainOptions &o) {
       {"bos_id", "2"},
       {"eos_id", "3"},
       {"user_defined_symbols", "[MASK],[CLS],[SEP]"},
-      {"random_seed", std::to_string(o.seed)},
       {"minloglevel", "2"},
   };
   if (o.sentences > 0) {
     args["input_sentence_size"] = std::to_string(o.sentences);
     args["shuffle_input_sentence"] = "true";
   }
+  // The library's one generator drives sentence sampling; 0 is reserved
+  // (it means "seed from the clock"), so seeds are shifted by one.
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o.seed) + 1);
   std::string model;
   auto status =
       sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);

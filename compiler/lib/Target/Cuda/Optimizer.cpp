@@ -30,32 +30,54 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
   auto norm = cast<GlobalNormOp>(e.first());
   MLIRContext *ctx = norm->getContext();
   Type f64 = Float64Type::get(ctx), i32 = IntegerType::get(ctx, 32);
-  int64_t partials = e.scratch(f64, {SymDim(kNormBlocks)});
-  int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
-  const int64_t threads = 256;
-  e.beginKernel("");
-  CodeWriter w;
-  w.indent();
-  w.line("MOEC_SHARED(double, warpSums, 8);");
-  w.line("double s = 0.0;");
   for (Value g : norm.getInputs()) {
     auto type = cast<RankedTensorType>(g.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape())
       return norm.emitOpError("the CUDA gradient norm takes static f32 tensors");
-    std::string p = e.declared(w, g, false, "g");
-    w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});", p,
-                         type.getNumElements()));
   }
-  w.line(llvm::formatv("const moec::gptr<double> partials = {0};",
-                       e.bufferExpr(e.argument(partials), f64, true)));
-  w.line(llvm::formatv("s = moec::blockSum<{0}>(s, warpSums);", threads));
-  w.line("if (threadIdx.x == 0) partials[blockIdx.x] = s;");
+  // Large models have more gradients than one kernel's parameter block
+  // holds: each launch sums its share into partials of its own, in stream
+  // order, and the last one adds them all up in a fixed order.
+  constexpr size_t kPerLaunch = 160;
+  static_assert(kPerLaunch + 16 <= size_t(moec::defs::kMaxKernelBuffers),
+                "a gradient-norm launch must fit the kernel ABI");
+  auto inputs = norm.getInputs();
+  const size_t launches = (inputs.size() + kPerLaunch - 1) / kPerLaunch;
+  int64_t partials = e.scratch(
+      f64, {SymDim(kNormBlocks * static_cast<int64_t>(launches))});
+  int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
+  const int64_t threads = 256;
+  CodeWriter w;
+  for (size_t launch = 0; launch < launches; ++launch) {
+    bool last = launch + 1 == launches;
+    e.beginKernel(launches > 1 ? "part" + std::to_string(launch) : "");
+    w = CodeWriter();
+    w.indent();
+    w.line("MOEC_SHARED(double, warpSums, 8);");
+    w.line("double s = 0.0;");
+    size_t end = std::min(inputs.size(), (launch + 1) * kPerLaunch);
+    for (size_t i = launch * kPerLaunch; i < end; ++i) {
+      auto type = cast<RankedTensorType>(inputs[i].getType());
+      std::string p = e.declared(w, inputs[i], false, "g");
+      w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});", p,
+                           type.getNumElements()));
+    }
+    w.line(llvm::formatv("const moec::gptr<double> partials = {0};",
+                         e.bufferExpr(e.argument(partials), f64, true)));
+    w.line(llvm::formatv("s = moec::blockSum<{0}>(s, warpSums);", threads));
+    w.line(llvm::formatv("if (threadIdx.x == 0) partials[{0} + blockIdx.x] = "
+                         "s;",
+                         static_cast<int64_t>(launch) * kNormBlocks));
+    if (!last)
+      e.finishKernel(w.str(), GridDim{SymDim(kNormBlocks), 1}, GridDim(),
+                     GridDim(), threads);
+  }
   w.line(llvm::formatv("if (!moec::isLastBlock(moec::bufferArg<unsigned>(p, "
                        "{0})) || threadIdx.x != 0) return;",
                        e.argument(ticket)));
   w.line("double total = 0.0;");
   w.line(llvm::formatv("for (int b = 0; b < {0}; ++b) total += partials[b];",
-                       kNormBlocks));
+                       kNormBlocks * static_cast<int64_t>(launches)));
   // The norm, then the clipping arithmetic fused after it, on one thread.
   llvm::DenseMap<Value, std::string> names;
   std::string root = e.fresh();
