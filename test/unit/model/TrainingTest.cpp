@@ -1,8 +1,10 @@
 //===- TrainingTest.cpp - training, checkpoints and decoding end to end ---===//
 
+#include "moec/Bleu.h"
 #include "moec/Compiler.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
+#include "moec/Tokenizer.h"
 
 #include <cmath>
 #include <cstdio>
@@ -223,6 +225,93 @@ TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
   }
   EXPECT_THROW(session.generate({}, options), Error);
   EXPECT_THROW(session.generate({300}, options), Error);
+}
+
+} // namespace
+
+namespace {
+
+/// The data of a bundle compiled from examples/, as the tools open it.
+struct ExampleData {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<DataSource> source;
+};
+
+ExampleData openExampleData(const Bundle &bundle, uint64_t seed, Split split) {
+  ExampleData data;
+  data.tokenizer = openTokenizer(bundle);
+  DataTarget target;
+  target.vocab = bundle.model().vocab;
+  target.kind = bundle.model().kind;
+  target.objective = bundle.model().objective;
+  target.classes = bundle.model().classes;
+  target.segments = bundle.model().segments;
+  target.mlm = bundle.model().mlm;
+  target.tokenizer = data.tokenizer.get();
+  data.source = openDataSource(bundle.data(), target, seed, split);
+  return data;
+}
+
+/// Trains an example for its configured steps; returns the first
+/// cross-entropy and the mean of the last ten.
+std::pair<double, double> trainExample(Session &session,
+                                       const DataSource &data) {
+  const TrainingConfig &config = session.bundle().training();
+  double first = 0, lastMean = 0;
+  for (int64_t i = 0; i < config.steps; ++i) {
+    double ce = session.trainStep(data.batch(i, config.batch, config.seqLen))
+                    .scalars.at("ce");
+    EXPECT_TRUE(std::isfinite(ce)) << "step " << i + 1;
+    if (i == 0)
+      first = ce;
+    if (i >= config.steps - 10)
+      lastMean += ce / 10;
+  }
+  return {first, lastMean};
+}
+
+TEST(Training, MoaMaskedLanguageModelHalvesItsLoss) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_mlm.moe");
+  Session session(bundle);
+  ExampleData data = openExampleData(bundle, session.seed(), Split::Train);
+  auto [first, last] = trainExample(session, *data.source);
+  std::printf("moa_mlm: cross-entropy %.4f -> %.4f\n", first, last);
+  EXPECT_LT(last, first / 2);
+}
+
+// The acceptance criterion of the translation example: BLEU above 50 on
+// held-out sentences with beam search, and beam search no worse than
+// greedy search.
+TEST(Training, MoaTranslationReachesBleu50) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_translate.moe");
+  Session session(bundle);
+  ExampleData train = openExampleData(bundle, session.seed(), Split::Train);
+  auto [first, last] = trainExample(session, *train.source);
+  EXPECT_LT(last, first / 2);
+  ExampleData valid = openExampleData(bundle, session.seed(), Split::Valid);
+  std::vector<TranslationPair> pairs = valid.source->pairs();
+  pairs.resize(200);
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::string> references;
+  for (const TranslationPair &p : pairs) {
+    sources.push_back(p.source);
+    references.push_back(valid.tokenizer->decode(p.target));
+  }
+  auto bleu = [&](int64_t beam) {
+    TranslateOptions options;
+    options.beam = beam;
+    std::vector<std::string> hypotheses;
+    for (const std::vector<int32_t> &out : session.translate(
+             sources, valid.tokenizer->specials(), options))
+      hypotheses.push_back(valid.tokenizer->decode(out));
+    return corpusBleu(hypotheses, references).score;
+  };
+  double greedy = bleu(1), beam = bleu(4);
+  std::printf("moa_translate: cross-entropy %.4f -> %.4f; BLEU greedy %.2f, "
+              "beam 4 %.2f\n",
+              first, last, greedy, beam);
+  EXPECT_GT(beam, 50);
+  EXPECT_GE(beam, greedy);
 }
 
 } // namespace
