@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   libopenblas-openmp-dev libboost-context-dev
   libzstd-dev libsentencepiece-dev
+  python3-torch
 )
 
 missing=()
