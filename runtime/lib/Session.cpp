@@ -183,6 +183,16 @@ struct Session::Impl {
   }
 };
 
+/// What identifies the tokenizer a model reads its data through; the same
+/// strings as Tokenizer::fingerprint().
+static std::string tokenizerFingerprint(const detail::BundleData &data) {
+  if (data.data.kind == "synthetic" && data.data.task == "translate")
+    return fmt::format("synthetic:translate:{}", data.data.taskSeed);
+  if (data.model.tokenizer.kind == "sentencepiece")
+    return "sentencepiece:" + data.model.tokenizer.sha256;
+  return "bytes";
+}
+
 std::vector<double> ExpertLoad::fractions() const {
   double total = 0;
   for (double t : tokens)
@@ -334,12 +344,22 @@ void Session::saveCheckpoint(const std::string &path) const {
       {"moec_version", kVersion},
       {"model", impl->data.model.name},
       {"step", std::to_string(impl->step)},
-      {"optimizer", impl->data.training.optimizer}};
+      {"optimizer", impl->data.training.optimizer},
+      {"tokenizer", tokenizerFingerprint(impl->data)}};
   moec::saveCheckpoint(path, tensors, metadata);
 }
 
 void Session::loadCheckpoint(const std::string &path) {
   CheckpointContents contents = moec::loadCheckpoint(path);
+  // Token ids mean nothing under another tokenizer.
+  if (auto it = contents.metadata.find("tokenizer");
+      it != contents.metadata.end() &&
+      it->second != tokenizerFingerprint(impl->data))
+    throw Error(fmt::format("{}: metadata 'tokenizer': the checkpoint was "
+                            "trained with tokenizer '{}' but this model uses "
+                            "'{}'",
+                            path, it->second,
+                            tokenizerFingerprint(impl->data)));
   std::vector<TensorSpec> expected;
   for (const ParamInfo &p : impl->data.params)
     expected.push_back({p.name, p.dtype, p.shape});
