@@ -596,7 +596,8 @@ std::vector<OwnerInfo> buildSchema() {
                         "0"),
                0.0)});
   owner("source text", "text(...)",
-        "A UTF-8 text file as one token stream (language models): "
+        "A UTF-8 text file as one token stream (language models; masked "
+        "language models read windows of it): "
         "`text(\"path\")`, the path relative to the spec's directory.",
         {});
   owner("source lines", "lines(...)",
