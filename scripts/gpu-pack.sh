@@ -59,9 +59,11 @@ cp "$tree/bin/moec" "$dir/bin/"
 for t in "${tests[@]}"; do cp "$tree/bin/$t" "$dir/bin/"; done
 cp "$tree/lib/libmoec_runtime.so" "$tree/lib/libmoec-fake-cuda-driver.so" \
   "$dir/lib/"
-# The C++ and OpenMP runtimes this compiler links against: a GPU machine's
-# own may be older than what the binaries need.
-for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1; do
+# The C++ and OpenMP runtimes this compiler links against (a GPU machine's
+# own may be older than what the binaries need), and SentencePiece (Debian
+# ships it as shared libraries only).
+for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libsentencepiece.so.0 \
+           libsentencepiece_train.so.0; do
   path=$(ldd "$tree/lib/libmoec_runtime.so" | awk -v l="$lib" '$1 == l {print $3}')
   if [ -z "$path" ]; then
     echo "gpu-pack: cannot find $lib" >&2
@@ -93,6 +95,10 @@ for spec in "$root"/examples/*.moe; do
     done
   done
 done
+
+# The examples' data files travel beside the bundles, where the runtime
+# looks when the path a bundle recorded does not exist on the GPU machine.
+cp "$root"/examples/data/*.txt "$dir/bundles/"
 
 cp "$root/scripts/gpu-pack/run.sh" "$root/scripts/gpu-pack/summarize.py" \
   "$dir/"

@@ -294,11 +294,14 @@ void ProgramCheck::allocate(const ProgramInputs &inputs) {
         throw Error(fmt::format("program '{}': unknown parameter '{}'",
                                 program.name, b.bind));
       initial = initialValue(*p, options.seed);
-      // Constant initialisers (a zero router, unit norm gains) would check
-      // kernels only at a degenerate point: ties everywhere, zero gradients.
-      if (p->init == "zeros" || p->init == "ones") {
+      // A zero initialiser (MoA's router) would check kernels only at a
+      // degenerate point: every routing choice tied, zero gradients. The
+      // spread is that of the normal initialisers, so that a perturbed
+      // router bias does not drown the token-dependent logits (near-ties
+      // would then reorder batch-priority routing on rounding alone).
+      if (p->init == "zeros") {
         uint64_t s = streamId("check-param/" + p->name);
-        double spread = p->init == "zeros" ? 0.5 : 0.1;
+        double spread = 0.02;
         for (int64_t i = 0; i < initial.numel(); ++i)
           initial.set(i, initial.at(i) +
                              spread * philoxNormal(options.seed, s,

@@ -69,6 +69,7 @@ mkdir -p "$out/bundles"
 for z in "$pack"/bundles/*."$tiles".*.bundle.json.gz; do
   gunzip -c "$z" > "$out/bundles/$(basename "$z" .gz)"
 done
+cp "$pack"/bundles/*.txt "$out/bundles/" 2>/dev/null || true
 bundles=$(ls "$out"/bundles/*.bundle.json | grep -E "$only")
 
 # Unit tests of the cuda device.
