@@ -121,8 +121,6 @@ LogicalResult verifyWithShapes(Operation *op) {
   return success();
 }
 
-bool isUnranked(Value v) { return !isa<RankedTensorType>(v.getType()); }
-
 } // namespace
 
 //===----------------------------------------------------------------------===//

@@ -112,6 +112,10 @@ public:
   /// of a validation pass read them (what BLEU is measured on). Others have
   /// none.
   virtual std::vector<TranslationPair> pairs() const { return {}; }
+  /// File sources of whole examples (lines, labelled, parallel): how many
+  /// the split holds; rows past that wrap around. 0 for streams and
+  /// generated data, which do not run out.
+  virtual int64_t examples() const { return 0; }
 };
 
 enum class Split { Train, Valid };

@@ -52,7 +52,8 @@ Batch makeBatch(int64_t index, int64_t batchSize, int64_t seqLen,
                 const RowFiller &fillRow) {
   checkBatchRequest(index, batchSize, seqLen);
   Batch batch{Tensor(DType::I32, {batchSize, seqLen}),
-              Tensor(DType::I32, {batchSize, seqLen})};
+              Tensor(DType::I32, {batchSize, seqLen}),
+              {}};
   std::vector<int32_t> row(seqLen + 1);
   for (int64_t b = 0; b < batchSize; ++b) {
     fillRow(static_cast<uint64_t>(index * batchSize + b), row.data());

@@ -101,6 +101,10 @@ public:
     return batch;
   }
 
+  int64_t examples() const override {
+    return static_cast<int64_t>(items_.second - items_.first);
+  }
+
   std::string describe() const override {
     return fmt::format("labelled '{}' ({}; {} split: {} examples)", path_,
                        tokenizer_.describe(), splitName(split_),

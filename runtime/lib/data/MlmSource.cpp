@@ -85,6 +85,10 @@ public:
     return batch;
   }
 
+  int64_t examples() const override {
+    return lines_ ? static_cast<int64_t>(items_.second - items_.first) : 0;
+  }
+
   std::string describe() const override {
     return fmt::format("{} '{}' for masked language modelling ({}; {} split: "
                        "{} {})",

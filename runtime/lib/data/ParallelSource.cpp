@@ -112,6 +112,10 @@ public:
     return {pairs_.begin() + items_.first, pairs_.begin() + items_.second};
   }
 
+  int64_t examples() const override {
+    return static_cast<int64_t>(items_.second - items_.first);
+  }
+
   std::string describe() const override {
     return fmt::format("parallel '{}' ({}; {} split: {} pairs)", origin_,
                        tokenizer_.describe(), splitName(split_),

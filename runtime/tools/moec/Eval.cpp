@@ -12,7 +12,9 @@
 #include "moec/Error.h"
 #include "moec/Session.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 
@@ -48,6 +50,33 @@ void addAccuracy(const Tensor &logits, const Tensor &targets, bool firstOnly,
       acc.correct += best == target;
       ++acc.total;
     }
+}
+
+/// Rows [first, first + size) of a source, as one batch of `size` rows:
+/// batch index b of batch size `size` holds rows b * size ..., so the tail
+/// is read one row at a time and stacked.
+Batch tailBatch(const DataSource &source, int64_t first, int64_t size,
+                int64_t seqLen) {
+  std::vector<Batch> rows;
+  for (int64_t r = 0; r < size; ++r)
+    rows.push_back(source.batch(first + r, 1, seqLen));
+  auto stack = [&](auto get) {
+    const Tensor &one = get(rows.front());
+    Shape shape = one.shape();
+    shape[0] = size;
+    Tensor out(one.dtype(), shape);
+    for (int64_t r = 0; r < size; ++r)
+      std::memcpy(static_cast<char *>(out.raw()) + r * one.nbytes(),
+                  get(rows[r]).raw(), one.nbytes());
+    return out;
+  };
+  Batch batch{stack([](const Batch &b) -> const Tensor & { return b.tokens; }),
+              stack([](const Batch &b) -> const Tensor & { return b.targets; }),
+              {}};
+  for (const auto &[name, tensor] : rows.front().inputs)
+    batch.inputs[name] = stack(
+        [&](const Batch &b) -> const Tensor & { return b.inputs.at(name); });
+  return batch;
 }
 
 class EvalCommand : public cli::Command {
@@ -99,18 +128,31 @@ int EvalCommand::run() {
                            objective, weights, session.step(),
                            data.source->describe());
 
+  // A held-out split of whole examples is read once, not wrapped around.
+  int64_t rows = batches * config.batch;
+  if (int64_t held = data.source->examples(); held > 0)
+    rows = std::min(rows, held);
+  int64_t passes = (rows + config.batch - 1) / config.batch;
   double ce = 0;
   Accuracy accuracy;
-  for (int64_t i = 0; i < batches; ++i) {
-    Batch batch = data.source->batch(i, config.batch, config.seqLen);
-    ce += session.evaluate(batch).at("ce") / static_cast<double>(batches);
+  for (int64_t i = 0; i < passes; ++i) {
+    int64_t size = std::min(config.batch, rows - i * config.batch);
+    // Batch i of size `size` starts at row i * size: keep rows contiguous
+    // by asking for full batches and the tail as its own index.
+    Batch batch = size == config.batch
+                      ? data.source->batch(i, config.batch, config.seqLen)
+                      : tailBatch(*data.source, i * config.batch, size,
+                                  config.seqLen);
+    ce += session.evaluate(batch).at("ce") * static_cast<double>(size) /
+          static_cast<double>(rows);
     if (objective == "mlm" || objective == "classify")
       addAccuracy(session.logits(batch), batch.targets,
                   objective == "classify", accuracy);
   }
+  batches = passes;
   std::cout << fmt::format("held-out cross-entropy {:.4f}, perplexity {:.3f} "
-                           "({} batches of {} x {})\n",
-                           ce, std::exp(ce), batches, config.batch,
+                           "({} rows in {} batches of up to {} x {})\n",
+                           ce, std::exp(ce), rows, batches, config.batch,
                            config.seqLen);
   if (objective == "mlm")
     std::cout << fmt::format("masked-token accuracy {:.2f}% ({} of {} "

@@ -38,6 +38,15 @@ data {
 }
 )";
 
+/// The example trainings run beside other tests (ctest -j2 on 2 cores):
+/// one thread each keeps OpenMP teams from waiting on a busy core. Results
+/// do not depend on the thread count.
+SessionOptions oneThread() {
+  SessionOptions options;
+  options.threads = 1;
+  return options;
+}
+
 std::string tempPath(const std::string &name) {
   return (std::filesystem::temp_directory_path() /
           ("moec-" + std::to_string(::getpid()) + "-" + name))
@@ -55,7 +64,7 @@ std::vector<double> values(const Tensor &t) {
 // synthetic-task loss falls under half of its first value.
 TEST(Training, ExampleLossHalvesWithin300Steps) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
-  Session session(bundle);
+  Session session(bundle, oneThread());
   const TrainingConfig &config = bundle.training();
   ASSERT_LE(config.steps, 300);
   auto data = openDataSource(bundle.data(), bundle.model().vocab,
@@ -272,7 +281,7 @@ std::pair<double, double> trainExample(Session &session,
 
 TEST(Training, MoaMaskedLanguageModelHalvesItsLoss) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_mlm.moe");
-  Session session(bundle);
+  Session session(bundle, oneThread());
   ExampleData data = openExampleData(bundle, session.seed(), Split::Train);
   auto [first, last] = trainExample(session, *data.source);
   std::printf("moa_mlm: cross-entropy %.4f -> %.4f\n", first, last);
@@ -284,7 +293,7 @@ TEST(Training, MoaMaskedLanguageModelHalvesItsLoss) {
 // greedy search.
 TEST(Training, MoaTranslationReachesBleu50) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_translate.moe");
-  Session session(bundle);
+  Session session(bundle, oneThread());
   ExampleData train = openExampleData(bundle, session.seed(), Split::Train);
   auto [first, last] = trainExample(session, *train.source);
   EXPECT_LT(last, first / 2);

@@ -153,8 +153,6 @@ template <typename T> void addPositionsGrad(KernelContext &ctx) {
   expectDType(ctx, dtable, dtypeOf<T>(), "dtable");
   const T *g = dy.as<T>();
   T *out = dtable.as<T>();
-  double scale = ctx.attrs.getFloat(defs::ops::embedding_grad::kScale,
-                                    defs::ops::embedding_grad::kScaleDefault);
   int64_t d = dims.d, seq = dims.seq, batch = dims.batch;
   std::fill(out, out + maxLen * d, T(0));
   // One position per iteration, batches summed in ascending order.
