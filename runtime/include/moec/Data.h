@@ -1,10 +1,12 @@
 //===- Data.h - training data sources --------------------------*- C++ -*-===//
 //
-// Token streams for training and evaluation: a byte-level text file, or a
-// synthetic task (an English-like grammar, a sparse Markov chain, copying)
-// that needs no download and whose achievable loss is known. Every batch is
-// a pure function of (spec, seed, split, index, shape), so a run resumed from
-// a checkpoint at step n sees exactly the batches it would have seen.
+// Batches for training and evaluation: token streams (a byte-level text
+// file; synthetic tasks that need no download and whose achievable loss is
+// known), masked-LM rows of lines or text, labelled sentence (pair)
+// classification examples, and translation pairs (parallel text or a
+// synthetic translation task). Every batch is a pure function of (spec,
+// seed, split, index, shape), so a run resumed from a checkpoint at step n
+// sees exactly the batches it would have seen.
 //
 //===----------------------------------------------------------------------===//
 

@@ -294,3 +294,86 @@ TEST(Moa, SourcePaddingNeverReachesTheDecoder) {
 }
 
 } // namespace
+
+namespace {
+
+std::vector<double> valuesOf(const Tensor &t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.at(i);
+  return v;
+}
+
+void expectAllClose(const std::vector<double> &got,
+                    const std::vector<double> &want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+}
+
+// Incremental decoding with the KV cache (a prefill, then one token at a
+// time; the router sees only the new tokens) gives the full forward pass's
+// logits.
+TEST(Moa, KvCacheDecodingMatchesTheFullForward) {
+  Session session(compileSource(
+      decoderSpec("moa(experts = 4, k = 2, head_dim = 8)"), "moa.moe"));
+  for (int layer = 0; layer < 2; ++layer)
+    session.setParam("layers." + std::to_string(layer) + ".moa.router",
+                     randomTensor({16, 4}, 90 + layer, 1.0));
+  Batch batch = tokensBatch(1, 12, 4, 40);
+  std::vector<double> full = valuesOf(session.logits(batch));
+  const int32_t *ids = batch.tokens.data<int32_t>();
+  auto decode = [&](int begin, int end) {
+    std::vector<int32_t> chunk(ids + begin, ids + end);
+    return valuesOf(
+        session
+            .run("decode",
+                 {{"tokens", Tensor::of<int32_t>({1, end - begin}, chunk)},
+                  {"past", Tensor::of<int64_t>({}, {begin})}})
+            .at("logits"));
+  };
+  std::vector<double> got = decode(0, 5);
+  for (int t = 5; t < 12; ++t) {
+    std::vector<double> step = decode(t, t + 1);
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  expectAllClose(got, full);
+}
+
+// An encoder-decoder decodes from the encoder's cached cross-attention keys
+// and values exactly what teacher forcing computes.
+TEST(Moa, CrossAttentionCacheMatchesTeacherForcing) {
+  Session session(compileSource(translationSpec(), "t.moe"));
+  for (const char *layer :
+       {"encoder.layers.0.moa", "decoder.layers.0.moa",
+        "decoder.layers.0.cross_moa"})
+    session.setParam(std::string(layer) + ".router",
+                     randomTensor({16, 4}, layer[0] + layer[17] + 1, 1.0));
+  Batch batch = tokensBatch(1, 6, 5, 90);
+  Tensor source = tokensBatch(1, 8, 6, 90).tokens;
+  Tensor sourceMask(DType::I32, {1, 8});
+  Tensor mask(DType::I32, {1, 6});
+  for (int64_t s = 0; s < 8; ++s)
+    sourceMask.data<int32_t>()[s] = s < 7;
+  for (int64_t s = 0; s < 6; ++s)
+    mask.data<int32_t>()[s] = 1;
+  batch.inputs = {{"source", source}, {"source_mask", sourceMask},
+                  {"mask", mask}};
+  std::vector<double> full = valuesOf(session.logits(batch));
+  session.run("encode", {{"source", source}, {"source_mask", sourceMask}});
+  std::vector<double> got;
+  for (int t = 0; t < 6; ++t) {
+    std::vector<double> step = valuesOf(
+        session
+            .run("decode",
+                 {{"tokens", Tensor::of<int32_t>(
+                                 {1, 1}, {batch.tokens.data<int32_t>()[t]})},
+                  {"past", Tensor::of<int64_t>({}, {t})},
+                  {"source_mask", sourceMask}})
+            .at("logits"));
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  expectAllClose(got, full);
+}
+
+} // namespace
