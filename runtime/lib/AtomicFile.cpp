@@ -103,7 +103,9 @@ void writeFileAtomically(const std::string &path,
 }
 
 std::string readWholeFile(const std::string &path, size_t maxBytes) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking, so that a FIFO is refused as not a regular file
+  // instead of waiting for a writer.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0)
     throw Error(fmt::format("{}: cannot open: {}", path, errnoText()));
   struct stat st;

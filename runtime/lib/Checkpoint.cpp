@@ -354,7 +354,9 @@ void saveCheckpoint(const std::string &path,
 }
 
 CheckpointContents loadCheckpoint(const std::string &path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Non-blocking, so that a FIFO is refused as not a regular file
+  // instead of waiting for a writer.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0)
     throw Error(
         fmt::format("{}: cannot open the checkpoint: {}", path, errnoText()));

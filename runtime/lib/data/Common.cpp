@@ -119,7 +119,9 @@ std::vector<int32_t> IdSource::encode(const std::string &text) const {
 }
 
 std::string readDataFile(const std::string &path, const char *what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO is refused as not a regular file
+  // instead of waiting for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     throw Error(fmt::format("cannot open {} data '{}': {}", what,
                             path, std::strerror(errno)));

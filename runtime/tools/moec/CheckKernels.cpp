@@ -6,8 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "moec/Error.h"
 #include "moec/KernelCheck.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 
 namespace moec::driver {
@@ -40,6 +43,12 @@ public:
 
   int run() override {
     Bundle bundle = loadModel(input, dtype);
+    // A misspelt program would otherwise compare nothing and pass.
+    for (const std::string &p : programs)
+      if (!bundle.hasProgram(p))
+        throw Error(fmt::format("--program: the model has no program '{}' "
+                                "(it has: {})",
+                                p, fmt::join(bundle.programs(), ", ")));
     KernelCheckOptions options;
     options.device = device;
     options.batch = batch;

@@ -5,6 +5,7 @@
 #include "moec/Error.h"
 #include "moec/Session.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <iostream>
 
@@ -101,8 +102,9 @@ int RunCommand::run() {
   if (given("prompt")) {
     tokens = data->encode(prompt);
   } else {
-    Batch sample =
-        data->batch(0, 1, std::min<int64_t>(16, bundle.model().maxSeq));
+    // At most half the context, so that there is room to generate.
+    Batch sample = data->batch(
+        0, 1, std::clamp<int64_t>(bundle.model().maxSeq / 2, 1, 16));
     tokens.assign(sample.tokens.data<int32_t>(),
                   sample.tokens.data<int32_t>() + sample.tokens.numel());
   }
