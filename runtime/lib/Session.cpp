@@ -7,9 +7,11 @@
 #include "Initializers.h"
 #include "InputCheck.h"
 #include "ProgramRunner.h"
+#include "data/Sources.h"
 #include "Sampling.h"
 #include "moec/Checkpoint.h"
 #include "moec/Error.h"
+#include "moec/ModelData.h"
 #include "Philox.h"
 #include "moec/Version.h"
 
@@ -123,18 +125,16 @@ struct Session::Impl {
           static_cast<int64_t>(config.maxLenA * length) + config.maxLenB, 1,
           maxSeq - 1));
     }
-    Tensor source(DType::I32, {rows, width});
-    Tensor sourceMask(DType::I32, {rows, width});
-    for (int64_t s = 0; s < count; ++s) {
-      auto length = std::min<int64_t>(sources[s].size(), maxSeq - 1);
+    // Every hypothesis row of a sentence reads the same source: the layout
+    // of translation batches (source + eos, padded), width enough for the
+    // longest.
+    std::vector<TranslationPair> rowsOfSources;
+    for (const std::vector<int32_t> &src : sources)
       for (int64_t i = 0; i < beam; ++i)
-        for (int64_t j = 0; j < width; ++j) {
-          int64_t at = (s * beam + i) * width + j;
-          source.data<int32_t>()[at] =
-              j < length ? sources[s][j] : j == length ? sp.eos : sp.pad;
-          sourceMask.data<int32_t>()[at] = j <= length ? 1 : 0;
-        }
-    }
+        rowsOfSources.push_back({src, {}});
+    Batch encoded = data::makeTranslationBatch(rowsOfSources, width, sp);
+    const Tensor &source = encoded.inputs.at("source");
+    const Tensor &sourceMask = encoded.inputs.at("source_mask");
     run("encode", {{"source", source}, {"source_mask", sourceMask}});
     int64_t past = 0;
     auto step = [&](const std::vector<int32_t> &last,
@@ -182,16 +182,6 @@ struct Session::Impl {
     return inputs;
   }
 };
-
-/// What identifies the tokenizer a model reads its data through; the same
-/// strings as Tokenizer::fingerprint().
-static std::string tokenizerFingerprint(const detail::BundleData &data) {
-  if (data.data.kind == "synthetic" && data.data.task == "translate")
-    return fmt::format("synthetic:translate:{}", data.data.taskSeed);
-  if (data.model.tokenizer.kind == "sentencepiece")
-    return "sentencepiece:" + data.model.tokenizer.sha256;
-  return "bytes";
-}
 
 std::vector<double> ExpertLoad::fractions() const {
   double total = 0;
@@ -345,7 +335,7 @@ void Session::saveCheckpoint(const std::string &path) const {
       {"model", impl->data.model.name},
       {"step", std::to_string(impl->step)},
       {"optimizer", impl->data.training.optimizer},
-      {"tokenizer", tokenizerFingerprint(impl->data)}};
+      {"tokenizer", tokenizerFingerprint(impl->bundle)}};
   moec::saveCheckpoint(path, tensors, metadata);
 }
 
@@ -354,12 +344,12 @@ void Session::loadCheckpoint(const std::string &path) {
   // Token ids mean nothing under another tokenizer.
   if (auto it = contents.metadata.find("tokenizer");
       it != contents.metadata.end() &&
-      it->second != tokenizerFingerprint(impl->data))
+      it->second != tokenizerFingerprint(impl->bundle))
     throw Error(fmt::format("{}: metadata 'tokenizer': the checkpoint was "
                             "trained with tokenizer '{}' but this model uses "
                             "'{}'",
                             path, it->second,
-                            tokenizerFingerprint(impl->data)));
+                            tokenizerFingerprint(impl->bundle)));
   std::vector<TensorSpec> expected;
   for (const ParamInfo &p : impl->data.params)
     expected.push_back({p.name, p.dtype, p.shape});

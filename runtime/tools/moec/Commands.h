@@ -13,7 +13,7 @@
 
 #include "CommandLine.h"
 #include "moec/Bundle.h"
-#include "moec/Tokenizer.h"
+#include "moec/ModelData.h"
 
 #include <memory>
 #include <string>
@@ -48,17 +48,6 @@ Bundle compileSpec(const std::string &path, const std::string &dtype,
 /// overrides a spec's dtype and is refused for bundles.
 Bundle loadModel(const std::string &path, const std::string &dtype = "",
                  const std::string &arch = "sm_80");
-
-/// A model's data for one split and the tokenizer it reads through (null
-/// for language models, whose sources bring their own tokens).
-struct ModelData {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<DataSource> source;
-};
-
-/// Opens the data section of the model loaded from `modelPath`.
-ModelData openModelData(const Bundle &bundle, const std::string &modelPath,
-                        uint64_t seed, Split split);
 
 /// The values --dtype takes.
 inline const std::vector<std::string> &dtypeChoices() {

@@ -9,7 +9,7 @@
 #include "moec/Compiler.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
-#include "moec/Tokenizer.h"
+#include "moec/ModelData.h"
 
 #include <cmath>
 #include <filesystem>
@@ -148,53 +148,33 @@ TEST(EmuSession, RejectsPositionsBeyondMaxSeq) {
 
 namespace {
 
-/// The data of an example, opened as the tools do.
-struct ExampleRun {
-  Bundle bundle;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<DataSource> data;
-};
-
-ExampleRun openExample(const std::string &name) {
-  ExampleRun run{compileFile(MOEC_SOURCE_DIR "/examples/" + name + ".moe"),
-                 nullptr, nullptr};
-  run.tokenizer = openTokenizer(run.bundle);
-  DataTarget target;
-  const ModelInfo &m = run.bundle.model();
-  target.vocab = m.vocab;
-  target.kind = m.kind;
-  target.objective = m.objective;
-  target.mlm = m.mlm;
-  target.tokenizer = run.tokenizer.get();
-  run.data = openDataSource(run.bundle.data(), target, 1);
-  return run;
-}
-
 // The MoA examples' first steps on the emu device (the generated CUDA)
 // follow the cpu device's, and the trained translator decodes the same
 // sentences on both.
 TEST(EmuSession, MoaExamplesTrackTheCpuDevice) {
   for (const char *name : {"moa_mlm", "moa_translate"}) {
-    ExampleRun run = openExample(name);
+    Bundle bundle =
+        compileFile(MOEC_SOURCE_DIR "/examples/" + std::string(name) + ".moe");
+    ModelData run = openModelData(bundle, "", 1);
     SessionOptions emuOptions;
     emuOptions.device = "emu";
-    Session cpu(run.bundle), emu(run.bundle, emuOptions);
-    const TrainingConfig &c = run.bundle.training();
+    Session cpu(bundle), emu(bundle, emuOptions);
+    const TrainingConfig &c = bundle.training();
     for (int64_t i = 0; i < 3; ++i) {
-      Batch batch = run.data->batch(i, c.batch, c.seqLen);
+      Batch batch = run.source->batch(i, c.batch, c.seqLen);
       double a = cpu.trainStep(batch).scalars.at("loss");
       double b = emu.trainStep(batch).scalars.at("loss");
       EXPECT_NEAR(b, a, 1e-4 * std::fabs(a)) << name << " step " << i + 1;
     }
-    if (run.bundle.model().kind != "encoder_decoder")
+    if (bundle.model().kind != "encoder_decoder")
       continue;
     std::vector<std::vector<int32_t>> sources;
-    for (const TranslationPair &p : run.data->pairs())
+    for (const TranslationPair &p : run.source->pairs())
       if (sources.size() < 6)
         sources.push_back(p.source);
     if (sources.empty())
       for (int64_t r = 0; r < 6; ++r) {
-        Tensor src = run.data->batch(r, 1, c.seqLen).inputs.at("source");
+        Tensor src = run.source->batch(r, 1, c.seqLen).inputs.at("source");
         std::vector<int32_t> ids;
         for (int64_t j = 0; j < src.numel(); ++j)
           if (src.data<int32_t>()[j] > 3)

@@ -4,7 +4,7 @@
 #include "moec/Compiler.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
-#include "moec/Tokenizer.h"
+#include "moec/ModelData.h"
 
 #include <cmath>
 #include <cstdio>
@@ -240,27 +240,6 @@ TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
 
 namespace {
 
-/// The data of a bundle compiled from examples/, as the tools open it.
-struct ExampleData {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<DataSource> source;
-};
-
-ExampleData openExampleData(const Bundle &bundle, uint64_t seed, Split split) {
-  ExampleData data;
-  data.tokenizer = openTokenizer(bundle);
-  DataTarget target;
-  target.vocab = bundle.model().vocab;
-  target.kind = bundle.model().kind;
-  target.objective = bundle.model().objective;
-  target.classes = bundle.model().classes;
-  target.segments = bundle.model().segments;
-  target.mlm = bundle.model().mlm;
-  target.tokenizer = data.tokenizer.get();
-  data.source = openDataSource(bundle.data(), target, seed, split);
-  return data;
-}
-
 /// Trains an example for its configured steps; returns the first
 /// cross-entropy and the mean of the last ten.
 std::pair<double, double> trainExample(Session &session,
@@ -282,7 +261,7 @@ std::pair<double, double> trainExample(Session &session,
 TEST(Training, MoaMaskedLanguageModelHalvesItsLoss) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_mlm.moe");
   Session session(bundle, oneThread());
-  ExampleData data = openExampleData(bundle, session.seed(), Split::Train);
+  ModelData data = openModelData(bundle, "", session.seed(), Split::Train);
   auto [first, last] = trainExample(session, *data.source);
   std::printf("moa_mlm: cross-entropy %.4f -> %.4f\n", first, last);
   EXPECT_LT(last, first / 2);
@@ -294,10 +273,10 @@ TEST(Training, MoaMaskedLanguageModelHalvesItsLoss) {
 TEST(Training, MoaTranslationReachesBleu50) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_translate.moe");
   Session session(bundle, oneThread());
-  ExampleData train = openExampleData(bundle, session.seed(), Split::Train);
+  ModelData train = openModelData(bundle, "", session.seed(), Split::Train);
   auto [first, last] = trainExample(session, *train.source);
   EXPECT_LT(last, first / 2);
-  ExampleData valid = openExampleData(bundle, session.seed(), Split::Valid);
+  ModelData valid = openModelData(bundle, "", session.seed(), Split::Valid);
   std::vector<TranslationPair> pairs = valid.source->pairs();
   pairs.resize(200);
   std::vector<std::vector<int32_t>> sources;
