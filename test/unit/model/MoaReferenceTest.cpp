@@ -11,6 +11,7 @@
 #include "moec/Checkpoint.h"
 #include "moec/Compiler.h"
 #include "moec/Session.h"
+#include "RandomWeights.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <gtest/gtest.h>
 
 using namespace moec;
+using moec::test::randomWeights;
 
 namespace {
 
@@ -28,18 +30,6 @@ bool torchAvailable() {
   std::string command =
       std::string(kPython) + " -c 'import torch' >/dev/null 2>&1";
   return std::system(command.c_str()) == 0;
-}
-
-Tensor randomTensor(const Shape &shape, uint64_t seed, double scale) {
-  Tensor t(DType::F32, shape);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t.set(i, scale * (static_cast<double>(x % 20001) / 10000.0 - 1.0));
-  }
-  return t;
 }
 
 struct Case {
@@ -83,7 +73,7 @@ data {
   uint64_t seed = 1;
   for (const ParamInfo &p : bundle.params()) {
     bool norm = p.name.find(".g") == p.name.size() - 2;
-    Tensor value = randomTensor(p.shape, seed++, p.name.find("router") !=
+    Tensor value = randomWeights(p.shape, seed++, p.name.find("router") !=
                                                          std::string::npos
                                                      ? 1.0
                                                      : 0.4);

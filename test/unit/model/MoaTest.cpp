@@ -7,12 +7,14 @@
 
 #include "moec/Compiler.h"
 #include "moec/Session.h"
+#include "RandomWeights.h"
 
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
 
 using namespace moec;
+using moec::test::randomWeights;
 
 namespace {
 
@@ -35,18 +37,6 @@ data {
   source = synthetic("markov")
 }
 )";
-}
-
-Tensor randomTensor(const Shape &shape, uint64_t seed, double scale = 0.3) {
-  Tensor t(DType::F32, shape);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t.set(i, scale * (static_cast<double>(x % 2001) / 1000.0 - 1.0));
-  }
-  return t;
 }
 
 Tensor reshaped(const Tensor &t, const Shape &shape) {
@@ -91,14 +81,14 @@ TEST(Moa, OneExpertIsSingleHeadAttention) {
   for (int layer = 0; layer < 2; ++layer) {
     std::string m = "layers." + std::to_string(layer) + ".moa";
     std::string a = "layers." + std::to_string(layer) + ".attn";
-    moa.setParam(m + ".router", randomTensor({16, 1}, 10 + layer));
+    moa.setParam(m + ".router", randomWeights({16, 1}, 10 + layer, 0.3));
     for (const char *w : {".wk", ".wv"}) {
-      Tensor value = randomTensor({16, 8}, 20 + layer + w[2]);
+      Tensor value = randomWeights({16, 8}, 20 + layer + w[2], 0.3);
       moa.setParam(m + w, value);
       attention.setParam(a + w, value);
     }
-    Tensor wq = randomTensor({16, 8}, 30 + layer);
-    Tensor wo = randomTensor({8, 16}, 40 + layer);
+    Tensor wq = randomWeights({16, 8}, 30 + layer, 0.3);
+    Tensor wo = randomWeights({8, 16}, 40 + layer, 0.3);
     moa.setParam(m + ".wq", reshaped(wq, {1, 16, 8}));
     moa.setParam(m + ".wo", reshaped(wo, {1, 8, 16}));
     attention.setParam(a + ".wq", wq);
@@ -125,18 +115,18 @@ TEST(Moa, AllExpertsAreTheGatedSumOfEveryHead) {
     std::string m = "layers." + std::to_string(layer) + ".moa";
     std::string a = "layers." + std::to_string(layer) + ".attn";
     for (const char *w : {".wk", ".wv"}) {
-      Tensor value = randomTensor({d, dh}, 50 + layer + w[2]);
+      Tensor value = randomWeights({d, dh}, 50 + layer + w[2], 0.3);
       moa.setParam(m + w, value);
       mqa.setParam(a + w, value);
     }
     // Expert q projections [E, d, dh] interleave into the heads' [d, E*dh].
-    Tensor wq = randomTensor({e, d, dh}, 60 + layer);
+    Tensor wq = randomWeights({e, d, dh}, 60 + layer, 0.3);
     Tensor heads(DType::F32, {d, e * dh});
     for (int64_t x = 0; x < e; ++x)
       for (int64_t i = 0; i < d; ++i)
         for (int64_t j = 0; j < dh; ++j)
           heads.set(i * e * dh + x * dh + j, wq.at((x * d + i) * dh + j));
-    Tensor wo = randomTensor({e, dh, d}, 70 + layer);
+    Tensor wo = randomWeights({e, dh, d}, 70 + layer, 0.3);
     moa.setParam(m + ".wq", wq);
     moa.setParam(m + ".wo", wo);
     mqa.setParam(a + ".wq", heads);
@@ -211,7 +201,7 @@ TEST(Moa, PaddingNeverChangesARealPosition) {
   // Non-zero routers, so that routing differs between tokens.
   for (int layer = 0; layer < 2; ++layer)
     session.setParam("layers." + std::to_string(layer) + ".moa.router",
-                     randomTensor({16, 4}, 80 + layer, 1.0));
+                     randomWeights({16, 4}, 80 + layer, 1.0));
   Tensor a = session.logits(paddedBatch({6, 4}, 10, 256));
   Tensor b = session.logits(paddedBatch({6, 4}, 10, 97));
   Tensor tight = session.logits(paddedBatch({6}, 6, 256));
@@ -266,7 +256,7 @@ TEST(Moa, SourcePaddingNeverReachesTheDecoder) {
        {"encoder.layers.0.moa", "decoder.layers.0.moa",
         "decoder.layers.0.cross_moa"})
     session.setParam(std::string(layer) + ".router",
-                     randomTensor({16, 4}, layer[0] + layer[17], 1.0));
+                     randomWeights({16, 4}, layer[0] + layer[17], 1.0));
   auto batchWith = [](int32_t padToken) {
     Batch b = paddedBatch({7, 5}, 10, 0, 90);
     Tensor source = tokensBatch(2, 10, 9, 90).tokens;
@@ -319,7 +309,7 @@ TEST(Moa, KvCacheDecodingMatchesTheFullForward) {
       decoderSpec("moa(experts = 4, k = 2, head_dim = 8)"), "moa.moe"));
   for (int layer = 0; layer < 2; ++layer)
     session.setParam("layers." + std::to_string(layer) + ".moa.router",
-                     randomTensor({16, 4}, 90 + layer, 1.0));
+                     randomWeights({16, 4}, 90 + layer, 1.0));
   Batch batch = tokensBatch(1, 12, 4, 40);
   std::vector<double> full = valuesOf(session.logits(batch));
   const int32_t *ids = batch.tokens.data<int32_t>();
@@ -348,7 +338,7 @@ TEST(Moa, CrossAttentionCacheMatchesTeacherForcing) {
        {"encoder.layers.0.moa", "decoder.layers.0.moa",
         "decoder.layers.0.cross_moa"})
     session.setParam(std::string(layer) + ".router",
-                     randomTensor({16, 4}, layer[0] + layer[17] + 1, 1.0));
+                     randomWeights({16, 4}, layer[0] + layer[17] + 1, 1.0));
   Batch batch = tokensBatch(1, 6, 5, 90);
   Tensor source = tokensBatch(1, 8, 6, 90).tokens;
   Tensor sourceMask(DType::I32, {1, 8});

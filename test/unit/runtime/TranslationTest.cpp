@@ -98,14 +98,20 @@ struct FakeDecoder {
   }
 };
 
-TEST(BeamSearch, FindsWhatGreedySearchMisses) {
+/// The fake decoder's specials, with no length penalty.
+detail::BeamSettings fakeSettings(int64_t beam) {
   detail::BeamSettings s;
+  s.beam = beam;
   s.bos = 1;
   s.eos = 2;
   s.banned = {0, 1};
   s.lengthPenalty = 0;
+  return s;
+}
+
+TEST(BeamSearch, FindsWhatGreedySearchMisses) {
   // Greedy: A (0.6), then A (0.36), then eos: p = 0.216.
-  s.beam = 1;
+  detail::BeamSettings s = fakeSettings(1);
   FakeDecoder greedy;
   EXPECT_EQ(detail::beamSearch({5}, s, std::ref(greedy))[0],
             (std::vector<int32_t>{3, 3}));
@@ -117,12 +123,7 @@ TEST(BeamSearch, FindsWhatGreedySearchMisses) {
 }
 
 TEST(BeamSearch, SearchesSentencesSideBySideAndStopsAtTheirLimits) {
-  detail::BeamSettings s;
-  s.beam = 2;
-  s.bos = 1;
-  s.eos = 2;
-  s.banned = {0, 1};
-  s.lengthPenalty = 0;
+  detail::BeamSettings s = fakeSettings(2);
   FakeDecoder decoder;
   // Sentence 0 may not emit a token before its eos; sentence 1 may.
   std::vector<std::vector<int32_t>> out =
@@ -140,12 +141,7 @@ TEST(BeamSearch, TheLengthPenaltyFavoursLongerOutputs) {
   // Two finished candidates: [B] with p = 0.38 (length 2 with eos) and
   // [A, A] with p = 0.216 (length 3). GNMT's penalty with a large alpha
   // divides the (negative) log-probabilities by ((5 + len) / 6)^alpha.
-  detail::BeamSettings s;
-  s.beam = 3;
-  s.bos = 1;
-  s.eos = 2;
-  s.banned = {0, 1};
-  s.lengthPenalty = 0;
+  detail::BeamSettings s = fakeSettings(3);
   FakeDecoder plain;
   EXPECT_EQ(detail::beamSearch({5}, s, std::ref(plain))[0],
             (std::vector<int32_t>{4}));
