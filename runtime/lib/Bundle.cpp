@@ -1,11 +1,11 @@
 //===- Bundle.cpp - loading and validating bundles ------------------------===//
 
-#include "AtomicFile.h"
 #include "BundleData.h"
 #include "JsonReader.h"
 #include "cpu/Kernel.h"
 #include "moec/Bundle.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "moec/support/MoeDefs.h"
 
 #include <algorithm>
@@ -573,12 +573,12 @@ Bundle Bundle::parse(const std::string &text, const std::string &origin) {
 }
 
 Bundle Bundle::load(const std::string &path) {
-  return parse(detail::readWholeFile(path, detail::kMaxBundleBytes), path);
+  return parse(readRegularFile(path, detail::kMaxBundleBytes), path);
 }
 
 void Bundle::save(const std::string &path) const {
   std::string text = json();
-  detail::writeFileAtomically(path, {{text.data(), text.size()}});
+  writeFile(path, {{text.data(), text.size()}});
 }
 
 std::string Bundle::json() const { return impl->document.dump(1) + "\n"; }

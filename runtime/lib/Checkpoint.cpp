@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Checkpoint.h"
-#include "AtomicFile.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -346,11 +346,11 @@ void saveCheckpoint(const std::string &path,
   std::string header = headerText(path, tensors, metadata);
 
   uint64_t length = header.size();
-  std::vector<detail::ByteChunk> chunks = {{&length, 8},
+  std::vector<ByteChunk> chunks = {{&length, 8},
                                            {header.data(), header.size()}};
   for (const auto &[name, tensor] : tensors)
     chunks.push_back({tensor.raw(), tensor.nbytes()});
-  detail::writeFileAtomically(path, chunks);
+  writeFile(path, chunks);
 }
 
 CheckpointContents loadCheckpoint(const std::string &path) {

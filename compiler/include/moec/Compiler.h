@@ -23,6 +23,11 @@ struct CompileOptions {
   std::string arch = "sm_80";
 };
 
+/// The text of the .moe file at `path`. Throws moec::Error naming it when it
+/// cannot be read, is not a regular file (a FIFO is refused, never waited
+/// on) or is larger than 16 MiB.
+std::string readSpecFile(const std::string &path);
+
 /// Compiles the .moe file at `path`. Throws moec::Error whose message holds
 /// every diagnostic (`file:line:col: error: ...` with the source line).
 Bundle compileFile(const std::string &path, const CompileOptions &options = {});

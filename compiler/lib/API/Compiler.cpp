@@ -9,6 +9,7 @@
 #include "moec/Compiler.h"
 #include "moec/Driver/Pipeline.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -47,16 +48,18 @@ Bundle compileSource(const std::string &source, const std::string &name,
   return Bundle::parse(text, name);
 }
 
+std::string readSpecFile(const std::string &path) {
+  constexpr size_t kMaxSpecBytes = size_t(16) << 20;
+  return readRegularFile(path, kMaxSpecBytes);
+}
+
 Bundle compileFile(const std::string &path, const CompileOptions &options) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError())
-    throw Error(path + ": cannot read: " + ec.message());
+  std::string source = readSpecFile(path);
   llvm::SmallString<256> directory(path);
   llvm::sys::path::remove_filename(directory);
   if (directory.empty())
     directory = ".";
-  return compileSource((*buffer)->getBuffer().str(), path,
-                       std::string(directory), options);
+  return compileSource(source, path, std::string(directory), options);
 }
 
 } // namespace moec

@@ -1,7 +1,9 @@
 //===- Check.cpp - moec check ---------------------------------------------===//
 
 #include "Commands.h"
+#include "moec/Compiler.h"
 #include "moec/Driver/Pipeline.h"
+#include "moec/Error.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -49,14 +51,17 @@ bool CheckCommand::checkAll(llvm::SourceMgr &sourceMgr,
 }
 
 int CheckCommand::run() {
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(input);
-  if (std::error_code ec = buffer.getError()) {
-    std::cerr << "moec: error: cannot read '" << input
-              << "': " << ec.message() << "\n";
-    return 1;
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  if (input == "-") {
+    auto stdinBuffer = llvm::MemoryBuffer::getSTDIN();
+    if (std::error_code ec = stdinBuffer.getError())
+      throw Error("cannot read standard input: " + ec.message());
+    buffer = std::move(*stdinBuffer);
+  } else {
+    buffer = llvm::MemoryBuffer::getMemBufferCopy(readSpecFile(input), input);
   }
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   mlir::MLIRContext context;
   if (verifyDiagnostics) {
     mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);

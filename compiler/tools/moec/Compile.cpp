@@ -1,9 +1,11 @@
 //===- Compile.cpp - moec compile -----------------------------------------===//
 
 #include "Commands.h"
+#include "moec/Compiler.h"
 #include "moec/Cuda.h"
 #include "moec/Driver/Pipeline.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -91,12 +93,12 @@ std::optional<std::string> CompileCommand::emitText(mlir::ModuleOp module,
 }
 
 int CompileCommand::run() {
-  auto buffer = llvm::MemoryBuffer::getFile(input, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError())
-    throw Error("cannot read '" + input + "': " + ec.message());
+  checkOutputsAreDistinct({{"the spec", input}}, {{"-o", output}});
   tileFamily(arch);
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(readSpecFile(input), input),
+      llvm::SMLoc());
   mlir::MLIRContext context;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   llvm::SmallString<256> directory(input);
@@ -113,15 +115,12 @@ int CompileCommand::run() {
   if (!text)
     return 1;
 
-  // writeToOutput writes a temporary and renames it: an interrupted compile
-  // never leaves a half-written bundle behind.
-  if (llvm::Error error = llvm::writeToOutput(
-          output, [&](llvm::raw_ostream &os) -> llvm::Error {
-            os << *text;
-            return llvm::Error::success();
-          }))
-    throw Error("cannot write '" + output +
-                "': " + llvm::toString(std::move(error)));
+  // A temporary renamed over the output: an interrupted or failed compile
+  // never leaves a half-written bundle, nor loses the old one.
+  if (output == "-")
+    std::cout << *text << std::flush;
+  else
+    writeFile(output, *text);
   return 0;
 }
 

@@ -1,11 +1,11 @@
 //===- KernelCache.cpp - compiled kernels, in memory and on disk ----------===//
 
 #include "KernelCache.h"
-#include "AtomicFile.h"
 #include "KernelCacheFiles.h"
 #include "CacheEntry.h"
 #include "Sha256.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "moec/Version.h"
 
 #include <chrono>
@@ -150,7 +150,7 @@ KernelCache::Entry KernelCache::readEntry(const std::string &path,
   std::string why;
   std::optional<CacheEntry> entry;
   try {
-    entry = decodeCacheEntry(readWholeFile(path, kMaxEntryBytes), why);
+    entry = decodeCacheEntry(readRegularFile(path, kMaxEntryBytes), why);
   } catch (const Error &e) {
     why = e.what();
   }
@@ -207,7 +207,7 @@ void KernelCache::writeEntry(const std::string &path,
   std::string bytes =
       encodeCacheEntry({keyText, kernel.cubin, kernel.ptx, kernel.log});
   try {
-    writeFileAtomically(path, {{bytes.data(), bytes.size()}});
+    writeFile(path, {{bytes.data(), bytes.size()}});
   } catch (const Error &e) {
     disableDisk(e.what());
   }

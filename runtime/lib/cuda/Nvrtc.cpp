@@ -8,9 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Nvrtc.h"
-#include "AtomicFile.h"
 #include "KernelCacheFiles.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "moec/support/GpuArch.h"
 
 #include <algorithm>
@@ -147,7 +147,7 @@ std::string saveFailedSource(std::string dir, const std::string &name,
     std::string problem = makeDirectories(candidate);
     if (problem.empty()) {
       try {
-        writeFileAtomically(path, {{source.data(), source.size()}});
+        writeFile(path, {{source.data(), source.size()}});
         return path;
       } catch (const Error &e) {
         problem = e.what();

@@ -12,10 +12,10 @@
 
 #include "emu/EmuCompiler.h"
 
-#include "AtomicFile.h"
 #include "KernelCacheFiles.h"
 #include "Sha256.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 
 #include <atomic>
 #include <cerrno>
@@ -184,7 +184,7 @@ std::string trimLog(const std::string &log) {
 /// The SHA-256 of a file's contents, or "" when it cannot be read.
 std::string fileHash(const std::string &path) {
   try {
-    return sha256Hex(detail::readWholeFile(path, kMaxSourceBytes));
+    return sha256Hex(readRegularFile(path, kMaxSourceBytes));
   } catch (const Error &) {
     return "";
   }
@@ -195,14 +195,10 @@ bool fileEquals(const std::string &path, const std::string &expected) {
   if (std::filesystem::file_size(path, ec) != expected.size() || ec)
     return false;
   try {
-    return detail::readWholeFile(path, kMaxSourceBytes) == expected;
+    return readRegularFile(path, kMaxSourceBytes) == expected;
   } catch (const Error &) {
     return false;
   }
-}
-
-void writeFile(const std::string &path, const std::string &text) {
-  detail::writeFileAtomically(path, {{text.data(), text.size()}});
 }
 
 /// Serializes builds of one cache entry within this process.

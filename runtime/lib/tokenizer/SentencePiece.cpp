@@ -6,9 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Tokenizer.h"
-#include "AtomicFile.h"
 #include "Sha256.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
@@ -88,7 +88,7 @@ private:
 } // namespace
 
 std::unique_ptr<Tokenizer> loadSentencePiece(const std::string &path) {
-  std::string bytes = detail::readWholeFile(path, kMaxModelBytes);
+  std::string bytes = readRegularFile(path, kMaxModelBytes);
   if (bytes.empty())
     throw Error(fmt::format("{}: the SentencePiece model file is empty", path));
   return std::make_unique<SentencePieceTokenizer>(path, bytes);
@@ -102,6 +102,14 @@ void trainSentencePiece(const TokenizerTrainOptions &o) {
     if (::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
       throw Error(fmt::format("{}: not a readable text file", input));
   }
+  std::string stem = o.output;
+  if (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".model") == 0)
+    stem.resize(stem.size() - 6);
+  std::vector<NamedPath> texts;
+  for (const std::string &input : o.inputs)
+    texts.push_back({"the text", input});
+  checkOutputsAreDistinct(texts, {{"the model", o.output},
+                                  {"the vocabulary", stem + ".vocab"}});
   if (o.type != "bpe" && o.type != "unigram")
     throw Error(fmt::format("unknown tokenizer type '{}' (bpe or unigram)",
                             o.type));
@@ -145,11 +153,8 @@ void trainSentencePiece(const TokenizerTrainOptions &o) {
   for (int id = 0; id < processor.GetPieceSize(); ++id)
     vocab += fmt::format("{}\t{}\n", processor.IdToPiece(id),
                          processor.GetScore(id));
-  std::string stem = o.output;
-  if (stem.size() > 6 && stem.compare(stem.size() - 6, 6, ".model") == 0)
-    stem.resize(stem.size() - 6);
-  detail::writeFileAtomically(stem + ".vocab", {{vocab.data(), vocab.size()}});
-  detail::writeFileAtomically(o.output, {{model.data(), model.size()}});
+  writeFile(stem + ".vocab", {{vocab.data(), vocab.size()}});
+  writeFile(o.output, {{model.data(), model.size()}});
 }
 
 } // namespace moec

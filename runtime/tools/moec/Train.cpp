@@ -3,14 +3,15 @@
 #include "Commands.h"
 #include "Report.h"
 #include "moec/Error.h"
+#include "moec/Files.h"
 #include "moec/Session.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 namespace moec::driver {
 namespace {
@@ -81,7 +82,17 @@ private:
 };
 
 int TrainCommand::run() {
+  // --save may name the --resume checkpoint: it is read whole first and
+  // replaced only at the end.
+  checkOutputsAreDistinct({{"the model", input}, {"--resume", resume}},
+                          {{"--save", save}, {"--metrics", metrics}});
   Bundle bundle = loadModel(input, dtype);
+  std::vector<NamedPath> dataFiles;
+  for (const std::string &path : bundle.data().paths)
+    dataFiles.push_back({"the data file", path});
+  if (!bundle.model().tokenizer.path.empty())
+    dataFiles.push_back({"the tokenizer", bundle.model().tokenizer.path});
+  checkOutputsAreDistinct(dataFiles, {{"--save", save}, {"--metrics", metrics}});
   SessionOptions options;
   options.device = device;
   if (given("seed"))
@@ -96,12 +107,35 @@ int TrainCommand::run() {
   int64_t total = steps >= 0 ? steps : config.steps;
   int64_t every = logEvery > 0 ? logEvery : config.logEvery;
 
-  std::ofstream metricsFile;
-  if (!metrics.empty()) {
-    metricsFile.open(metrics, std::ios::app);
+  // Appended to a copy that replaces the file at the end, so a failed run
+  // never leaves it half-written. A write error stops the metrics, not the
+  // training: the run still saves its checkpoint, then fails.
+  std::optional<OutputFile> metricsFile;
+  std::string metricsError;
+  if (!metrics.empty())
+    metricsFile.emplace(metrics, /*append=*/true);
+  auto writeMetrics = [&](const std::string &line) {
     if (!metricsFile)
-      throw Error(metrics + ": cannot open for writing");
-  }
+      return;
+    try {
+      metricsFile->write(line);
+    } catch (const Error &e) {
+      metricsError = e.what();
+      std::cerr << "moec: warning: " << metricsError
+                << "; training goes on without metrics\n";
+      metricsFile.reset();
+    }
+  };
+  auto finishMetrics = [&] {
+    if (metricsFile) {
+      try {
+        metricsFile->commit();
+      } catch (const Error &e) {
+        metricsError = e.what();
+      }
+    }
+    metricsFile.reset();
+  };
 
   session.setProfiling(profile);
   printModelSummary(std::cout, session, data->describe());
@@ -121,14 +155,15 @@ int TrainCommand::run() {
                          std::chrono::steady_clock::now() - t0)
                          .count();
     double loss = result.scalars.at("loss");
-    if (metricsFile.is_open()) {
-      metricsFile << metricsLine(result, seconds, before, session.expertLoad());
-      metricsFile.flush();
-    }
-    if (!std::isfinite(loss))
+    if (metricsFile)
+      writeMetrics(metricsLine(result, seconds, before, session.expertLoad()));
+    if (!std::isfinite(loss)) {
+      // The metrics show how it diverged.
+      finishMetrics();
       throw Error(fmt::format("training diverged at step {} (loss = {}); "
                               "lower the learning rate or enable clip_norm",
                               result.step, loss));
+    }
     if (std::isnan(first))
       first = loss;
     windowSum += loss;
@@ -146,6 +181,7 @@ int TrainCommand::run() {
       windowCount = 0;
     }
   }
+  finishMetrics();
   if (profile)
     printProfile(std::cout, session.profile(), total);
   // Before evaluation adds its own routing to the statistics.
@@ -169,6 +205,8 @@ int TrainCommand::run() {
               << ")\n";
   }
   printExpertLoad(std::cout, trainingLoad, "expert load over training");
+  if (!metricsError.empty())
+    throw Error(metricsError);
   return 0;
 }
 

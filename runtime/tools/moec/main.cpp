@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "StandardOutput.h"
 #include "moec/Error.h"
 #include "moec/Version.h"
 #include "moec/support/Suggest.h"
@@ -107,13 +108,19 @@ int dispatch(int argc, char **argv) {
 } // namespace moec::driver
 
 int main(int argc, char **argv) {
+  using namespace moec::driver;
+  installCheckedStandardOutput();
+  int status = 1;
   try {
-    return moec::driver::dispatch(argc, argv);
+    status = dispatch(argc, argv);
   } catch (const moec::Error &e) {
-    moec::driver::printError(e.what());
-    return 1;
+    printError(e.what());
   } catch (const std::bad_alloc &) {
-    moec::driver::printError("out of memory");
-    return 1;
+    printError("out of memory");
   }
+  if (std::string error = standardOutputError(); !error.empty()) {
+    printError(error);
+    status = status ? status : 1;
+  }
+  return status;
 }
