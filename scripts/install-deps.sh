@@ -8,7 +8,7 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   libopenblas-openmp-dev libboost-context-dev
-  libzstd-dev libsentencepiece-dev
+  libzstd-dev libsentencepiece-dev zlib1g-dev
   python3-torch
 )
 

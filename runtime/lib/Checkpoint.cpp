@@ -4,7 +4,12 @@
 // {"name": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
 // "__metadata__": {string: string}}, then the data section; offsets are
 // relative to its start. Loading checks every field before allocating, so
-// malformed input costs at most the header size (capped at 100 MB).
+// malformed input costs at most the header size (capped at 100 MB). As the
+// safetensors format requires, the tensors must cover the data section
+// exactly, without holes or trailing bytes: a header length that is off by
+// one is refused instead of loading every weight shifted by a byte. moec
+// records the CRC-32 of the data section in the metadata and checks it on
+// load, so a damaged file is named, never trained on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +27,7 @@
 #include <sys/stat.h>
 #include <tuple>
 #include <unistd.h>
+#include <zlib.h>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian and is copied as is");
@@ -37,6 +43,7 @@ constexpr uint64_t kMaxHeaderBytes = 100u * 1000 * 1000;
 /// can make the JSON parser allocate.
 constexpr int kMaxArrayLength = 64;
 constexpr const char *kMetadataKey = "__metadata__";
+constexpr const char *kChecksumKey = "data_crc32";
 
 const DType kAllDTypes[] = {DType::F32, DType::F64, DType::BF16,
                             DType::F16, DType::I32, DType::I64};
@@ -296,14 +303,15 @@ std::map<std::string, std::string> parseMetadata(const std::string &path,
   return metadata;
 }
 
-/// Checks that entries lie inside the data section and do not overlap; gaps
-/// and unused trailing bytes are allowed.
+/// Checks that the entries, sorted by offset, tile the data section
+/// exactly: inside it, without overlaps, holes or trailing bytes.
 void checkLayout(const std::string &path, std::vector<Entry> &entries,
                  uint64_t dataSize) {
   std::sort(entries.begin(), entries.end(), [](const Entry &a, const Entry &b) {
     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
   });
   const Entry *previous = nullptr;
+  uint64_t covered = 0;
   for (const Entry &e : entries) {
     if (e.end > dataSize)
       throw Error(fmt::format("{}: truncated: tensor '{}' needs bytes [{}, {}) "
@@ -316,9 +324,28 @@ void checkLayout(const std::string &path, std::vector<Entry> &entries,
                               "(bytes [{}, {})) overlap in the data section",
                               path, previous->name, previous->begin,
                               previous->end, e.name, e.begin, e.end));
+    if (e.begin != covered)
+      throw Error(fmt::format("{}: bytes [{}, {}) of the data section belong "
+                              "to no tensor (before '{}'); the header length "
+                              "or offsets are wrong",
+                              path, covered, e.begin, e.name));
+    covered = e.end;
     previous = &e;
   }
+  if (covered != dataSize)
+    throw Error(fmt::format("{}: the tensors cover {} bytes of the data "
+                            "section but it holds {}; the header length or "
+                            "offsets are wrong, or bytes were appended",
+                            path, covered, dataSize));
 }
+
+/// The CRC-32 of `size` bytes, continuing `crc`.
+uint32_t crc32Of(uint32_t crc, const void *data, size_t size) {
+  const Bytef *p = static_cast<const Bytef *>(data);
+  return static_cast<uint32_t>(crc32_z(crc, p, size));
+}
+
+std::string checksumText(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
 } // namespace
 
@@ -343,7 +370,13 @@ const char *safetensorsDTypeName(DType dtype) {
 void saveCheckpoint(const std::string &path,
                     const std::map<std::string, Tensor> &tensors,
                     const std::map<std::string, std::string> &metadata) {
-  std::string header = headerText(path, tensors, metadata);
+  uint32_t crc = crc32Of(0, nullptr, 0);
+  for (const auto &[name, tensor] : tensors)
+    if (!tensor.empty())
+      crc = crc32Of(crc, tensor.raw(), tensor.nbytes());
+  std::map<std::string, std::string> withChecksum = metadata;
+  withChecksum[kChecksumKey] = checksumText(crc);
+  std::string header = headerText(path, tensors, withChecksum);
 
   uint64_t length = header.size();
   std::vector<ByteChunk> chunks = {{&length, 8},
@@ -403,10 +436,23 @@ CheckpointContents loadCheckpoint(const std::string &path) {
   uint64_t dataStart = 8 + headerSize;
   checkLayout(path, entries, fileSize - dataStart);
 
+  // In offset order, so the checksum runs over the data section as stored.
+  uint32_t crc = crc32Of(0, nullptr, 0);
   for (const Entry &e : entries) {
     Tensor tensor(e.dtype, e.shape);
     readAt(fd.get(), tensor.raw(), tensor.nbytes(), dataStart + e.begin, path);
+    crc = crc32Of(crc, tensor.raw(), tensor.nbytes());
     contents.tensors.emplace(e.name, std::move(tensor));
+  }
+  if (auto it = contents.metadata.find(kChecksumKey);
+      it != contents.metadata.end()) {
+    if (it->second != checksumText(crc))
+      throw Error(fmt::format("{}: the data section does not match the "
+                              "checksum in its metadata ('{}' is {}, the data "
+                              "has {}): the file is damaged",
+                              path, kChecksumKey, it->second,
+                              checksumText(crc)));
+    contents.metadata.erase(it);
   }
   return contents;
 }

@@ -339,6 +339,20 @@ void Session::saveCheckpoint(const std::string &path) const {
   moec::saveCheckpoint(path, tensors, metadata);
 }
 
+/// The "step" a checkpoint records: decimal digits only (no sign, no hex,
+/// no spaces), within int64; anything else names the file.
+static int64_t parseStepMetadata(const std::string &path,
+                                 const std::string &text) {
+  bool digits = !text.empty() && text.size() <= 18;
+  for (char c : text)
+    digits = digits && c >= '0' && c <= '9';
+  if (!digits)
+    throw Error(fmt::format("{}: metadata 'step' is \"{}\", expected a "
+                            "non-negative decimal integer below 10^18",
+                            path, text));
+  return std::stoll(text);
+}
+
 void Session::loadCheckpoint(const std::string &path) {
   CheckpointContents contents = moec::loadCheckpoint(path);
   // Token ids mean nothing under another tokenizer.
@@ -373,14 +387,8 @@ void Session::loadCheckpoint(const std::string &path) {
         impl->device->upload(*impl->states.at(s.name),
                              contents.tensors.at(s.name));
   impl->step = 0;
-  if (auto it = contents.metadata.find("step"); it != contents.metadata.end()) {
-    try {
-      impl->step = std::stoll(it->second);
-    } catch (const std::exception &) {
-      throw Error(fmt::format("{}: metadata 'step' is \"{}\", not an integer",
-                              path, it->second));
-    }
-  }
+  if (auto it = contents.metadata.find("step"); it != contents.metadata.end())
+    impl->step = parseStepMetadata(path, it->second);
 }
 
 Tensor Session::param(const std::string &name) const {

@@ -150,7 +150,12 @@ TEST_F(CheckpointTest, WritesTheSafetensorsLayout) {
   EXPECT_EQ(header["a"]["data_offsets"], nlohmann::json::array({0, 8}));
   EXPECT_EQ(header["b"]["dtype"], "F32");
   EXPECT_EQ(header["b"]["data_offsets"], nlohmann::json::array({8, 16}));
-  EXPECT_EQ(header["__metadata__"], nlohmann::json({{"k", "v"}}));
+  // The metadata given, and the CRC-32 of the data section.
+  EXPECT_EQ(header["__metadata__"]["k"], "v");
+  EXPECT_EQ(header["__metadata__"].size(), 2u);
+  std::string crc = header["__metadata__"]["data_crc32"];
+  EXPECT_EQ(crc.size(), 8u);
+  EXPECT_EQ(crc.find_first_not_of("0123456789abcdef"), std::string::npos);
   int64_t seven;
   std::memcpy(&seven, bytes.data() + 8 + n, 8);
   EXPECT_EQ(seven, 7);
@@ -197,10 +202,44 @@ TEST_F(CheckpointTest, LoadsAHandWrittenFile) {
   EXPECT_EQ(step.at(0), 42.0);
 }
 
-TEST_F(CheckpointTest, AcceptsUnusedTrailingBytesAndGaps) {
-  std::string header =
+// The safetensors format requires the tensors to cover the data section
+// exactly; anything else means the offsets or the header length are wrong.
+TEST_F(CheckpointTest, RejectsHolesAndTrailingBytes) {
+  std::string gap =
       R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})";
-  EXPECT_EQ(loadError(safetensors(header, std::string(32, '\0'))), "");
+  EXPECT_EQ(loadError(safetensors(gap, std::string(8, '\0'))),
+            "bytes [0, 4) of the data section belong to no tensor (before "
+            "'a'); the header length or offsets are wrong");
+  std::string tail =
+      R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
+  EXPECT_EQ(loadError(safetensors(tail, std::string(5, '\0'))),
+            "the tensors cover 4 bytes of the data section but it holds 5; "
+            "the header length or offsets are wrong, or bytes were appended");
+}
+
+// A header length one short still parses (the last byte is padding) but
+// would load every weight a byte early.
+TEST_F(CheckpointTest, RejectsAHeaderLengthOneShort) {
+  std::string header =
+      R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}   )";
+  std::string bytes = safetensors(header, std::string(4, '\1'));
+  bytes[0] = static_cast<char>(header.size() - 1);
+  EXPECT_EQ(loadError(bytes),
+            "the tensors cover 4 bytes of the data section but it holds 5; "
+            "the header length or offsets are wrong, or bytes were appended");
+}
+
+TEST_F(CheckpointTest, RejectsDataThatDoesNotMatchItsChecksum) {
+  std::string path = file("model.ckpt");
+  saveCheckpoint(path, {{"w", Tensor::of<float>({3}, {1, 2, 3})}}, {});
+  std::string bytes = readBytes(path);
+  bytes[bytes.size() - 2] ^= 0x10;
+  std::string message = loadError(bytes);
+  EXPECT_NE(message.find("the data section does not match the checksum in "
+                         "its metadata"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the file is damaged"), std::string::npos);
 }
 
 TEST_F(CheckpointTest, OverwritesAnExistingFile) {
@@ -217,9 +256,7 @@ TEST_F(CheckpointTest, OverwritesAnExistingFile) {
 // Atomic writes
 //===----------------------------------------------------------------------===//
 
-TEST_F(CheckpointTest, FailedRenameLeavesTargetAndNoTemporary) {
-  // A directory at the path makes the final rename fail after all the data
-  // has been written.
+TEST_F(CheckpointTest, RefusesToReplaceADirectory) {
   std::string path = file("model.ckpt");
   fs::create_directory(path);
   writeBytes(path + "/inside", "keep");
@@ -227,7 +264,8 @@ TEST_F(CheckpointTest, FailedRenameLeavesTargetAndNoTemporary) {
     saveCheckpoint(path, {{"x", Tensor::of<float>({1}, {1})}}, {});
     FAIL() << "saving over a directory succeeded";
   } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": cannot rename"),
+    EXPECT_NE(std::string(e.what()).find(
+                  path + ": refusing to replace it: it is a directory"),
               std::string::npos)
         << e.what();
   }
