@@ -11,7 +11,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+
+#include <cmath>
+#include <optional>
 
 using namespace mlir;
 
@@ -70,6 +75,30 @@ llvm::Expected<std::string> tileArchitecture(llvm::StringRef arch) {
   return llvm::createStringError(support::unsupportedArchMessage(arch));
 }
 
+namespace {
+
+/// The JSON path of the first non-finite number in `value`, if any: JSON has
+/// no spelling for infinity or NaN, so the bundle must never hold one.
+std::optional<std::string> nonFiniteField(const llvm::json::Value &value,
+                                          const std::string &path) {
+  if (std::optional<double> d = value.getAsNumber())
+    return std::isfinite(*d) ? std::nullopt : std::optional(path);
+  if (const llvm::json::Object *object = value.getAsObject()) {
+    for (const auto &[key, field] : *object)
+      if (auto found = nonFiniteField(
+              field, path.empty() ? key.str() : path + "." + key.str()))
+        return found;
+  } else if (const llvm::json::Array *array = value.getAsArray()) {
+    for (auto [i, element] : llvm::enumerate(*array))
+      if (auto found =
+              nonFiniteField(element, path + "[" + std::to_string(i) + "]"))
+        return found;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 FailureOr<llvm::json::Object> compileToBundle(ModuleOp module,
                                               llvm::StringRef arch,
                                               std::string *cudaSkipped) {
@@ -85,7 +114,18 @@ FailureOr<llvm::json::Object> compileToBundle(ModuleOp module,
     return failure();
   moe::BundleOptions options;
   options.arch = arch.str();
-  return moe::buildBundle(module, options, cudaSkipped);
+  FailureOr<llvm::json::Object> bundle =
+      moe::buildBundle(module, options, cudaSkipped);
+  if (failed(bundle))
+    return failure();
+  llvm::json::Value whole(std::move(*bundle));
+  if (std::optional<std::string> field = nonFiniteField(whole, "")) {
+    emitError(module.getLoc())
+        << "the bundle would hold a non-finite number at '" << *field
+        << "'; a setting or a value computed from the settings overflowed";
+    return failure();
+  }
+  return std::move(*whole.getAsObject());
 }
 
 } // namespace moec::driver

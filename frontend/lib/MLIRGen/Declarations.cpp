@@ -62,6 +62,7 @@ void ModuleEmitter::declareParameters() {
     for (auto [i, block] : llvm::enumerate(stack.blocks)) {
       for (const SublayerSpec &sub : block.sublayers) {
         std::string p = prefix(stack, i, sub);
+        paramSource = sub.range;
         addNorm(p + ".norm");
         switch (sub.kind) {
         case SublayerSpec::Kind::Attention: {
@@ -127,6 +128,7 @@ void ModuleEmitter::declareParameters() {
         }
       }
     }
+    paramSource = model.range;
     if (model.preNorm)
       addNorm(stackName(stack) + "final_norm");
   }

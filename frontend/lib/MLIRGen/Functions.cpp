@@ -267,7 +267,15 @@ OwningOpRef<ModuleOp> ModuleEmitter::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   setModuleAttributes(*module);
+  paramSource = model.range;
   declareParameters();
+  if (oversizedParam) {
+    emitError(locationOf(oversizedParam->second))
+        << "parameter '" << oversizedParam->first
+        << "' would hold more than 2^40 elements, the most a tensor may "
+           "have; make the layer smaller";
+    return nullptr;
+  }
   for (const ParamDecl &p : params)
     b.create<ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type),
                       InitAttr::get(ctx, p.init), b.getF64FloatAttr(p.scale),

@@ -34,6 +34,15 @@ RankedTensorType ModuleEmitter::tensor(ArrayRef<int64_t> shape) {
 
 void ModuleEmitter::addParam(std::string name, ArrayRef<int64_t> shape,
                              Init init, double scale, bool frozen) {
+  // The runtime's limit on the elements of one tensor.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
+  int64_t elements = 1;
+  bool tooLarge = false;
+  for (int64_t extent : shape)
+    tooLarge |= __builtin_mul_overflow(elements, extent, &elements) ||
+                elements > kMaxElements;
+  if (tooLarge && !oversizedParam)
+    oversizedParam.emplace(name, paramSource);
   params.push_back({std::move(name), tensor(shape), init, scale, frozen});
 }
 

@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/SourceMgr.h"
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,10 @@ public:
   mlir::Type floatType, masterType;
   std::vector<ParamDecl> params;
   std::vector<CacheDecl> caches;
+  /// Where the parameters being declared come from (the model, or a layer),
+  /// and the first parameter too large for a tensor, reported there.
+  llvm::SMRange paramSource;
+  std::optional<std::pair<std::string, llvm::SMRange>> oversizedParam;
 };
 
 } // namespace moec::frontend

@@ -51,10 +51,19 @@ SettingInfo computed(SettingInfo s, std::string text) {
   return s;
 }
 
+/// The limits the bundle reader and the runtime enforce, so that what
+/// `check` accepts is accepted downstream.
+constexpr double kMaxTokensPerBatch = 16777216.0; // 2^24: batch, lengths
+constexpr double kMaxSteps = 1099511627776.0;     // 2^40
+constexpr double kMaxSeed = 4611686018427387904.0; // 2^62
+
+/// An integer setting's range; the maximum defaults to 2^31.
 SettingInfo range(SettingInfo s, std::optional<double> min,
                   std::optional<double> max = std::nullopt) {
   s.min = min;
   s.max = max;
+  if (!s.max && s.type == SettingType::Integer)
+    s.max = kMaxIntegerSetting;
   return s;
 }
 
@@ -241,7 +250,7 @@ std::vector<OwnerInfo> buildSchema() {
          range(fallback(setting("max_predictions", T::Integer,
                                 "the most predictions per sequence"),
                         "20"),
-               1.0)});
+               1.0, kMaxTokensPerBatch)});
   owner("objective classify", "objective 'classify'",
         "Sequence classification (encoders): the first position through the "
         "pooler tanh(Dense) and a linear classifier.",
@@ -476,7 +485,7 @@ std::vector<OwnerInfo> buildSchema() {
                     {"adam", "adamw", "sgd"}),
             range(fallback(setting("steps", T::Integer, "optimizer steps"),
                            "100"),
-                  1.0),
+                  1.0, kMaxSteps),
             choices(fallback(setting("schedule", T::Call,
                                      "the learning-rate schedule"),
                              "constant"),
@@ -489,15 +498,15 @@ std::vector<OwnerInfo> buildSchema() {
             range(fallback(setting("batch", T::Integer,
                                    "sequences per step"),
                            "8"),
-                  1.0),
+                  1.0, kMaxTokensPerBatch),
             range(computed(setting("seq_len", T::Integer,
                                    "tokens per sequence (at most max_seq)"),
                            "max_seq"),
-                  1.0),
+                  1.0, kMaxTokensPerBatch),
             range(fallback(setting("seed", T::Integer,
                                    "seeds initialisation, dropout and data"),
                            "0"),
-                  0.0),
+                  0.0, kMaxSeed),
             range(fallback(setting("balance_loss", T::Number,
                                    "the weight of each MoE layer's balance "
                                    "loss"),
@@ -519,7 +528,7 @@ std::vector<OwnerInfo> buildSchema() {
             range(fallback(setting("log_every", T::Integer,
                                    "steps between progress lines"),
                            "10"),
-                  1.0),
+                  1.0, kMaxSteps),
         });
   owner("optimizer adam", "optimizer 'adam'", "Adam (Kingma and Ba).",
         optimizerSettings(true));
@@ -575,7 +584,7 @@ std::vector<OwnerInfo> buildSchema() {
             range(fallback(setting("max_len_b", T::Integer,
                                    "the longest output beyond that"),
                            "10"),
-                  0.0),
+                  0.0, kMaxTokensPerBatch),
         });
   owner("source synthetic", "synthetic(...)",
         "Generated data: `synthetic(\"TASK\", settings)` with TASK grammar "
@@ -594,7 +603,7 @@ std::vector<OwnerInfo> buildSchema() {
                                 "the task's own seed (the data is fixed by "
                                 "it, whatever the training seed)"),
                         "0"),
-               0.0)});
+               0.0, kMaxSeed)});
   owner("source text", "text(...)",
         "A UTF-8 text file as one token stream (language models; masked "
         "language models read windows of it): "
@@ -641,11 +650,19 @@ std::string typeName(const SettingInfo &s) {
   return "";
 }
 
-std::string number(double v) {
+} // namespace
+
+std::string limitText(double v) {
+  // Limits are powers of two: 2^31 reads better than 2.14748e+09.
+  int exponent = 0;
+  if (v >= 1048576.0 && std::frexp(v, &exponent) == 0.5)
+    return "2^" + std::to_string(exponent - 1);
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%g", v);
   return buffer;
 }
+
+namespace {
 
 std::string allowed(const SettingInfo &s) {
   if (!s.choices.empty()) {
@@ -655,9 +672,9 @@ std::string allowed(const SettingInfo &s) {
     return text;
   }
   if (s.min && s.max)
-    return "[" + number(*s.min) + ", " + number(*s.max) + "]";
+    return "[" + limitText(*s.min) + ", " + limitText(*s.max) + "]";
   if (s.min)
-    return ">= " + number(*s.min);
+    return ">= " + limitText(*s.min);
   return "";
 }
 
@@ -730,7 +747,11 @@ std::string languageReference() {
       "`if`, expressions) is in `GRAMMAR.md`. Every setting below is "
       "checked for its type and range at its line and column; an unknown "
       "one is reported with the nearest known name or the list of valid "
-      "ones.\n\n";
+      "ones. An integer setting is at most 2^31 unless its row says "
+      "otherwise, a number must be finite and within float32's range "
+      "(magnitude at most 3.4e38), and no parameter tensor may hold more "
+      "than 2^40 elements: the limits the runtime enforces, checked here "
+      "so that a spec `check` accepts also compiles and loads.\n\n";
   auto section = [&](const char *title, const char *intro,
                      const char *prefix) {
     md += std::string("## ") + title + "\n\n" + intro + "\n\n";

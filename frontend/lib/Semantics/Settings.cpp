@@ -6,6 +6,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -73,12 +74,6 @@ std::string alternatives(const std::vector<std::string> &names) {
   return text;
 }
 
-std::string numberText(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%g", v);
-  return buffer;
-}
-
 } // namespace
 
 Settings::Settings(const std::vector<SpecSetting> &settings,
@@ -133,15 +128,29 @@ void Settings::typeError(const SpecValue &value, StringRef name,
 
 bool Settings::inRange(const SettingInfo &s, const SpecValue &value,
                        double v) {
-  if ((!s.min || v >= *s.min) && (!s.max || v <= *s.max))
+  // The bundle stores numbers as float32 where the model runs in it; a
+  // value beyond that range would reach the runtime as infinity.
+  if (s.type == SettingType::Number &&
+      !(std::fabs(v) <= std::numeric_limits<float>::max())) {
+    reporter.error(value.range.Start)
+        << "'" << s.name << "' of " << owner.what
+        << " must be a finite number within float32's range (magnitude at "
+           "most 3.4e38), got "
+        << limitText(v);
+    return false;
+  }
+  std::optional<double> max = s.max;
+  if (!max && s.type == SettingType::Integer)
+    max = kMaxIntegerSetting;
+  if ((!s.min || v >= *s.min) && (!max || v <= *max))
     return true;
   auto diag = reporter.error(value.range.Start);
   diag << "'" << s.name << "' of " << owner.what << " must be ";
-  if (s.max)
-    diag << "in [" << numberText(s.min.value_or(-HUGE_VAL)) << ", "
-         << numberText(*s.max) << "]";
+  if (max)
+    diag << "in [" << limitText(s.min.value_or(-HUGE_VAL)) << ", "
+         << limitText(*max) << "]";
   else
-    diag << ">= " << numberText(*s.min);
+    diag << ">= " << limitText(*s.min);
   diag << ", got ";
   if (value.kind == SpecValue::Kind::Int)
     diag << value.intValue;
