@@ -37,10 +37,11 @@ bool isPiecewiseConstant(Value v) {
 
 /// Values that depend on a trainable parameter and on which `objective`
 /// depends.
-llvm::DenseSet<Value> activeValues(func::FuncOp func, Value objective) {
+llvm::DenseSet<Value> activeValues(func::FuncOp func, Value objective,
+                                   const ParamTable &params) {
   llvm::DenseSet<Value> varied;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    if (isTrainableParam(func, i))
+    if (params.isTrainableParam(func, i))
       varied.insert(func.getArgument(i));
   Block &body = func.getBody().front();
   for (Operation &op : body)
@@ -98,7 +99,7 @@ LogicalResult arithGradient(OpBuilder &b, Operation *op, Value dy,
   return success();
 }
 
-LogicalResult buildBackward(func::FuncOp loss) {
+LogicalResult buildBackward(func::FuncOp loss, const ParamTable &params) {
   if (loss.getNumResults() == 0)
     return loss.emitOpError("the objective function has no results");
   auto objectiveType = dyn_cast<RankedTensorType>(loss.getResultTypes()[0]);
@@ -112,7 +113,7 @@ LogicalResult buildBackward(func::FuncOp loss) {
   Block &body = backward.getBody().front();
   Operation *terminator = body.getTerminator();
   Value objective = terminator->getOperand(0);
-  llvm::DenseSet<Value> active = activeValues(backward, objective);
+  llvm::DenseSet<Value> active = activeValues(backward, objective, params);
 
   OpBuilder b(terminator);
   llvm::DenseMap<Value, Value> grads;
@@ -164,11 +165,11 @@ LogicalResult buildBackward(func::FuncOp loss) {
     resultAttrs.push_back(backward.getResultAttrDict(i));
   MLIRContext *ctx = backward.getContext();
   for (unsigned i = 0, e = backward.getNumArguments(); i < e; ++i) {
-    if (!isTrainableParam(backward, i))
+    if (!params.isTrainableParam(backward, i))
       continue;
     BlockArgument arg = backward.getArgument(i);
     Value g = grads.lookup(arg);
-    ParamOp param = boundParam(backward, i);
+    ParamOp param = params.boundParam(backward, i);
     if (!g) {
       param.emitWarning("parameter does not influence the objective; its "
                         "gradient is zero");
@@ -204,7 +205,7 @@ struct MoeBuildBackwardPass
                        "moe.entry = \"loss\"");
       return signalPassFailure();
     }
-    if (failed(buildBackward(loss)))
+    if (failed(buildBackward(loss, ParamTable(module))))
       signalPassFailure();
   }
 };

@@ -111,12 +111,13 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
     return failure();
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
+  ParamTable params(module);
 
   // Trainable parameters, in argument order; their gradients are the last
   // results of backward, in the same order.
   SmallVector<unsigned> paramArgs;
   for (unsigned i = 0, e = backward.getNumArguments(); i < e; ++i)
-    if (isTrainableParam(backward, i))
+    if (params.isTrainableParam(backward, i))
       paramArgs.push_back(i);
   unsigned numOutputs = backward.getNumResults() - paramArgs.size();
 
@@ -124,7 +125,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   SmallVector<SmallVector<StateOp, 2>> moments;
   const char *momentNames[] = {"opt.m.", "opt.v."};
   for (unsigned arg : paramArgs) {
-    ParamOp param = boundParam(backward, arg);
+    ParamOp param = params.boundParam(backward, arg);
     b.setInsertionPointAfter(param);
     auto &list = moments.emplace_back();
     auto type = cast<RankedTensorType>(param.getType());
@@ -139,23 +140,27 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   // The signature: backward's arguments, the moments, the step.
   func::FuncOp step = cloneEntry(backward, "train_step", "train_step");
   Block &body = step.getBody().front();
+  // Appended in one call: one at a time would build a new function type
+  // per argument, N^2 work and memory for N parameters.
+  SmallVector<unsigned> indices;
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<Location> locs;
   for (auto &list : moments)
     for (StateOp state : list) {
-      unsigned index = step.getNumArguments();
-      (void)step.insertArgument(index, state.getType(),
-                                DictionaryAttr::get(ctx, {NamedAttribute(
-                                    StringAttr::get(ctx, attrs::kState),
-                                    FlatSymbolRefAttr::get(
-                                        state.getSymNameAttr()))}),
-                                state.getLoc());
+      types.push_back(state.getType());
+      argAttrs.push_back(DictionaryAttr::get(
+          ctx, {NamedAttribute(StringAttr::get(ctx, attrs::kState),
+                               FlatSymbolRefAttr::get(state.getSymNameAttr()))}));
+      locs.push_back(state.getLoc());
     }
-  auto stepType = RankedTensorType::get({}, b.getI64Type());
-  (void)step.insertArgument(
-      step.getNumArguments(), stepType,
-      DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx,
-                                                               attrs::kInput),
-                                               StringAttr::get(ctx, "step"))}),
-      step.getLoc());
+  types.push_back(RankedTensorType::get({}, b.getI64Type()));
+  argAttrs.push_back(DictionaryAttr::get(
+      ctx, {NamedAttribute(StringAttr::get(ctx, attrs::kInput),
+                           StringAttr::get(ctx, "step"))}));
+  locs.push_back(step.getLoc());
+  indices.assign(types.size(), step.getNumArguments());
+  step.insertArguments(indices, types, argAttrs, locs);
   Value stepValue = step.getArguments().back();
 
   Operation *terminator = body.getTerminator();
@@ -201,7 +206,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   unsigned momentArg = backward.getNumArguments();
   for (auto [i, arg] : llvm::enumerate(paramArgs)) {
     Value p = step.getArgument(arg), g = grads[i];
-    ParamOp param = boundParam(step, arg);
+    ParamOp param = params.boundParam(step, arg);
     SmallVector<Value> updated;
     if (opt->kind == "sgd") {
       Value m = step.getArgument(momentArg++);

@@ -2,7 +2,6 @@
 
 #include "moec/Transforms/EntryPoints.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -15,14 +14,19 @@ func::FuncOp mlir::moe::findEntry(ModuleOp module, StringRef entry) {
   return {};
 }
 
-ParamOp mlir::moe::boundParam(func::FuncOp func, unsigned index) {
+ParamTable::ParamTable(ModuleOp module) {
+  for (ParamOp param : module.getOps<ParamOp>())
+    params.try_emplace(param.getSymNameAttr(), param);
+}
+
+ParamOp ParamTable::boundParam(func::FuncOp func, unsigned index) const {
   auto ref = func.getArgAttrOfType<FlatSymbolRefAttr>(index, attrs::kParam);
   if (!ref)
     return {};
-  return SymbolTable::lookupNearestSymbolFrom<ParamOp>(func, ref);
+  return params.lookup(ref.getAttr());
 }
 
-bool mlir::moe::isTrainableParam(func::FuncOp func, unsigned index) {
+bool ParamTable::isTrainableParam(func::FuncOp func, unsigned index) const {
   ParamOp param = boundParam(func, index);
   return param && !param.getFrozen();
 }

@@ -229,19 +229,38 @@ private:
   /// Moves the router's statistics and losses up next to it.
   void hoistRouterConsumers(Operation *first) {
     Operation *insertAfter = first;
+    Block *block = first->getBlock();
+    // Later ops of this block among the users of `v`, in block order. Users
+    // rather than a scan of the rest of the block: one scan per router would
+    // cost N^2 in a model of N layers.
+    auto laterUsers = [&](Value v, llvm::SmallVectorImpl<Operation *> &out) {
+      for (Operation *user : v.getUsers())
+        if (user->getBlock() == block && first->isBeforeInBlock(user) &&
+            !llvm::is_contained(out, user))
+          out.push_back(user);
+    };
     // The router op itself first, then what reads the logits or routing.
+    Operation *router = isa<TopKRouterOp>(first) ? first : nullptr;
     llvm::SmallVector<Operation *> candidates;
-    for (Operation *op = first->getNextNode(); op; op = op->getNextNode())
-      if (isa<TopKRouterOp>(op) && op->getOperand(0) == first->getResult(0)) {
-        candidates.push_back(op);
-        break;
-      }
-    if (isa<TopKRouterOp>(first))
-      candidates.clear();
-    Operation *router = candidates.empty()
-                            ? (isa<TopKRouterOp>(first) ? first : nullptr)
-                            : candidates.front();
-    for (Operation *op = first->getNextNode(); op; op = op->getNextNode()) {
+    if (!router) {
+      llvm::SmallVector<Operation *> readers;
+      laterUsers(first->getResult(0), readers);
+      for (Operation *op : readers)
+        if (isa<TopKRouterOp>(op) && op->getOperand(0) == first->getResult(0) &&
+            (!router || op->isBeforeInBlock(router)))
+          router = op;
+      if (router)
+        candidates.push_back(router);
+    }
+    llvm::SmallVector<Operation *> consumers;
+    if (router)
+      for (Value result : router->getResults())
+        laterUsers(result, consumers);
+    laterUsers(first->getResult(0), consumers);
+    llvm::sort(consumers, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    for (Operation *op : consumers) {
       bool readsRouting =
           (router && llvm::any_of(op->getOperands(), [&](Value v) {
              return v.getDefiningOp() == router;
@@ -257,7 +276,10 @@ private:
       });
       if (!ready)
         continue;
-      op->moveAfter(insertAfter);
+      // A move renumbers the block's order, which the next isBeforeInBlock
+      // recomputes: move only what is out of place.
+      if (op != insertAfter->getNextNode())
+        op->moveAfter(insertAfter);
       insertAfter = op;
     }
   }

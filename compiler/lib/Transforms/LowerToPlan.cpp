@@ -171,7 +171,7 @@ public:
                                                 stepIndex++));
       op->setAttr(plan::kIn, DenseI64ArrayAttr::get(ctx, ins));
       op->setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, outs));
-      releaseDeadOperands(op, terminator);
+      releaseDeadOperands(op);
       releasePending(position[op]);
     }
     SmallVector<int64_t> returned;
@@ -211,6 +211,8 @@ private:
                << i << " is bound to nothing: it needs moe.param, moe.state "
                << "or moe.input";
       ids[arg] = add({elementType, shapes[arg], kind, binding, Attribute()});
+      if (kind == "param" || kind == "state")
+        argumentOf.try_emplace(binding, arg);
     }
     return success();
   }
@@ -225,13 +227,7 @@ private:
   }
 
   /// The argument bound to `target` (a symbol ref), if any.
-  Value argumentFor(Attribute target) {
-    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-      if (func.getArgAttr(i, attrs::kParam) == target ||
-          func.getArgAttr(i, attrs::kState) == target)
-        return func.getArgument(i);
-    return {};
-  }
+  Value argumentFor(Attribute target) { return argumentOf.lookup(target); }
 
   /// Fused groups run as one kernel (or a few), so a buffer lives from the
   /// start of the kernel that writes it to the end of the last kernel that
@@ -295,7 +291,7 @@ private:
 
   /// Schedules the temporaries whose last reader is `op` for the free pool
   /// at the end of the last group that reads them.
-  void releaseDeadOperands(Operation *op, Operation *terminator) {
+  void releaseDeadOperands(Operation *op) {
     llvm::SmallPtrSet<Value, 8> seen;
     for (Value v : op->getOperands()) {
       if (!seen.insert(v).second)
@@ -303,12 +299,23 @@ private:
       int64_t id = ids.lookup(v);
       if (id < 0 || buffers[id].kind != "temp")
         continue;
-      bool later = llvm::any_of(readersOf(v), [&](Operation *user) {
-        return user == terminator || position[user] > position[op];
-      });
-      if (!later)
+      if (lastReadAt(v) <= position[op])
         pending.emplace(span[op].second, id);
     }
+  }
+
+  /// The position of the last op that reads `v` (the terminator's when it
+  /// is returned). Cached: a value read by every layer (the learning rate)
+  /// would otherwise cost N^2.
+  size_t lastReadAt(Value v) {
+    auto found = lastRead.find(v);
+    if (found != lastRead.end())
+      return found->second;
+    size_t last = 0;
+    for (Operation *user : readersOf(v))
+      last = std::max(last, position.lookup(user));
+    lastRead[v] = last;
+    return last;
   }
 
   /// Frees what was scheduled for the end of a group ending by `at`.
@@ -345,7 +352,10 @@ private:
   MLIRContext *ctx;
   llvm::DenseMap<Value, SymShape> shapes;
   llvm::DenseMap<Operation *, size_t> position;
+  llvm::DenseMap<Value, size_t> lastRead;
   llvm::DenseMap<Value, int64_t> ids;
+  /// The argument bound to each parameter or state symbol.
+  llvm::DenseMap<Attribute, Value> argumentOf;
   std::vector<Buffer> buffers;
   std::map<std::string, SmallVector<int64_t>> freeBuffers;
   /// First and last position of the group of each op.

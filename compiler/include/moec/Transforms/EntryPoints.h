@@ -6,18 +6,30 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "moe/IR/MoeOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mlir::moe {
 
 /// The function whose `moe.entry` is `entry`, or null.
 func::FuncOp findEntry(ModuleOp module, StringRef entry);
 
-/// The `moe.param` declaration argument `index` of `func` is bound to, or
-/// null when it is not a parameter.
-ParamOp boundParam(func::FuncOp func, unsigned index);
+/// The module's parameter declarations by name, gathered once: looking each
+/// argument's symbol up in the module would make a model of N layers cost
+/// N^2.
+class ParamTable {
+public:
+  explicit ParamTable(ModuleOp module);
 
-/// Whether argument `index` is a parameter that training updates.
-bool isTrainableParam(func::FuncOp func, unsigned index);
+  /// The `moe.param` declaration argument `index` of `func` is bound to, or
+  /// null when it is not a parameter.
+  ParamOp boundParam(func::FuncOp func, unsigned index) const;
+
+  /// Whether argument `index` is a parameter that training updates.
+  bool isTrainableParam(func::FuncOp func, unsigned index) const;
+
+private:
+  llvm::DenseMap<StringAttr, ParamOp> params;
+};
 
 /// Clones `source` as a new function `name` (placed after it) with entry
 /// kind `entry`; the body, argument and result attributes are copied.
