@@ -60,10 +60,10 @@ for t in "${tests[@]}"; do cp "$tree/bin/$t" "$dir/bin/"; done
 cp "$tree/lib/libmoec_runtime.so" "$tree/lib/libmoec-fake-cuda-driver.so" \
   "$dir/lib/"
 # The C++ and OpenMP runtimes this compiler links against (a GPU machine's
-# own may be older than what the binaries need), and SentencePiece (Debian
-# ships it as shared libraries only).
+# own may be older than what the binaries need), SentencePiece (Debian
+# ships it as shared libraries only) and zlib (checkpoint checksums).
 for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libsentencepiece.so.0 \
-           libsentencepiece_train.so.0; do
+           libsentencepiece_train.so.0 libz.so.1; do
   path=$(ldd "$tree/lib/libmoec_runtime.so" | awk -v l="$lib" '$1 == l {print $3}')
   if [ -z "$path" ]; then
     echo "gpu-pack: cannot find $lib" >&2

@@ -10,6 +10,7 @@
 #include "moec/Frontend/Parser.h"
 #include "ParserImpl.h"
 #include "moec/Frontend/ReadSpec.h"
+#include "moec/support/Suggest.h"
 #include "llvm/ADT/ScopeExit.h"
 #include <cmath>
 
@@ -302,10 +303,23 @@ LogicalResult Parser::parseNamedStmt(std::vector<StmtPtr> &stmts) {
   } else if (!tok.isAny(Token::l_brace, Token::r_brace, Token::semicolon,
                         Token::comma, Token::eof) &&
              !tok.isAtLineStart()) {
-    if (startsExpr(tok))
+    // `reapet 4 { ... }`: a misspelt keyword, most likely.
+    static const std::vector<std::string> keywords = {
+        "repeat", "block",    "if",      "else",    "let",
+        "model",  "train",    "data",    "generate", "encoder",
+        "decoder"};
+    std::string keyword =
+        support::nearestName(name.getSpelling().str(), keywords);
+    if (!keyword.empty())
+      (void)emitError(name.getLoc(), "unknown statement '" +
+                                         name.getSpelling() +
+                                         "'; did you mean '" + keyword + "'?");
+    else if (startsExpr(tok))
       return emitExpected("'=' after setting name '" + name.getSpelling() +
                           "'");
-    (void)emitExpected("'=', '(' or '{' after '" + name.getSpelling() + "'");
+    else
+      (void)emitExpected("'=', '(' or '{' after '" + name.getSpelling() +
+                         "'");
     // `lett x = ...`: a misspelt `let`, most likely. Define `x` (with no
     // value) so that its uses report nothing more.
     if (tok.is(Token::identifier) && next.is(Token::equal))

@@ -87,7 +87,9 @@ def moa(h, p, cfg):
 def main():
     torch.set_default_dtype(torch.float64)
     tensors, meta = read_safetensors(sys.argv[1])
-    cfg = {key: json.loads(value) for key, value in meta.items()}
+    # moec adds the data's checksum to the metadata; the rest is the config.
+    cfg = {key: json.loads(value) for key, value in meta.items()
+           if key != "data_crc32"}
     params = {name[6:]: torch.tensor(value, dtype=torch.float64,
                                      requires_grad=True)
               for name, value in tensors.items() if name.startswith("param:")}

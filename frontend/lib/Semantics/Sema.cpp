@@ -228,6 +228,10 @@ private:
       path = specDirectory;
       llvm::sys::path::append(path, value.text);
     }
+    // Stored absolute, so the bundle works from any directory; the runtime
+    // also looks beside the bundle for a file that moved with it.
+    (void)llvm::sys::fs::make_absolute(path);
+    llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
     if (!llvm::sys::fs::exists(path))
       reporter.error(value.range.Start)
           << "cannot find the " << what << " '" << value.text

@@ -108,7 +108,11 @@ const SpecValue *Settings::require(StringRef name) {
   std::vector<std::string> present;
   for (const SpecSetting &s : settings)
     present.push_back(s.name);
-  if (nearestName(name, present).empty())
+  // Nor when a present one qualifies it ("num_experts" for "experts").
+  bool qualified = llvm::any_of(present, [&](const std::string &p) {
+    return !nearestName(p, {name.str()}).empty();
+  });
+  if (nearestName(name, present).empty() && !qualified)
     reporter.error(ownerRange.Start)
         << owner.what << " needs the setting '" << name << "'";
   return nullptr;

@@ -22,25 +22,27 @@ void printModelSummary(std::ostream &os, const Session &session,
   os << "data: " << dataDescription << "\n";
 }
 
-std::string formatProgress(const StepResult &result, int64_t totalSteps,
-                           double meanLoss, double secondsPerStep,
-                           int64_t tokensPerStep) {
-  std::string line =
-      fmt::format("step {:>5}/{}  loss {:.4f}", result.step, totalSteps,
-                  meanLoss);
+std::string formatProgress(const StepResult &result, int64_t lastStep,
+                           double meanLoss, int64_t windowSteps,
+                           double secondsPerStep, int64_t tokensPerStep) {
+  std::string line = fmt::format("step {:>5}/{}  loss {:.4f} (mean of {})",
+                                 result.step, lastStep, meanLoss, windowSteps);
+  std::string last;
   for (const char *name : {"ce", "balance_loss", "z_loss"})
     if (auto it = result.scalars.find(name); it != result.scalars.end())
-      line += fmt::format("  {} {:.4f}", name == std::string("balance_loss")
-                                             ? "bal"
-                                         : name == std::string("z_loss")
-                                             ? "z"
-                                             : name,
+      last += fmt::format("  {} {:.4f}",
+                          name == std::string("balance_loss") ? "bal"
+                          : name == std::string("z_loss")     ? "z"
+                                                              : name,
                           it->second);
   if (auto it = result.scalars.find("lr"); it != result.scalars.end())
-    line += fmt::format("  lr {:.2e}", it->second);
+    last += fmt::format("  lr {:.2e}", it->second);
   if (auto it = result.scalars.find("grad_norm"); it != result.scalars.end())
-    line += fmt::format("  |g| {:.3f}", it->second);
-  line += fmt::format("  {:.0f} ms/step  {:.0f} tok/s", secondsPerStep * 1e3,
+    last += fmt::format("  |g| {:.3f}", it->second);
+  if (!last.empty())
+    line += "  this step: " + last.substr(2);
+  line += fmt::format("  mean {:.0f} ms/step  {:.0f} tok/s",
+                      secondsPerStep * 1e3,
                       tokensPerStep / std::max(secondsPerStep, 1e-9));
   return line;
 }

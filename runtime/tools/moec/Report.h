@@ -15,11 +15,12 @@ namespace moec::driver {
 void printModelSummary(std::ostream &os, const Session &session,
                        const std::string &dataDescription);
 
-/// One progress line: step, mean loss over the window, the step's other
-/// scalars, time per step and throughput.
-std::string formatProgress(const StepResult &result, int64_t totalSteps,
-                           double meanLoss, double secondsPerStep,
-                           int64_t tokensPerStep);
+/// One progress line, each figure labelled: step of `lastStep`, the mean
+/// loss over the last `windowSteps` steps, this step's other scalars, and
+/// the mean time per step and throughput since the start.
+std::string formatProgress(const StepResult &result, int64_t lastStep,
+                           double meanLoss, int64_t windowSteps,
+                           double secondsPerStep, int64_t tokensPerStep);
 
 /// A table of each MoE layer's expert shares.
 void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,

@@ -88,9 +88,22 @@ int RunCommand::run() {
   options.device = device;
   Session session(bundle, options);
   session.loadCheckpoint(weights);
-  ModelData modelData =
-      openModelData(bundle, input, session.seed(), Split::Valid);
-  const std::unique_ptr<DataSource> &data = modelData.source;
+  // With a prompt, bundle and weights are enough: only the tokenizer is
+  // opened, never the training data.
+  ModelData modelData;
+  if (!given("prompt")) {
+    try {
+      modelData = openModelData(bundle, input, session.seed(), Split::Valid);
+    } catch (const Error &e) {
+      throw Error(std::string(e.what()) +
+                  "\n(without --prompt, moec run samples its prompt from the "
+                  "model's data; give --prompt to run from the bundle and "
+                  "weights alone)");
+    }
+  }
+  if (!modelData.tokenizer)
+    modelData.tokenizer = openTokenizer(bundle, input);
+  const Tokenizer &tokenizer = *modelData.tokenizer;
   if (bundle.model().kind == "encoder")
     throw Error(fmt::format("{}: encoder models do not generate; measure one "
                             "with `moec eval`",
@@ -100,10 +113,10 @@ int RunCommand::run() {
 
   std::vector<int32_t> tokens;
   if (given("prompt")) {
-    tokens = data->encode(prompt);
+    tokens = tokenizer.encode(prompt);
   } else {
     // At most half the context, so that there is room to generate.
-    Batch sample = data->batch(
+    Batch sample = modelData.source->batch(
         0, 1, std::clamp<int64_t>(bundle.model().maxSeq / 2, 1, 16));
     tokens.assign(sample.tokens.data<int32_t>(),
                   sample.tokens.data<int32_t>() + sample.tokens.numel());
@@ -116,8 +129,8 @@ int RunCommand::run() {
   std::vector<int32_t> output = session.generate(tokens, generate);
 
   std::cout << fmt::format("loaded {} (step {})\n", weights, session.step());
-  std::cout << "prompt:    " << data->decode(tokens) << "\n";
-  std::cout << "generated: " << data->decode(output) << "\n";
+  std::cout << "prompt:    " << tokenizer.decode(tokens) << "\n";
+  std::cout << "generated: " << tokenizer.decode(output) << "\n";
   printExpertLoad(std::cout, session.expertLoad(),
                   "expert load while generating");
   return 0;

@@ -51,7 +51,10 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
-    option("steps", "N", "Optimizer steps (default: the spec's)", steps)
+    option("steps", "N",
+           "Optimizer steps this run takes (default: the spec's); after "
+           "--resume, N more steps",
+           steps)
         .atLeast(int64_t{0});
     option("seed", "S",
            "Seed for initialisation, dropout and data (default: the spec's)",
@@ -100,6 +103,8 @@ int TrainCommand::run() {
   Session session(bundle, options);
   if (!resume.empty())
     session.loadCheckpoint(resume);
+  // --steps counts the steps this run takes: after a resume, N more.
+  const int64_t firstStep = session.step();
   const TrainingConfig &config = bundle.training();
   ModelData modelData =
       openModelData(bundle, input, session.seed(), Split::Train);
@@ -139,6 +144,10 @@ int TrainCommand::run() {
 
   session.setProfiling(profile);
   printModelSummary(std::cout, session, data->describe());
+  if (!resume.empty())
+    std::cout << fmt::format("resumed from {} at step {}; training {} more "
+                             "steps, to step {}\n",
+                             resume, firstStep, total, firstStep + total);
   std::cout << fmt::format("training {} steps, batch {} x {} tokens\n", total,
                            config.batch, config.seqLen)
             << std::flush;
@@ -172,7 +181,8 @@ int TrainCommand::run() {
       double elapsed = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      std::cout << formatProgress(result, total, windowSum / windowCount,
+      std::cout << formatProgress(result, firstStep + total,
+                                  windowSum / windowCount, windowCount,
                                   elapsed / (i + 1),
                                   config.batch * config.seqLen)
                 << "\n"
