@@ -50,6 +50,18 @@ void writeAll(int fd, const void *data, size_t size, const std::string &what) {
   }
 }
 
+/// One read(): the bytes read, 0 at the end of the file; retries
+/// interrupted reads and throws on errors.
+size_t readSome(int fd, void *data, size_t size, const std::string &what) {
+  for (;;) {
+    ssize_t n = ::read(fd, data, size);
+    if (n >= 0)
+      return static_cast<size_t>(n);
+    if (errno != EINTR)
+      throw Error(fmt::format("{}: read failed: {}", what, errnoText()));
+  }
+}
+
 std::string directoryOf(const std::string &path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos)
@@ -174,16 +186,8 @@ OutputFile::OutputFile(const std::string &path, bool append)
         throw Error(fmt::format("{}: cannot read it to append: {}", path,
                                 errnoText()));
       char buffer[1 << 16];
-      for (;;) {
-        ssize_t n = ::read(old.get(), buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR)
-          continue;
-        if (n < 0)
-          throw Error(fmt::format("{}: read failed: {}", path, errnoText()));
-        if (n == 0)
-          break;
-        writeAll(fd, buffer, static_cast<size_t>(n), path);
-      }
+      while (size_t n = readSome(old.get(), buffer, sizeof buffer, path))
+        writeAll(fd, buffer, n, path);
     }
   } catch (...) {
     ::close(fd);
@@ -277,14 +281,10 @@ std::string readRegularFile(const std::string &path, size_t maxBytes) {
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      throw Error(fmt::format("{}: read failed: {}", path, errnoText()));
+    size_t n = readSome(fd.get(), text.data() + done, text.size() - done, path);
     if (n == 0)
       break;
-    done += static_cast<size_t>(n);
+    done += n;
   }
   text.resize(done);
   return text;
