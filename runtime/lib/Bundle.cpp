@@ -18,6 +18,8 @@ namespace detail {
 namespace {
 
 constexpr size_t kMaxBundleBytes = size_t(1) << 30;
+/// moec writes bundles nine levels deep; the rest is room for op attributes.
+constexpr int kMaxJsonDepth = 64;
 /// No buffer in a bundle may hold more elements than this.
 constexpr int64_t kMaxElements = int64_t(1) << 40;
 
@@ -556,9 +558,19 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
 } // namespace detail
 
 Bundle Bundle::parse(const std::string &text, const std::string &origin) {
+  // nlohmann::json parses any depth but prints and compares recursively,
+  // so a deep document would overflow the stack in an error message.
+  auto limitDepth = [&](int depth, nlohmann::json::parse_event_t,
+                        nlohmann::json &) {
+    if (depth > detail::kMaxJsonDepth)
+      throw Error(fmt::format("{}: not a moec bundle: the JSON nests deeper "
+                              "than {} levels",
+                              origin, detail::kMaxJsonDepth));
+    return true;
+  };
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(text);
+    document = nlohmann::json::parse(text, limitDepth);
   } catch (const nlohmann::json::exception &e) {
     // Drop the library's "[json.exception.parse_error.101] " tag.
     std::string what = e.what();
