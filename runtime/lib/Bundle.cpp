@@ -52,6 +52,11 @@ std::vector<DimExpr> readDims(const JsonReader &r) {
       d.fail(fmt::format("\"{}\" is not a dimension (an integer or a "
                          "product of symbols such as \"2*B*S\")",
                          d.string()));
+    // A size written as a string has the same bound as one written as a
+    // number.
+    if (e->isStatic() && e->getStatic() > kMaxElements)
+      d.fail(fmt::format("{} is outside [0, {}]", e->getStatic(),
+                         kMaxElements));
     dims.push_back(*e);
   }
   if (dims.size() > 8)
@@ -183,7 +188,9 @@ BufferDesc readBuffer(const JsonReader &r, size_t index,
     for (const DimExpr &d : b.dims) {
       if (!d.isStatic())
         r.field("dims").fail("a constant must have static dimensions");
-      count *= *d.evaluate({});
+      if (__builtin_mul_overflow(count, d.getStatic(), &count) ||
+          count > kMaxElements)
+        r.field("dims").fail("the constant holds more than 2^40 elements");
     }
     if (static_cast<int64_t>(values.size()) != count)
       values.fail(fmt::format("{} values for a constant of {} elements",
