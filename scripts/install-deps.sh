@@ -10,6 +10,9 @@ packages=(
   libopenblas-openmp-dev libboost-context-dev
   libzstd-dev libsentencepiece-dev zlib1g-dev
   python3-torch
+  # scripts/sanitize.sh: clang with its sanitizer and libFuzzer runtimes, and
+  # the OpenMP runtime clang's -fopenmp links.
+  clang-19 libclang-rt-19-dev libfuzzer-19-dev libomp-19-dev
 )
 
 missing=()

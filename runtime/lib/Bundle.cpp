@@ -18,6 +18,8 @@ namespace detail {
 namespace {
 
 constexpr size_t kMaxBundleBytes = size_t(1) << 30;
+/// moec writes bundles nine levels deep; the rest is room for op attributes.
+constexpr int kMaxJsonDepth = 64;
 /// No buffer in a bundle may hold more elements than this.
 constexpr int64_t kMaxElements = int64_t(1) << 40;
 
@@ -50,6 +52,11 @@ std::vector<DimExpr> readDims(const JsonReader &r) {
       d.fail(fmt::format("\"{}\" is not a dimension (an integer or a "
                          "product of symbols such as \"2*B*S\")",
                          d.string()));
+    // A size written as a string has the same bound as one written as a
+    // number.
+    if (e->isStatic() && e->getStatic() > kMaxElements)
+      d.fail(fmt::format("{} is outside [0, {}]", e->getStatic(),
+                         kMaxElements));
     dims.push_back(*e);
   }
   if (dims.size() > 8)
@@ -181,7 +188,9 @@ BufferDesc readBuffer(const JsonReader &r, size_t index,
     for (const DimExpr &d : b.dims) {
       if (!d.isStatic())
         r.field("dims").fail("a constant must have static dimensions");
-      count *= *d.evaluate({});
+      if (__builtin_mul_overflow(count, d.getStatic(), &count) ||
+          count > kMaxElements)
+        r.field("dims").fail("the constant holds more than 2^40 elements");
     }
     if (static_cast<int64_t>(values.size()) != count)
       values.fail(fmt::format("{} values for a constant of {} elements",
@@ -556,9 +565,19 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
 } // namespace detail
 
 Bundle Bundle::parse(const std::string &text, const std::string &origin) {
+  // nlohmann::json parses any depth but prints and compares recursively,
+  // so a deep document would overflow the stack in an error message.
+  auto limitDepth = [&](int depth, nlohmann::json::parse_event_t,
+                        nlohmann::json &) {
+    if (depth > detail::kMaxJsonDepth)
+      throw Error(fmt::format("{}: not a moec bundle: the JSON nests deeper "
+                              "than {} levels",
+                              origin, detail::kMaxJsonDepth));
+    return true;
+  };
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(text);
+    document = nlohmann::json::parse(text, limitDepth);
   } catch (const nlohmann::json::exception &e) {
     // Drop the library's "[json.exception.parse_error.101] " tag.
     std::string what = e.what();

@@ -199,10 +199,17 @@ private:
              "sentencepiece(\"spm.model\")";
       return;
     }
-    m.tokenizer.path = resolvePath(*positional.front(), "SentencePiece model");
-    auto bytes = llvm::MemoryBuffer::getFile(m.tokenizer.path);
-    if (!bytes)
+    const SpecValue &file = *positional.front();
+    m.tokenizer.path = resolvePath(file, "SentencePiece model");
+    if (!llvm::sys::fs::is_regular_file(m.tokenizer.path))
       return; // resolvePath said why
+    auto bytes = llvm::MemoryBuffer::getFile(m.tokenizer.path);
+    if (!bytes) {
+      reporter.error(file.range.Start)
+          << "cannot read the SentencePiece model '" << file.text
+          << "': " << bytes.getError().message();
+      return;
+    }
     auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(
         (*bytes)->getBuffer()));
     m.tokenizer.sha256 = llvm::toHex(digest, /*LowerCase=*/true);
@@ -221,7 +228,9 @@ private:
   }
 
   /// A file named by a string value, resolved against the spec's
-  /// directory; a missing file is reported at the string.
+  /// directory; a missing file is reported at the string, and so is
+  /// anything but a regular file: reading a device or a FIFO would never
+  /// end, and the runtime refuses them.
   std::string resolvePath(const SpecValue &value, llvm::StringRef what) {
     llvm::SmallString<256> path(value.text);
     if (!llvm::sys::path::is_absolute(path)) {
@@ -239,6 +248,10 @@ private:
     else if (llvm::sys::fs::is_directory(path))
       reporter.error(value.range.Start)
           << "the " << what << " '" << value.text << "' is a directory";
+    else if (!llvm::sys::fs::is_regular_file(path))
+      reporter.error(value.range.Start)
+          << "the " << what << " '" << value.text
+          << "' is not a regular file";
     return std::string(path);
   }
 

@@ -27,7 +27,15 @@ class SentencePieceTokenizer : public Tokenizer {
 public:
   SentencePieceTokenizer(std::string path, const std::string &bytes)
       : path_(std::move(path)), sha256_(detail::sha256Hex(bytes)) {
-    auto status = processor_.LoadFromSerializedProto(bytes);
+    sentencepiece::util::Status status;
+    try {
+      status = processor_.LoadFromSerializedProto(bytes);
+    } catch (const std::exception &e) {
+      // The library's trie builder throws on some damaged models (a piece
+      // starting with a NUL byte) instead of returning a status.
+      throw Error(fmt::format("{}: not a SentencePiece model: {}", path_,
+                              e.what()));
+    }
     if (!status.ok())
       throw Error(fmt::format("{}: not a SentencePiece model: {}", path_,
                               status.ToString()));

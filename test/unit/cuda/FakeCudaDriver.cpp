@@ -26,11 +26,13 @@ constexpr CUresult kInvalidImage = 200;
 constexpr CUresult kNotFound = 500;
 constexpr CUresult kIllegalAddress = 700;
 
-struct Module {
-  int id;
-};
 struct Function {
   std::string name;
+};
+/// Owns its functions, as a real module does: unloading frees them.
+struct Module {
+  int id;
+  std::vector<std::unique_ptr<Function>> functions;
 };
 struct Graph {
   std::vector<Launch> launches;
@@ -144,15 +146,17 @@ CUresult cuModuleLoadData(void **module, const void *image) {
                   "ELF",
                   4) != 0)
     return kInvalidImage;
-  *module = new Module{static_cast<int>(++state.modulesLoaded)};
+  *module = new Module{static_cast<int>(++state.modulesLoaded), {}};
   return kSuccess;
 }
 
-CUresult cuModuleGetFunction(void **function, void *, const char *name) {
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
   // Every test kernel's name starts with "moek_".
   if (std::strncmp(name, "moek_", 5) != 0)
     return kNotFound;
-  *function = new Function{name};
+  auto &functions = static_cast<Module *>(module)->functions;
+  functions.push_back(std::make_unique<Function>(Function{name}));
+  *function = functions.back().get();
   return kSuccess;
 }
 
