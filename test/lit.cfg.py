@@ -7,8 +7,8 @@ from lit.llvm import llvm_config
 config.name = "MOEC"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".moe", ".test"]
-config.excludes = ["inputs", "unit", "package", "CMakeLists.txt", "lit.cfg.py",
-                   "lit.site.cfg.py"]
+config.excludes = ["inputs", "unit", "package", "fuzz", "CMakeLists.txt",
+                   "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moec_obj_root, "test")
 
