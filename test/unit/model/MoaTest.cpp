@@ -7,6 +7,7 @@
 
 #include "moec/Compiler.h"
 #include "moec/Session.h"
+#include "Decoding.h"
 #include "RandomWeights.h"
 
 #include <cmath>
@@ -14,7 +15,10 @@
 #include <gtest/gtest.h>
 
 using namespace moec;
+using moec::test::decodeIncrementally;
+using moec::test::expectAllClose;
 using moec::test::randomWeights;
+using moec::test::tensorValues;
 
 namespace {
 
@@ -250,13 +254,19 @@ data {
 )";
 }
 
-TEST(Moa, SourcePaddingNeverReachesTheDecoder) {
-  Session session(compileSource(translationSpec(), "t.moe"));
+/// Random routers for the translation spec's three MoA layers, so that
+/// routing depends on the input; `seed` picks the set.
+void setTranslationRouters(Session &session, uint64_t seed) {
   for (const char *layer :
        {"encoder.layers.0.moa", "decoder.layers.0.moa",
         "decoder.layers.0.cross_moa"})
     session.setParam(std::string(layer) + ".router",
-                     randomWeights({16, 4}, layer[0] + layer[17], 1.0));
+                     randomWeights({16, 4}, layer[0] + layer[17] + seed, 1.0));
+}
+
+TEST(Moa, SourcePaddingNeverReachesTheDecoder) {
+  Session session(compileSource(translationSpec(), "t.moe"));
+  setTranslationRouters(session, 0);
   auto batchWith = [](int32_t padToken) {
     Batch b = paddedBatch({7, 5}, 10, 0, 90);
     Tensor source = tokensBatch(2, 10, 9, 90).tokens;
@@ -283,24 +293,6 @@ TEST(Moa, SourcePaddingNeverReachesTheDecoder) {
   }
 }
 
-} // namespace
-
-namespace {
-
-std::vector<double> valuesOf(const Tensor &t) {
-  std::vector<double> v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    v[i] = t.at(i);
-  return v;
-}
-
-void expectAllClose(const std::vector<double> &got,
-                    const std::vector<double> &want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
-}
-
 // Incremental decoding with the KV cache (a prefill, then one token at a
 // time; the router sees only the new tokens) gives the full forward pass's
 // logits.
@@ -311,34 +303,16 @@ TEST(Moa, KvCacheDecodingMatchesTheFullForward) {
     session.setParam("layers." + std::to_string(layer) + ".moa.router",
                      randomWeights({16, 4}, 90 + layer, 1.0));
   Batch batch = tokensBatch(1, 12, 4, 40);
-  std::vector<double> full = valuesOf(session.logits(batch));
+  std::vector<double> full = tensorValues(session.logits(batch));
   const int32_t *ids = batch.tokens.data<int32_t>();
-  auto decode = [&](int begin, int end) {
-    std::vector<int32_t> chunk(ids + begin, ids + end);
-    return valuesOf(
-        session
-            .run("decode",
-                 {{"tokens", Tensor::of<int32_t>({1, end - begin}, chunk)},
-                  {"past", Tensor::of<int64_t>({}, {begin})}})
-            .at("logits"));
-  };
-  std::vector<double> got = decode(0, 5);
-  for (int t = 5; t < 12; ++t) {
-    std::vector<double> step = decode(t, t + 1);
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  expectAllClose(got, full);
+  expectAllClose(decodeIncrementally(session, {ids, ids + 12}, 5), full);
 }
 
 // An encoder-decoder decodes from the encoder's cached cross-attention keys
 // and values exactly what teacher forcing computes.
 TEST(Moa, CrossAttentionCacheMatchesTeacherForcing) {
   Session session(compileSource(translationSpec(), "t.moe"));
-  for (const char *layer :
-       {"encoder.layers.0.moa", "decoder.layers.0.moa",
-        "decoder.layers.0.cross_moa"})
-    session.setParam(std::string(layer) + ".router",
-                     randomWeights({16, 4}, layer[0] + layer[17] + 1, 1.0));
+  setTranslationRouters(session, 1);
   Batch batch = tokensBatch(1, 6, 5, 90);
   Tensor source = tokensBatch(1, 8, 6, 90).tokens;
   Tensor sourceMask(DType::I32, {1, 8});
@@ -349,21 +323,12 @@ TEST(Moa, CrossAttentionCacheMatchesTeacherForcing) {
     mask.data<int32_t>()[s] = 1;
   batch.inputs = {{"source", source}, {"source_mask", sourceMask},
                   {"mask", mask}};
-  std::vector<double> full = valuesOf(session.logits(batch));
+  std::vector<double> full = tensorValues(session.logits(batch));
   session.run("encode", {{"source", source}, {"source_mask", sourceMask}});
-  std::vector<double> got;
-  for (int t = 0; t < 6; ++t) {
-    std::vector<double> step = valuesOf(
-        session
-            .run("decode",
-                 {{"tokens", Tensor::of<int32_t>(
-                                 {1, 1}, {batch.tokens.data<int32_t>()[t]})},
-                  {"past", Tensor::of<int64_t>({}, {t})},
-                  {"source_mask", sourceMask}})
-            .at("logits"));
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  expectAllClose(got, full);
+  const int32_t *ids = batch.tokens.data<int32_t>();
+  expectAllClose(decodeIncrementally(session, {ids, ids + 6}, 1,
+                                     {{"source_mask", sourceMask}}),
+                 full);
 }
 
 } // namespace

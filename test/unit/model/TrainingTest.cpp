@@ -5,6 +5,7 @@
 #include "moec/Error.h"
 #include "moec/Session.h"
 #include "moec/ModelData.h"
+#include "Decoding.h"
 
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,9 @@
 #include <gtest/gtest.h>
 
 using namespace moec;
+using moec::test::decodeIncrementally;
+using moec::test::expectAllClose;
+using moec::test::tensorValues;
 
 namespace {
 
@@ -51,13 +55,6 @@ std::string tempPath(const std::string &name) {
   return (std::filesystem::temp_directory_path() /
           ("moec-" + std::to_string(::getpid()) + "-" + name))
       .string();
-}
-
-std::vector<double> values(const Tensor &t) {
-  std::vector<double> v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    v[i] = t.at(i);
-  return v;
 }
 
 // The acceptance criterion of the example: within its 300 steps the
@@ -154,14 +151,17 @@ TEST(Training, CheckpointRestoresParametersAndOptimizerState) {
   b.loadCheckpoint(path);
   EXPECT_EQ(b.step(), 3);
   Batch probe = data->batch(7, 2, 16);
-  EXPECT_EQ(values(a.run("forward", {{"tokens", probe.tokens}}).at("logits")),
-            values(b.run("forward", {{"tokens", probe.tokens}}).at("logits")));
+  auto logitsOf = [&](Session &session) {
+    return tensorValues(
+        session.run("forward", {{"tokens", probe.tokens}}).at("logits"));
+  };
+  EXPECT_EQ(logitsOf(a), logitsOf(b));
   // The moments came along: the next step is identical too.
   Batch next = data->batch(3, 4, 16);
   EXPECT_EQ(a.trainStep(next).scalars.at("loss"),
             b.trainStep(next).scalars.at("loss"));
-  EXPECT_EQ(values(a.param("layers.1.moe.w1")),
-            values(b.param("layers.1.moe.w1")));
+  EXPECT_EQ(tensorValues(a.param("layers.1.moe.w1")),
+            tensorValues(b.param("layers.1.moe.w1")));
   std::filesystem::remove(path);
 }
 
@@ -189,28 +189,11 @@ TEST(Decoding, KvCacheMatchesFullForward) {
     session.trainStep(data->batch(i, 4, 16));
   Tensor tokens = data->batch(42, 1, 12).tokens;
   std::vector<double> full =
-      values(session.run("forward", {{"tokens", tokens}}).at("logits"));
+      tensorValues(session.run("forward", {{"tokens", tokens}}).at("logits"));
 
   std::vector<int32_t> ids(tokens.data<int32_t>(),
                            tokens.data<int32_t>() + tokens.numel());
-  const int prefill = 5;
-  auto decode = [&](int begin, int end) {
-    std::vector<int32_t> chunk(ids.begin() + begin, ids.begin() + end);
-    return values(
-        session
-            .run("decode",
-                 {{"tokens", Tensor::of<int32_t>({1, end - begin}, chunk)},
-                  {"past", Tensor::of<int64_t>({}, {begin})}})
-            .at("logits"));
-  };
-  std::vector<double> got = decode(0, prefill);
-  for (int t = prefill; t < 12; ++t) {
-    std::vector<double> step = decode(t, t + 1);
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  ASSERT_EQ(got.size(), full.size());
-  for (size_t i = 0; i < full.size(); ++i)
-    ASSERT_NEAR(got[i], full[i], 1e-4 * (1 + std::abs(full[i]))) << i;
+  expectAllClose(decodeIncrementally(session, ids, 5), full);
 }
 
 TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
