@@ -53,17 +53,15 @@ SettingInfo computed(SettingInfo s, std::string text) {
 
 /// The limits the bundle reader and the runtime enforce, so that what
 /// `check` accepts is accepted downstream.
-constexpr double kMaxTokensPerBatch = 16777216.0; // 2^24: batch, lengths
-constexpr double kMaxSteps = 1099511627776.0;     // 2^40
-constexpr double kMaxSeed = 4611686018427387904.0; // 2^62
+constexpr double kMaxIntegerSetting = 2147483648.0; // 2^31: widths, counts
+constexpr double kMaxTokensPerBatch = 16777216.0;   // 2^24: batch, lengths
+constexpr double kMaxSteps = 1099511627776.0;       // 2^40
+constexpr double kMaxSeed = 4611686018427387904.0;  // 2^62
 
-/// An integer setting's range; the maximum defaults to 2^31.
 SettingInfo range(SettingInfo s, std::optional<double> min,
                   std::optional<double> max = std::nullopt) {
   s.min = min;
   s.max = max;
-  if (!s.max && s.type == SettingType::Integer)
-    s.max = kMaxIntegerSetting;
   return s;
 }
 
@@ -625,6 +623,12 @@ std::vector<OwnerInfo> buildSchema() {
         "`source<TAB>target` lines, or `parallel(\"src.txt\", "
         "\"tgt.txt\")` with aligned lines.",
         {});
+  // An integer setting whose row names no maximum takes the runtime's
+  // limit on widths and counts, so Sema and the reference both see it.
+  for (OwnerInfo &o : owners)
+    for (SettingInfo &setting : o.settings)
+      if (setting.type == SettingType::Integer && !setting.max)
+        setting.max = kMaxIntegerSetting;
   return owners;
 }
 

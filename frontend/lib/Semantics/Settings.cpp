@@ -143,16 +143,13 @@ bool Settings::inRange(const SettingInfo &s, const SpecValue &value,
         << limitText(v);
     return false;
   }
-  std::optional<double> max = s.max;
-  if (!max && s.type == SettingType::Integer)
-    max = kMaxIntegerSetting;
-  if ((!s.min || v >= *s.min) && (!max || v <= *max))
+  if ((!s.min || v >= *s.min) && (!s.max || v <= *s.max))
     return true;
   auto diag = reporter.error(value.range.Start);
   diag << "'" << s.name << "' of " << owner.what << " must be ";
-  if (max)
+  if (s.max)
     diag << "in [" << limitText(s.min.value_or(-HUGE_VAL)) << ", "
-         << limitText(*max) << "]";
+         << limitText(*s.max) << "]";
   else
     diag << ">= " << limitText(*s.min);
   diag << ", got ";

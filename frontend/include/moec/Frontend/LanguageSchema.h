@@ -29,10 +29,6 @@ enum class SettingType {
   TextList, ///< a list of strings: ["neg", "pos"]
 };
 
-/// The largest value of an integer setting whose table entry names no
-/// maximum (2^31): the bundle reader's limit on widths and counts.
-constexpr double kMaxIntegerSetting = 2147483648.0;
-
 /// A range limit as messages and the reference print it: "0.5", "2^31".
 std::string limitText(double v);
 
