@@ -5,6 +5,7 @@
 #include "moec/support/MoeDefs.h"
 #include "Philox.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -28,6 +29,36 @@ double sinusoid(int64_t i, int64_t width) {
   return c < half ? std::sin(angle) : std::cos(angle);
 }
 
+/// Elements i .. i + 3 (i a multiple of 4) of the parameter's initial value.
+void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
+              uint64_t stream, double bound, int64_t i, double (&out)[4]) {
+  switch (init) {
+  case defs::Init::Zeros:
+    return;
+  case defs::Init::Ones:
+    std::fill(out, out + 4, 1.0);
+    return;
+  case defs::Init::Normal:
+    for (int half = 0; half < 2; ++half) {
+      PhiloxBlock w = philoxBlock(seed, stream, i / 2 + half);
+      out[2 * half] = param.scale * normalFromWords(w[0], w[1]);
+      out[2 * half + 1] = param.scale * normalFromWords(w[2], w[3]);
+    }
+    return;
+  case defs::Init::Uniform:
+  case defs::Init::XavierUniform: {
+    PhiloxBlock w = philoxBlock(seed, stream, i / 4);
+    for (int j = 0; j < 4; ++j)
+      out[j] = bound * (2.0 * uniformFromWord(w[j]) - 1.0);
+    return;
+  }
+  case defs::Init::Sinusoidal:
+    for (int j = 0; j < 4; ++j)
+      out[j] = sinusoid(i + j, param.shape.back());
+    return;
+  }
+}
+
 } // namespace
 
 Tensor initialValue(const ParamInfo &param, uint64_t seed) {
@@ -44,34 +75,33 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
     int64_t fanOut = param.shape.back();
     bound = param.scale * std::sqrt(6.0 / static_cast<double>(fanIn + fanOut));
   }
-  auto value = [&](int64_t i) -> double {
-    switch (*init) {
-    case defs::Init::Zeros:
-      return 0.0;
-    case defs::Init::Ones:
-      return 1.0;
-    case defs::Init::Normal:
-      return param.scale * philoxNormal(seed, stream, i);
-    case defs::Init::Uniform:
-    case defs::Init::XavierUniform:
-      return bound * (2.0 * philoxUniform(seed, stream, i) - 1.0);
-    case defs::Init::Sinusoidal:
-      return sinusoid(i, param.shape.back());
+  // Values come four at a time from one Philox block (two for normals);
+  // chunks of blocks are drawn in parallel, each value still a function of
+  // its index alone.
+  auto fill = [&](auto *out, auto convert) {
+    constexpr int64_t kChunk = 4096; // elements, a multiple of 4
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      for (int64_t i = begin; i < end; i += 4) {
+        double v[4] = {0, 0, 0, 0};
+        valuesAt(*init, param, seed, stream, bound, i, v);
+        for (int64_t j = i; j < std::min(end, i + 4); ++j)
+          out[j] = convert(v[j - i]);
+      }
     }
-    return 0.0;
   };
   switch (param.dtype) {
   case DType::F32:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<float>()[i] = static_cast<float>(value(i));
+    fill(t.data<float>(), [](double v) { return static_cast<float>(v); });
     break;
   case DType::F64:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<double>()[i] = value(i);
+    fill(t.data<double>(), [](double v) { return v; });
     break;
   case DType::BF16:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<uint16_t>()[i] = bf16FromFloat(static_cast<float>(value(i)));
+    fill(t.data<uint16_t>(),
+         [](double v) { return bf16FromFloat(static_cast<float>(v)); });
     break;
   default:
     throw Error(fmt::format("parameter '{}': cannot initialise a {} tensor",

@@ -20,28 +20,35 @@ PhiloxBlock philox4x32(PhiloxBlock c, PhiloxKey k) {
   return c;
 }
 
-static uint32_t philoxWord(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t block = index / 4;
+PhiloxBlock philoxBlock(uint64_t seed, uint64_t stream, uint64_t block) {
   PhiloxBlock counter = {static_cast<uint32_t>(block),
                          static_cast<uint32_t>(block >> 32),
                          static_cast<uint32_t>(stream),
                          static_cast<uint32_t>(stream >> 32)};
   PhiloxKey key = {static_cast<uint32_t>(seed),
                    static_cast<uint32_t>(seed >> 32)};
-  return philox4x32(counter, key)[index % 4];
+  return philox4x32(counter, key);
+}
+
+double uniformFromWord(uint32_t word) {
+  return static_cast<double>(word >> 8) * (1.0 / 16777216.0);
+}
+
+double normalFromWords(uint32_t first, uint32_t second) {
+  // u1 in (0, 1] keeps the logarithm finite.
+  double u1 = static_cast<double>((first >> 8) + 1) * (1.0 / 16777216.0);
+  double u2 = uniformFromWord(second);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 double philoxUniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  return static_cast<double>(philoxWord(seed, stream, index) >> 8) *
-         (1.0 / 16777216.0);
+  return uniformFromWord(philoxBlock(seed, stream, index / 4)[index % 4]);
 }
 
 double philoxNormal(uint64_t seed, uint64_t stream, uint64_t index) {
-  // u1 in (0, 1] keeps the logarithm finite.
-  double u1 = static_cast<double>((philoxWord(seed, stream, 2 * index) >> 8) + 1) *
-              (1.0 / 16777216.0);
-  double u2 = philoxUniform(seed, stream, 2 * index + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  PhiloxBlock words = philoxBlock(seed, stream, index / 2);
+  int first = 2 * static_cast<int>(index % 2);
+  return normalFromWords(words[first], words[first + 1]);
 }
 
 uint64_t streamId(std::string_view name) {

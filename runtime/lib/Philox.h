@@ -32,6 +32,14 @@ double philoxUniform(uint64_t seed, uint64_t stream, uint64_t index);
 /// 2i + 1 of the stream.
 double philoxNormal(uint64_t seed, uint64_t stream, uint64_t index);
 
+/// Block `block` of the stream: uniforms 4 block .. 4 block + 3 are its
+/// words through uniformFromWord, and normals 2 block and 2 block + 1 are
+/// normalFromWords of words (0, 1) and (2, 3). Initialisers draw whole
+/// blocks; the two functions above compute one block per number.
+PhiloxBlock philoxBlock(uint64_t seed, uint64_t stream, uint64_t block);
+double uniformFromWord(uint32_t word);
+double normalFromWords(uint32_t first, uint32_t second);
+
 /// A stable 64-bit stream id for a name (FNV-1a), e.g. a parameter's name.
 uint64_t streamId(std::string_view name);
 

@@ -164,6 +164,114 @@ TEST(CpuAttention, KeyMaskEqualsAttendingToTheUnmaskedKeysOnly) {
                Error);
 }
 
+/// Attention and its gradient by the definition, one (batch, head, query)
+/// at a time in double: the reference for the blocked kernels.
+struct NaiveAttention {
+  int64_t batch, sq, sk, heads, kvHeads, dh;
+  double scale;
+  std::vector<double> q, k, v, dout, mask; // mask: 1 keeps a key
+  std::vector<double> out, lse, dq, dk, dv;
+
+  void run() {
+    out.assign(q.size(), 0);
+    dq.assign(q.size(), 0);
+    dk.assign(k.size(), 0);
+    dv.assign(v.size(), 0);
+    lse.assign(batch * heads * sq, -INFINITY);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < sq; ++i)
+          query(b, h, i);
+  }
+
+  void query(int64_t b, int64_t h, int64_t i) {
+    const int64_t g = h / (heads / kvHeads), n = i + sk - sq + 1;
+    auto qAt = [&](int64_t c) { return ((b * sq + i) * heads + h) * dh + c; };
+    auto kvAt = [&](int64_t j, int64_t c) {
+      return ((b * sk + j) * kvHeads + g) * dh + c;
+    };
+    std::vector<double> s(n, -INFINITY);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      if (mask[b * sk + j] == 0)
+        continue;
+      s[j] = 0;
+      for (int64_t c = 0; c < dh; ++c)
+        s[j] += scale * q[qAt(c)] * k[kvAt(j, c)];
+      m = std::max(m, s[j]);
+    }
+    if (m == -INFINITY)
+      return;
+    double sum = 0;
+    for (double &x : s)
+      sum += (x = std::exp(x - m));
+    for (double &x : s)
+      x /= sum;
+    lse[(b * heads + h) * sq + i] = m + std::log(sum);
+    std::vector<double> dp(n, 0);
+    double rowD = 0;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < dh; ++c) {
+        out[qAt(c)] += s[j] * v[kvAt(j, c)];
+        dp[j] += dout[qAt(c)] * v[kvAt(j, c)];
+      }
+    for (int64_t j = 0; j < n; ++j)
+      rowD += s[j] * dp[j];
+    for (int64_t j = 0; j < n; ++j) {
+      double ds = s[j] * (dp[j] - rowD);
+      for (int64_t c = 0; c < dh; ++c) {
+        dq[qAt(c)] += scale * ds * k[kvAt(j, c)];
+        dk[kvAt(j, c)] += scale * ds * q[qAt(c)];
+        dv[kvAt(j, c)] += s[j] * dout[qAt(c)];
+      }
+    }
+  }
+};
+
+void expectNear(const Tensor &actual, const std::vector<double> &expected,
+                double tol, const std::string &what) {
+  std::vector<double> got = values(actual);
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isinf(expected[i]))
+      EXPECT_EQ(got[i], expected[i]) << what << " #" << i;
+    else
+      EXPECT_NEAR(got[i], expected[i], tol) << what << " #" << i;
+}
+
+TEST(CpuAttention, BlockedF32KernelsMatchTheDefinition) {
+  // 150 queries span three query blocks; 170 keys make the causal window
+  // start at 21; grouped heads and a key mask that empties the first
+  // queries' windows in batch 1.
+  const int64_t batch = 2, sq = 150, sk = 170, heads = 4, kvHeads = 2, dh = 16;
+  Tensor q = randomTensor(DType::F32, {batch, sq, heads * dh}, 11);
+  Tensor k = randomTensor(DType::F32, {batch, sk, kvHeads * dh}, 12);
+  Tensor v = randomTensor(DType::F32, {batch, sk, kvHeads * dh}, 13);
+  Tensor dout = randomTensor(DType::F32, {batch, sq, heads * dh}, 14);
+  std::vector<int32_t> maskValues(batch * sk, 1);
+  for (int64_t j = 0; j < 30; ++j)
+    maskValues[sk + j] = 0;
+  maskValues[77] = maskValues[sk + 100] = 0;
+  Tensor mask = Tensor::of<int32_t>({batch, sk}, maskValues);
+  Json attrs = attnAttrs(heads, kvHeads, 0.25, true);
+
+  NaiveAttention ref{batch, sq, sk, heads, kvHeads, dh, 0.25,
+                     values(q), values(k), values(v), values(dout),
+                     std::vector<double>(maskValues.begin(), maskValues.end())};
+  ref.run();
+  std::vector<Tensor> fwd =
+      runKernel("moe.attention", {q, k, v, absent(), mask},
+                {like(q), zeros(DType::F32, {batch, heads, sq})}, attrs);
+  expectNear(fwd[0], ref.out, 2e-6, "out");
+  expectNear(fwd[1], ref.lse, 2e-6, "lse");
+  std::vector<Tensor> grads =
+      runKernel("moe.attention_grad", {q, k, v, fwd[0], fwd[1], dout, mask},
+                {like(q), like(k), like(v)}, attrs);
+  expectNear(grads[0], ref.dq, 2e-6, "dq");
+  expectNear(grads[1], ref.dk, 2e-6, "dk");
+  expectNear(grads[2], ref.dv, 2e-6, "dv");
+}
+
 TEST(CpuAttention, KvCacheWriteCopiesWhenNotAliased) {
   Tensor cache = Tensor::of<float>({1, 3, 1}, {1, 2, 3});
   Tensor update = Tensor::of<float>({1, 1, 1}, {9});

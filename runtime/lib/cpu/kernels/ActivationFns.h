@@ -9,6 +9,7 @@
 #define MOEC_RUNTIME_CPU_KERNELS_ACTIVATIONFNS_H
 
 #include "Common.h"
+#include "FastMath.h"
 
 #include <cmath>
 
@@ -23,8 +24,7 @@ constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1 / sqrt(2 pi)
 
 /// f(x) and, through `dfdx`, f'(x) (relu'(0) = 0), evaluating each kind's
-/// transcendental once. value() below uses the same expressions, so the
-/// backward recomputes exactly the forward's activations.
+/// transcendental once.
 template <Activation K, typename T> inline T valueAndDerivative(T x, T &dfdx) {
   if constexpr (K == Activation::Identity) {
     dfdx = T(1);
@@ -54,28 +54,32 @@ template <Activation K, typename T> inline T valueAndDerivative(T x, T &dfdx) {
   }
 }
 
-/// f(x) alone, with valueAndDerivative's expressions for the value.
-template <Activation K, typename T> inline T value(T x) {
-  if constexpr (K == Activation::Identity)
-    return x;
-  else if constexpr (K == Activation::Relu)
-    return x > T(0) ? x : T(0);
-  else if constexpr (K == Activation::GeluTanh) {
-    T x2 = x * x;
-    T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x2 * x));
-    return T(0.5) * x * (T(1) + t);
-  } else if constexpr (K == Activation::GeluErf)
-    return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
-  else if constexpr (K == Activation::Silu)
-    return x / (T(1) + std::exp(-x));
-  else
-    return std::tanh(x);
+/// y[i] = f(x[i]) for i < n and, with `dydx`, f'(x[i]); float GELU (tanh)
+/// and SiLU go through the vectorised loops of FastMath.h. Whether dydx is
+/// asked for never changes y.
+template <Activation K, typename T>
+void values(const T *x, T *y, T *dydx, int64_t n) {
+  if constexpr (std::is_same_v<T, float> && K == Activation::GeluTanh)
+    return geluTanhValues(x, y, dydx, n);
+  else if constexpr (std::is_same_v<T, float> && K == Activation::Silu)
+    return siluValues(x, y, dydx, n);
+  for (int64_t i = 0; i < n; ++i) {
+    T dfdx;
+    y[i] = valueAndDerivative<K>(x[i], dfdx);
+    if (dydx)
+      dydx[i] = dfdx;
+  }
 }
 
-template <Activation K, typename T> inline T derivative(T x) {
-  T dfdx;
-  valueAndDerivative<K>(x, dfdx);
-  return dfdx;
+/// values() over n elements in parallel chunks.
+template <Activation K, typename T>
+void valuesInParallel(const T *x, T *y, T *dydx, int64_t n) {
+  constexpr int64_t kChunk = 4096;
+  parallelFor((n + kChunk - 1) / kChunk, 20 * kChunk, [&](int64_t c) {
+    int64_t i0 = c * kChunk;
+    values<K>(x + i0, y + i0, dydx ? dydx + i0 : nullptr,
+              std::min(kChunk, n - i0));
+  });
 }
 
 /// Calls `fn(std::integral_constant<Activation, K>{})` for the runtime kind,

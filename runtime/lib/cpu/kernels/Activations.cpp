@@ -20,9 +20,8 @@ template <typename T> void activation(KernelContext &ctx) {
   const T *in = x.as<T>();
   T *out = y.as<T>();
   act::withKind(kind, [&](auto k) {
-    parallelFor(x.numel(), 20, [&](int64_t i) {
-      out[i] = act::value<decltype(k)::value>(in[i]);
-    });
+    act::valuesInParallel<decltype(k)::value>(in, out, static_cast<T *>(nullptr),
+                                              x.numel());
   });
 }
 
@@ -37,9 +36,16 @@ template <typename T> void activationGrad(KernelContext &ctx) {
     return;
   const T *in = x.as<T>(), *g = dy.as<T>();
   T *out = dx.as<T>();
+  // dx = f'(x) dy in chunks, with f(x) into a chunk-sized buffer.
+  constexpr int64_t kChunk = 2048;
+  const int64_t n = x.numel();
   act::withKind(kind, [&](auto k) {
-    parallelFor(x.numel(), 20, [&](int64_t i) {
-      out[i] = act::derivative<decltype(k)::value>(in[i]) * g[i];
+    parallelFor((n + kChunk - 1) / kChunk, 20 * kChunk, [&](int64_t c) {
+      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
+      T value[kChunk];
+      act::values<decltype(k)::value>(in + i0, value, out + i0, count);
+      for (int64_t i = i0; i < i0 + count; ++i)
+        out[i] *= g[i];
     });
   });
 }

@@ -1,13 +1,18 @@
 //===- Attention.cpp - grouped-query attention and the KV cache -----------===//
 //
-// Two-pass softmax per (batch, head, query) with scores, sums and outputs in
-// double. Causality and the cache limit make the keys a query may see a
-// prefix 0..n-1 of the keys; the key mask (padding) then removes keys from
-// that prefix.
+// Blocked attention per (batch, head): a block of queries is scored against
+// every key it may see with one BLAS call, softmaxed in place (fast exp,
+// sums in double) and multiplied by V with a second call; the backward does
+// the same per block with four calls. Causality and the cache limit make the
+// keys a query may see a prefix 0..n-1 of the keys; the key mask (padding)
+// then removes keys from that prefix. Each (batch, head) or (batch, K/V
+// head) is one task with a fixed order of operations, so the thread count
+// never changes a result.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "FastMath.h"
 #include "Kernels.h"
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 namespace moec::cpu {
@@ -100,47 +106,51 @@ template <typename T> double dot(const T *a, const T *b, int64_t n) {
   return s;
 }
 
-/// K/V head g of batch b, transposed to [dh, Sk] in double: scores against
-/// all keys then loop over keys innermost (vectorisable), while each score
-/// still sums over c in ascending order.
-template <typename T>
-void transposeHead(const T *src, int64_t b, int64_t g, const AttnDims &dims,
-                   std::vector<double> &dst) {
-  int64_t sk = dims.sk, dh = dims.dh;
-  dst.resize(dh * sk);
-  for (int64_t j = 0; j < sk; ++j) {
-    const T *row = src + ((b * sk + j) * dims.kvHeads + g) * dh;
-    for (int64_t c = 0; c < dh; ++c)
-      dst[c * sk + j] = row[c];
-  }
-}
-
-/// s[j] = scale * <x, kt[:, j]> for j < n.
-template <typename T>
-void rowScores(const T *x, const std::vector<double> &kt, const AttnDims &dims,
-               int64_t n, double scale, double *s) {
-  std::fill(s, s + n, 0.0);
-  for (int64_t c = 0; c < dims.dh; ++c) {
-    double xc = x[c];
-    const double *kc = kt.data() + c * dims.sk;
-    for (int64_t j = 0; j < n; ++j)
-      s[j] += xc * kc[j];
-  }
-  for (int64_t j = 0; j < n; ++j)
-    s[j] *= scale;
-}
-
 constexpr double kNoScore = -std::numeric_limits<double>::infinity();
 
-/// Sets the scores of masked keys among the first n of batch b to -inf;
-/// returns the largest remaining score (-inf when none is left).
-double maskScores(const AttnDims &dims, int64_t b, int64_t n, double *s) {
+/// Queries per block: the block's scores (rows x visible keys) stay within
+/// about 4 MiB of scratch, and at most 64 rows.
+int64_t queryBlock(const AttnDims &dims) {
+  return std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(dims.sk, 1),
+                             1, 64);
+}
+
+/// Row-major views of one head: row i of Q (or dO, O) and row j of K (or V).
+struct HeadViews {
+  int64_t qStride, kvStride;
+  int64_t qRow(const AttnDims &d, int64_t b, int64_t h, int64_t i) const {
+    return ((b * d.sq + i) * d.heads + h) * d.dh;
+  }
+  int64_t kvRow(const AttnDims &d, int64_t b, int64_t g, int64_t j) const {
+    return ((b * d.sk + j) * d.kvHeads + g) * d.dh;
+  }
+};
+
+HeadViews headViews(const AttnDims &dims) {
+  return {dims.heads * dims.dh, dims.kvHeads * dims.dh};
+}
+
+/// Turns row `s` (the first `n` of `width` scores of a query of batch b)
+/// into softmax weights exp(s - shift), zero for masked and invisible keys.
+/// With `shift` unset it is the row's maximum; returns that shift, or -inf
+/// when the query sees no key (then the row is all zero).
+template <typename T>
+double softmaxWeights(const AttnDims &dims, int64_t b, T *s, int64_t n,
+                      int64_t width, std::optional<double> shift) {
   double m = kNoScore;
   for (int64_t j = 0; j < n; ++j) {
     if (!dims.keyKept(b, j))
-      s[j] = kNoScore;
-    m = std::max(m, s[j]);
+      s[j] = static_cast<T>(kNoScore);
+    m = std::max(m, static_cast<double>(s[j]));
   }
+  if (shift)
+    m = *shift;
+  if (m == kNoScore) {
+    std::fill(s, s + width, T(0));
+    return m;
+  }
+  expShiftedInPlace(s, n, static_cast<T>(m));
+  std::fill(s + n, s + width, T(0));
   return m;
 }
 
@@ -158,42 +168,57 @@ template <typename T> void attention(KernelContext &ctx) {
     expectDType(ctx, lse, dtypeOf<T>(), "lse");
     expectShape(ctx, lse, {dims.batch, dims.heads, dims.sq}, "lse");
   }
+  if (!out.present() && !lse.present())
+    return;
   const T *qp = q.as<T>(), *kp = k.as<T>(), *vp = v.as<T>();
-  T *op = out.as<T>(), *lp = lse.as<T>();
-  int64_t H = dims.heads, Hkv = dims.kvHeads, dh = dims.dh;
+  T *lp = lse.as<T>();
+  const int64_t H = dims.heads, dh = dims.dh, block = queryBlock(dims);
+  const HeadViews hv = headViews(dims);
   parallelFor(dims.batch * H, 4 * dims.sq * dims.sk * dh, [&](int64_t bh) {
-    int64_t b = bh / H, h = bh % H, g = dims.kvHead(h);
-    std::vector<double> s(dims.sk), acc(dh), kt;
-    transposeHead(kp, b, g, dims, kt);
-    for (int64_t i = 0; i < dims.sq; ++i) {
-      int64_t n = dims.visible(i);
-      int64_t qRow = ((b * dims.sq + i) * H + h) * dh;
-      double logSum = kNoScore;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      rowScores(qp + qRow, kt, dims, n, dims.scale, s.data());
-      double m = maskScores(dims, b, n, s.data());
-      if (m != kNoScore) {
-        double sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          if (s[j] == kNoScore)
-            continue;
-          double e = std::exp(s[j] - m);
-          sum += e;
-          const T *vj = vp + ((b * dims.sk + j) * Hkv + g) * dh;
-          for (int64_t c = 0; c < dh; ++c)
-            acc[c] += e * vj[c];
+    const int64_t b = bh / H, h = bh % H, g = dims.kvHead(h);
+    Scratch scratch;
+    T *s = scratch.get<T>(block * dims.sk);
+    // Without an output tensor (lse alone) the products go to scratch.
+    T *oScratch = out.present() ? nullptr : scratch.get<T>(block * dh);
+    const int64_t oStride = out.present() ? hv.qStride : dh;
+    std::vector<double> inverse(block);
+    for (int64_t i0 = 0; i0 < dims.sq; i0 += block) {
+      const int64_t rows = std::min(block, dims.sq - i0);
+      const int64_t width = dims.visible(i0 + rows - 1);
+      T *oBlock = out.present() ? out.as<T>() + hv.qRow(dims, b, h, i0)
+                                : oScratch;
+      if (width == 0) {
+        for (int64_t r = 0; r < rows; ++r) {
+          std::fill(oBlock + r * oStride, oBlock + r * oStride + dh, T(0));
+          if (lp)
+            lp[(b * H + h) * dims.sq + i0 + r] = static_cast<T>(kNoScore);
         }
-        for (int64_t c = 0; c < dh; ++c)
-          acc[c] /= sum;
-        logSum = m + std::log(sum);
+        continue;
       }
-      // A query that sees no key (causal with Sk < Sq, or every key
-      // masked) outputs 0, lse -inf.
-      if (op)
+      gemmSerial<T>(false, true, rows, width, dh, static_cast<T>(dims.scale),
+                    qp + hv.qRow(dims, b, h, i0), hv.qStride,
+                    kp + hv.kvRow(dims, b, g, 0), hv.kvStride, T(0), s, width);
+      for (int64_t r = 0; r < rows; ++r) {
+        T *row = s + r * width;
+        const int64_t n = dims.visible(i0 + r);
+        double m = softmaxWeights(dims, b, row, n, width, std::nullopt);
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j)
+          sum += row[j];
+        // A query that sees no key (causal with Sk < Sq, or every key
+        // masked) outputs 0, lse -inf.
+        inverse[r] = m == kNoScore ? 0.0 : 1.0 / sum;
+        if (lp)
+          lp[(b * H + h) * dims.sq + i0 + r] =
+              static_cast<T>(m == kNoScore ? kNoScore : m + std::log(sum));
+      }
+      gemmSerial<T>(false, false, rows, dh, width, T(1), s, width,
+                    vp + hv.kvRow(dims, b, g, 0), hv.kvStride, T(0), oBlock,
+                    oStride);
+      for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < dh; ++c)
-          op[qRow + c] = static_cast<T>(acc[c]);
-      if (lp)
-        lp[(b * H + h) * dims.sq + i] = static_cast<T>(logSum);
+          oBlock[r * oStride + c] =
+              static_cast<T>(oBlock[r * oStride + c] * inverse[r]);
     }
   });
 }
@@ -225,50 +250,64 @@ template <typename T> void attentionGrad(KernelContext &ctx) {
 
   const T *qp = q.as<T>(), *kp = k.as<T>(), *vp = v.as<T>();
   const T *op = out.as<T>(), *lp = lse.as<T>(), *gp = dout.as<T>();
-  int64_t H = dims.heads, Hkv = dims.kvHeads, dh = dims.dh, sk = dims.sk;
-  int64_t group = H / Hkv;
-  // One iteration per (batch, K/V head): it owns dk and dv of that head and
-  // dq of the query heads reading it, so every sum has a fixed order.
+  const int64_t H = dims.heads, Hkv = dims.kvHeads, dh = dims.dh;
+  const int64_t sk = dims.sk, group = H / Hkv, block = queryBlock(dims);
+  const HeadViews hv = headViews(dims);
+  const T scale = static_cast<T>(dims.scale);
+  // One task per (batch, K/V head): it owns dk and dv of that head and dq
+  // of the query heads reading it, so every sum has a fixed order.
   parallelFor(dims.batch * Hkv, 8 * group * dims.sq * sk * dh, [&](int64_t bg) {
-    int64_t b = bg / Hkv, g = bg % Hkv;
-    std::vector<double> dkAcc(sk * dh, 0.0), dvAcc(sk * dh, 0.0), dqAcc(dh);
-    std::vector<double> kt, vt, p(sk), dp(sk);
-    transposeHead(kp, b, g, dims, kt);
-    transposeHead(vp, b, g, dims, vt);
+    const int64_t b = bg / Hkv, g = bg % Hkv;
+    Scratch scratch;
+    T *p = scratch.get<T>(block * sk), *ds = scratch.get<T>(block * sk);
+    T *dkAcc = scratch.get<T>(sk * dh), *dvAcc = scratch.get<T>(sk * dh);
+    T *dqScratch = dq.present() ? nullptr : scratch.get<T>(block * dh);
+    std::fill(dkAcc, dkAcc + sk * dh, T(0));
+    std::fill(dvAcc, dvAcc + sk * dh, T(0));
+    const T *kHead = kp + hv.kvRow(dims, b, g, 0);
+    const T *vHead = vp + hv.kvRow(dims, b, g, 0);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t i = 0; i < dims.sq; ++i) {
-        int64_t n = dims.visible(i);
-        int64_t qRow = ((b * dims.sq + i) * H + h) * dh;
-        std::fill(dqAcc.begin(), dqAcc.end(), 0.0);
-        double l = lp[(b * H + h) * dims.sq + i];
-        double rowD = dot(gp + qRow, op + qRow, dh);
-        rowScores(qp + qRow, kt, dims, n, dims.scale, p.data());
-        rowScores(gp + qRow, vt, dims, n, 1.0, dp.data());
-        for (int64_t j = 0; j < n; ++j) {
-          if (!dims.keyKept(b, j))
-            continue;
-          int64_t kvRow = ((b * sk + j) * Hkv + g) * dh;
-          double pj = std::exp(p[j] - l);
-          double ds = pj * (dp[j] - rowD);
-          for (int64_t c = 0; c < dh; ++c) {
-            dqAcc[c] += ds * kp[kvRow + c];
-            dkAcc[j * dh + c] += dims.scale * ds * qp[qRow + c];
-            dvAcc[j * dh + c] += pj * gp[qRow + c];
-          }
+      for (int64_t i0 = 0; i0 < dims.sq; i0 += block) {
+        const int64_t rows = std::min(block, dims.sq - i0);
+        const int64_t width = dims.visible(i0 + rows - 1);
+        const int64_t row0 = hv.qRow(dims, b, h, i0);
+        T *dqBlock = dq.present() ? dq.as<T>() + row0 : dqScratch;
+        const int64_t dqStride = dq.present() ? hv.qStride : dh;
+        if (width == 0) {
+          for (int64_t r = 0; r < rows; ++r)
+            std::fill(dqBlock + r * dqStride, dqBlock + r * dqStride + dh,
+                      T(0));
+          continue;
         }
-        if (dq.present())
-          for (int64_t c = 0; c < dh; ++c)
-            dq.as<T>()[qRow + c] = static_cast<T>(dims.scale * dqAcc[c]);
+        // p = softmax weights recomputed from lse; ds = dL/dscores.
+        gemmSerial<T>(false, true, rows, width, dh, scale, qp + row0,
+                      hv.qStride, kHead, hv.kvStride, T(0), p, width);
+        gemmSerial<T>(false, true, rows, width, dh, T(1), gp + row0,
+                      hv.qStride, vHead, hv.kvStride, T(0), ds, width);
+        for (int64_t r = 0; r < rows; ++r) {
+          T *pRow = p + r * width, *dsRow = ds + r * width;
+          const int64_t n = dims.visible(i0 + r);
+          const int64_t at = row0 + r * hv.qStride;
+          double l = lp[(b * H + h) * dims.sq + i0 + r];
+          softmaxWeights(dims, b, pRow, n, width, l);
+          const double rowD = dot(gp + at, op + at, dh);
+          for (int64_t j = 0; j < width; ++j)
+            dsRow[j] = static_cast<T>(pRow[j] * (dsRow[j] - rowD));
+        }
+        gemmSerial<T>(false, false, rows, dh, width, scale, ds, width, kHead,
+                      hv.kvStride, T(0), dqBlock, dqStride);
+        gemmSerial<T>(true, false, width, dh, rows, scale, ds, width,
+                      qp + row0, hv.qStride, T(1), dkAcc, dh);
+        gemmSerial<T>(true, false, width, dh, rows, T(1), p, width, gp + row0,
+                      hv.qStride, T(1), dvAcc, dh);
       }
     }
     for (int64_t j = 0; j < sk; ++j) {
-      int64_t kvRow = ((b * sk + j) * Hkv + g) * dh;
-      for (int64_t c = 0; c < dh; ++c) {
-        if (dk.present())
-          dk.as<T>()[kvRow + c] = static_cast<T>(dkAcc[j * dh + c]);
-        if (dv.present())
-          dv.as<T>()[kvRow + c] = static_cast<T>(dvAcc[j * dh + c]);
-      }
+      const int64_t row = hv.kvRow(dims, b, g, j);
+      if (dk.present())
+        std::copy(dkAcc + j * dh, dkAcc + (j + 1) * dh, dk.as<T>() + row);
+      if (dv.present())
+        std::copy(dvAcc + j * dh, dvAcc + (j + 1) * dh, dv.as<T>() + row);
     }
   });
 }

@@ -189,10 +189,8 @@ static int blasInt(int64_t v) {
   return static_cast<int>(v);
 }
 
-namespace {
-
 template <typename T>
-void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               T alpha, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
               T *c, int64_t ldc) {
   CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
@@ -204,6 +202,8 @@ void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     cblas_dgemm(CblasRowMajor, ta, tb, blasInt(m), blasInt(n), blasInt(k),
                 alpha, a, blasInt(lda), b, blasInt(ldb), beta, c, blasInt(ldc));
 }
+
+namespace {
 
 /// Rows (or columns) of C per BLAS call. The partition of C is fixed, and
 /// every call runs inside our own parallel loop, where the OpenMP build of
@@ -232,7 +232,7 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
     parallelFor(blocks, kGemmBlock * n * k, [&](int64_t blk) {
       int64_t r0 = blk * kGemmBlock, rows = std::min(kGemmBlock, m - r0);
       const T *aBlock = transA ? a + r0 : a + r0 * lda;
-      blasGemm(transA, transB, rows, n, k, alpha, aBlock, lda, b, ldb, beta,
+      gemmSerial(transA, transB, rows, n, k, alpha, aBlock, lda, b, ldb, beta,
                c + r0 * ldc, ldc);
     });
   } else {
@@ -241,7 +241,7 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
     parallelFor(blocks, kGemmBlock * m * k, [&](int64_t blk) {
       int64_t c0 = blk * kGemmBlock, cols = std::min(kGemmBlock, n - c0);
       const T *bBlock = transB ? b + c0 * ldb : b + c0;
-      blasGemm(transA, transB, m, cols, k, alpha, a, lda, bBlock, ldb, beta,
+      gemmSerial(transA, transB, m, cols, k, alpha, a, lda, bBlock, ldb, beta,
                c + c0, ldc);
     });
   }
@@ -253,5 +253,12 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float,
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double,
                            const double *, int64_t, const double *, int64_t,
                            double, double *, int64_t);
+template void gemmSerial<float>(bool, bool, int64_t, int64_t, int64_t, float,
+                                const float *, int64_t, const float *, int64_t,
+                                float, float *, int64_t);
+template void gemmSerial<double>(bool, bool, int64_t, int64_t, int64_t,
+                                 double, const double *, int64_t,
+                                 const double *, int64_t, double, double *,
+                                 int64_t);
 
 } // namespace moec::cpu

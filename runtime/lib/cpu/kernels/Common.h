@@ -127,6 +127,13 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
           const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
           int64_t ldc);
 
+/// gemm on the calling thread, in one BLAS call: for kernels that already
+/// run in a parallel loop. Sizes must be positive.
+template <typename T>
+void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                T beta, T *c, int64_t ldc);
+
 /// Uninitialised temporary buffers that stay allocated on the calling thread
 /// between kernel calls, so a kernel's large temporaries (the expert FFN's
 /// gathered matrices) do not page-fault afresh on every call. Buffers are

@@ -132,14 +132,12 @@ Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
   const T *a = hid.a, *u = hid.u;
   T *actA = hid.actA, *h = hid.h, *dAct = hid.dAct;
   act::withKind(kind, [&](auto kc) {
-    constexpr Activation K = decltype(kc)::value;
     parallelFor(rows, 25 * f, [&](int64_t r) {
-      for (int64_t i = r * f; i < (r + 1) * f; ++i) {
-        actA[i] = withDerivative ? act::valueAndDerivative<K>(a[i], dAct[i])
-                                 : act::value<K>(a[i]);
-        if (glu)
+      act::values<decltype(kc)::value>(a + r * f, actA + r * f,
+                                       dAct ? dAct + r * f : nullptr, f);
+      if (glu)
+        for (int64_t i = r * f; i < (r + 1) * f; ++i)
           h[i] = actA[i] * u[i];
-      }
     });
   });
   return hid;

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""PyTorch (CPU) peer of moec's decoder MoE language model, for throughput.
+
+The model mirrors examples/moe_lm.moe grown by the flags: learned positions,
+pre-norm blocks with layer norm, causal multi-head attention on every
+block, a top-k mixture of GELU (tanh) experts on every second block
+(softmax router, raw gates, no capacity) and a dense GELU FFN on the
+others, a final norm and an untied LM head; cross-entropy plus the Switch
+balance loss and the router z-loss; AdamW. The experts run as the papers'
+code runs them: a loop over experts with an index gather and an
+index_add combine. Prints the mean ms/step after warm-up.
+"""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MoE(nn.Module):
+    def __init__(self, d, experts, hidden, k):
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * d**-0.5)
+        self.b1 = nn.Parameter(torch.zeros(experts, hidden))
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden**-0.5)
+        self.b2 = nn.Parameter(torch.zeros(experts, d))
+
+    def forward(self, x):
+        n, d = x.shape
+        logits = self.router(x)
+        probs = logits.softmax(-1)
+        gates, experts = probs.topk(self.k, dim=-1)
+        y = torch.zeros_like(x)
+        flat = experts.reshape(-1)
+        token = torch.arange(n).repeat_interleave(self.k)
+        for e in range(self.w1.shape[0]):
+            pick = (flat == e).nonzero(as_tuple=True)[0]
+            if pick.numel() == 0:
+                continue
+            rows = token[pick]
+            h = F.gelu(x[rows] @ self.w1[e] + self.b1[e], approximate="tanh")
+            out = (h @ self.w2[e] + self.b2[e]) * gates.reshape(-1)[pick, None]
+            y = y.index_add(0, rows, out)
+        E = self.w1.shape[0]
+        share = F.one_hot(experts[:, 0], E).float().mean(0)
+        balance = E * (share * probs.mean(0)).sum()
+        z = torch.logsumexp(logits, -1).pow(2).mean()
+        return y, balance, z
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d, eps=1e-5)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d, eps=1e-5)
+        self.ffn = ffn
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
+        shape = (b, s, self.heads, d // self.heads)
+        q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+        # torch 1.13 (Debian 12) has no fused attention: the papers' form.
+        scores = (q @ k.transpose(-1, -2)) * (d // self.heads) ** -0.5
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        a = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        h = self.norm2(x).reshape(b * s, d)
+        if isinstance(self.ffn, MoE):
+            y, bal, z = self.ffn(h)
+        else:
+            y, bal, z = self.ffn(h), 0.0, 0.0
+        return x + y.reshape(b, s, d), bal, z
+
+
+def build(args):
+    d = args.d
+    blocks = []
+    for i in range(args.blocks):
+        if i % 2 == 1:
+            ffn = MoE(d, args.experts, args.expert_hidden or 2 * d, args.k)
+        else:
+            ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
+                                nn.Linear(4 * d, d))
+        blocks.append(Block(d, args.heads, ffn))
+    return nn.ModuleDict(dict(
+        embed=nn.Embedding(256, d), pos=nn.Embedding(args.seq, d),
+        blocks=nn.ModuleList(blocks), norm=nn.LayerNorm(d), head=nn.Linear(d, 256)))
+
+
+def step(model, opt, tokens):
+    x = model["embed"](tokens[:, :-1]) + model["pos"].weight[: tokens.shape[1] - 1]
+    aux = 0.0
+    for blk in model["blocks"]:
+        x, bal, z = blk(x)
+        aux = aux + 0.01 * bal + 0.001 * z
+    logits = model["head"](model["norm"](x))
+    loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1)) + aux
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--d", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--blocks", type=int, default=4)
+    p.add_argument("--experts", type=int, default=16)
+    p.add_argument("--expert-hidden", type=int, default=0)
+    p.add_argument("--k", type=int, default=2)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    model = build(args)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98),
+                            eps=1e-9, weight_decay=0.01)
+    tokens = torch.randint(0, 256, (args.batch, args.seq + 1))
+    step(model, opt, tokens)  # warm-up
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step(model, opt, tokens)
+    ms = (time.perf_counter() - start) * 1000 / args.steps
+    params = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__}: {params / 1e6:.2f}M parameters, "
+          f"{ms:.0f} ms/step, {args.batch * args.seq * 1000 / ms:.0f} tok/s")
+
+
+if __name__ == "__main__":
+    main()
