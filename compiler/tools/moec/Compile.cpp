@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "moec/Compiler.h"
+#include "moec/CostModel.h"
 #include "moec/Cuda.h"
 #include "moec/Driver/Pipeline.h"
 #include "moec/Error.h"
@@ -42,6 +43,12 @@ public:
            "GPU architecture the kernels are for: sm_80 (default), sm_86, "
            "sm_89, sm_90, ...",
            arch);
+    flag("report",
+         "Print the cost model of the plan (per kernel FLOPs, bytes moved, "
+         "bound and H100 time; per program the totals against an op-by-op "
+         "plan) at the training batch and sequence length. With -o the "
+         "bundle is written too; without, only the report is printed",
+         report);
   }
 
   int run() override;
@@ -52,6 +59,9 @@ private:
                                       mlir::MLIRContext &context);
 
   std::string input, output = "-", emit = "bundle", dtype, arch = "sm_80";
+  bool report = false;
+  /// The cost report of the bundle, filled by emitText under --report.
+  std::string reportText;
 };
 
 std::optional<std::string> CompileCommand::emitText(mlir::ModuleOp module,
@@ -80,6 +90,14 @@ std::optional<std::string> CompileCommand::emitText(mlir::ModuleOp module,
       << llvm::formatv("{0:1}", llvm::json::Value(std::move(*bundle))) << "\n";
   // Validate what we are about to hand out with the runtime's reader.
   Bundle parsed = Bundle::parse(json, input);
+  if (report) {
+    if (!cudaSkipped.empty())
+      throw Error("--report costs the CUDA plan, and this model has none: " +
+                  cudaSkipped);
+    std::string program =
+        parsed.hasProgram("train_step") ? "train_step" : "forward";
+    reportText = costReport(parsed, program, defaultSizes(parsed));
+  }
   if (emit == "bundle") {
     if (!cudaSkipped.empty())
       std::cerr << "moec: warning: no CUDA kernels for this model, so only "
@@ -94,6 +112,8 @@ std::optional<std::string> CompileCommand::emitText(mlir::ModuleOp module,
 
 int CompileCommand::run() {
   checkOutputsAreDistinct({{"the spec", input}}, {{"-o", output}});
+  if (report && emit != "bundle")
+    throw Error("--report goes with the bundle, not with --emit " + emit);
   tileFamily(arch);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
@@ -117,10 +137,12 @@ int CompileCommand::run() {
 
   // A temporary renamed over the output: an interrupted or failed compile
   // never leaves a half-written bundle, nor loses the old one.
-  if (output == "-")
-    std::cout << *text << std::flush;
-  else
+  if (output != "-")
     writeFile(output, *text);
+  else if (!report)
+    std::cout << *text << std::flush;
+  if (report)
+    std::cout << reportText << std::flush;
   return 0;
 }
 
