@@ -395,6 +395,30 @@ extern "C" __global__ void gemmBf16Transposed(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(gemmBf16Transposed)
 
+// ldmatrix.x4 and .x4.trans by one warp. in [4][8][8] holds four 8 x 8
+// b16 matrices; row r of matrix i is stored at chunk 7 (8 i + r) % 32 of
+// the shared tile, so lanes supply scattered addresses. out[lane][4] and
+// outTrans[lane][4] receive the fragment registers.
+extern "C" __global__ void ldmatrixX4(const moec::KernelParams p) {
+  gptr<const uint32_t> in = bufferArg<const uint32_t>(p, 0);
+  gptr<uint32_t> out = bufferArg<uint32_t>(p, 1);
+  gptr<uint32_t> outTrans = bufferArg<uint32_t>(p, 2);
+  MOEC_SHARED(uint4, tile, 32);
+  const unsigned lane = threadIdx.x;
+  const unsigned chunk = 7 * lane % 32; // lane = 8 i + r
+  tile[chunk] = make_uint4(in[4 * lane], in[4 * lane + 1], in[4 * lane + 2],
+                           in[4 * lane + 3]);
+  __syncthreads();
+  uint32_t d[4], t[4];
+  moec::ldmatrixX4(d, tile + chunk);
+  moec::ldmatrixX4Trans(t, tile + chunk);
+  for (int i = 0; i < 4; ++i) {
+    out[4 * lane + i] = d[i];
+    outTrans[4 * lane + i] = t[i];
+  }
+}
+MOEC_EMU_EXPORT_KERNEL(ldmatrixX4)
+
 // One m16n8k8 tf32 tile per warp: D = C + A B with A [tile][16][8] and B
 // [tile][8][8] full fp32 values (the mma uses their top 19 bits).
 extern "C" __global__ void mmaTf32(const moec::KernelParams p) {
@@ -558,6 +582,34 @@ extern "C" __global__ void sharedOverrun(const moec::KernelParams p) {
   y[threadIdx.x] = sumFirst(vals, 33);
 }
 MOEC_EMU_EXPORT_KERNEL(sharedOverrun)
+
+// Half a warp calls ldmatrix; the other half has returned.
+extern "C" __global__ void ldmatrixHalfWarp(const moec::KernelParams p) {
+  gptr<uint32_t> out = bufferArg<uint32_t>(p, 0);
+  MOEC_SHARED(uint4, tile, 32);
+  tile[threadIdx.x] = make_uint4(1, 2, 3, 4);
+  __syncthreads();
+  if (threadIdx.x >= 16)
+    return;
+  uint32_t d[4];
+  moec::ldmatrixX4(d, tile + threadIdx.x);
+  out[threadIdx.x] = d[0];
+}
+MOEC_EMU_EXPORT_KERNEL(ldmatrixHalfWarp)
+
+// cp.async from an address 8 bytes into a buffer.
+extern "C" __global__ void cpAsyncMisaligned(const moec::KernelParams p) {
+  gptr<const uint32_t> x = bufferArg<const uint32_t>(p, 0);
+  gptr<uint32_t> y = bufferArg<uint32_t>(p, 1);
+  MOEC_SHARED(uint4, tile, 32);
+  moec::cpAsync16(tile + threadIdx.x, x + 4 * threadIdx.x + 2, 16);
+  moec::cpAsyncCommit();
+  moec::cpAsyncWait<0>();
+  __syncthreads();
+  const uint4 v = tile[threadIdx.x];
+  y[threadIdx.x] = v.x;
+}
+MOEC_EMU_EXPORT_KERNEL(cpAsyncMisaligned)
 
 // Writes one float past the end of the output.
 extern "C" __global__ void writePastEnd(const moec::KernelParams p) {

@@ -126,3 +126,33 @@ TEST(EmuMma, GemmTileBf16MatchesARoundedReference) {
       }
   }
 }
+
+// ldmatrix.x4 against the PTX ISA's definition: lane L gets, for matrix i,
+// the word of row L / 4 holding columns 2 (L % 4) and 2 (L % 4) + 1; with
+// .trans, columns L / 4 of rows 2 (L % 4) and 2 (L % 4) + 1.
+TEST(EmuMma, LdmatrixX4FollowsThePtxDefinition) {
+  std::vector<uint16_t> element(4 * 64); // [matrix][row][column]
+  for (size_t i = 0; i < element.size(); ++i)
+    element[i] = static_cast<uint16_t>(i * 37 + 11);
+  std::vector<uint32_t> in(128);
+  for (size_t w = 0; w < in.size(); ++w)
+    in[w] = element[2 * w] | static_cast<uint32_t>(element[2 * w + 1]) << 16;
+  auto e = [&](unsigned i, unsigned r, unsigned c) -> uint32_t {
+    return element[i * 64 + r * 8 + c];
+  };
+  for (const EmuModule *module : {&correctModule(), &checkedModule()}) {
+    std::vector<uint32_t> out(128, 0), outTrans(128, 0);
+    Launch(1, 32).buffer(0, in).buffer(1, out).buffer(2, outTrans).run(
+        *module, "ldmatrixX4");
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      const unsigned g = lane / 4, t = lane % 4;
+      for (unsigned i = 0; i < 4; ++i) {
+        EXPECT_EQ(out[4 * lane + i], e(i, g, 2 * t) | e(i, g, 2 * t + 1) << 16)
+            << "lane " << lane << " matrix " << i;
+        EXPECT_EQ(outTrans[4 * lane + i],
+                  e(i, 2 * t, g) | e(i, 2 * t + 1, g) << 16)
+            << "lane " << lane << " matrix " << i << " (.trans)";
+      }
+    }
+  }
+}
