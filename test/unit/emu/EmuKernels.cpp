@@ -426,7 +426,9 @@ MOEC_EMU_EXPORT_KERNEL(ldmatrixX4)
 // applies[blockIdx.x] = whether gemmTileBf16Async's run-time check passes.
 // LAYOUT 0: A RowMajor, B RowMajor; 1: A ColMajor, B ColMajor; 2: A
 // GatherRows (row i is row order[3 + i] / 2 of its buffer), B GatherCols
-// (column n is row orderB[n] of its buffer).
+// (column n is row orderB[n] of its buffer); 3: the transposes, A
+// GatherCols (column k is row order[3 + k] / 2), B GatherRows (row k is row
+// orderB[k]).
 template <int TM, int TN, int LAYOUT>
 __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
   using moec::bf16;
@@ -460,9 +462,12 @@ __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
     run(moec::RowMajor<bf16>{A, lda}, moec::RowMajor<bf16>{B, ldb});
   else if constexpr (LAYOUT == 1)
     run(moec::ColMajor<bf16>{A, lda}, moec::ColMajor<bf16>{B, ldb});
-  else
+  else if constexpr (LAYOUT == 2)
     run(moec::GatherRows<bf16>{A, orderA, 3, 2, lda, gptr<const float>()},
         moec::GatherCols<bf16>{B, orderB, 0, 1, ldb});
+  else
+    run(moec::GatherCols<bf16>{A, orderA, 3, 2, lda},
+        moec::GatherRows<bf16>{B, orderB, 0, 1, ldb, gptr<const float>()});
 }
 extern "C" __global__ void gemmTilesRows64x64(const moec::KernelParams p) {
   gemmBf16Tiles<64, 64, 0>(p);
@@ -480,6 +485,10 @@ extern "C" __global__ void gemmTilesGather64x32(const moec::KernelParams p) {
   gemmBf16Tiles<64, 32, 2>(p);
 }
 MOEC_EMU_EXPORT_KERNEL(gemmTilesGather64x32)
+extern "C" __global__ void gemmTilesGatherT64x64(const moec::KernelParams p) {
+  gemmBf16Tiles<64, 64, 3>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesGatherT64x64)
 
 // One m16n8k8 tf32 tile per warp: D = C + A B with A [tile][16][8] and B
 // [tile][8][8] full fp32 values (the mma uses their top 19 bits).

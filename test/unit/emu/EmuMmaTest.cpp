@@ -196,12 +196,13 @@ struct GemmProblem {
       fill(a, (K - 1) * lda + M);
       fill(b, (N - 1) * ldb + K);
     } else {
-      // A's rows gathered from 5 source rows by order[3 + m] / 2, B's
-      // columns from 7 by orderB[n].
-      fill(a, 4 * lda + K);
-      fill(b, 6 * ldb + K);
-      orderA.assign(static_cast<size_t>(M + 3), 0);
-      orderB.assign(static_cast<size_t>(N), 0);
+      // Layout 2: A's rows gathered from 5 source rows by order[3 + m] / 2,
+      // B's columns from 7 by orderB[n]; layout 3: A's columns and B's rows.
+      const bool t = layout == 3;
+      fill(a, 4 * lda + (t ? M : K));
+      fill(b, 6 * ldb + (t ? N : K));
+      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
+      orderB.assign(static_cast<size_t>(t ? K : N), 0);
       for (auto &o : orderA)
         o = static_cast<int32_t>(rng() % 10);
       for (auto &o : orderB)
@@ -212,12 +213,14 @@ struct GemmProblem {
         A[m * K + k] =
             layout == 0   ? value(a, m * lda + k)
             : layout == 1 ? value(a, k * lda + m)
-                          : value(a, orderA[3 + m] / 2 * lda + k);
+            : layout == 2 ? value(a, orderA[3 + m] / 2 * lda + k)
+                          : value(a, orderA[3 + k] / 2 * lda + m);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n)
         B[k * N + n] = layout == 0   ? value(b, k * ldb + n)
                        : layout == 1 ? value(b, n * ldb + k)
-                                     : value(b, orderB[n] * ldb + k);
+                       : layout == 2 ? value(b, orderB[n] * ldb + k)
+                                     : value(b, orderB[k] * ldb + n);
   }
 
   unsigned blocks() const {
@@ -274,6 +277,7 @@ std::vector<GemmProblem> gemmProblems() {
   p.emplace_back("gemmTilesCols128x64", 1, 128, 64, 130, 70, 100, 136, 104, 8);
   p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 1, 1, 1, 8, 8, 9);
   p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 37, 53, 70, 72, 80, 10);
+  p.emplace_back("gemmTilesGatherT64x64", 3, 64, 64, 37, 53, 70, 40, 56, 11);
   return p;
 }
 
@@ -311,7 +315,7 @@ TEST(EmuMma, GemmTileBf16AsyncMatchesAReferenceAndTheScalarTile) {
 // copies; and the same results.
 TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
   std::vector<GemmProblem> problems = gemmProblems();
-  for (size_t i : {1, 4, 6, 9}) {
+  for (size_t i : {1, 4, 6, 9, 10}) {
     GemmProblem &p = problems[i];
     std::vector<int32_t> applies;
     std::vector<float> checked = p.run(checkedModule(), 2, applies);
@@ -322,7 +326,7 @@ TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
 // Rows of an odd length cannot be copied in 16-byte chunks: the run-time
 // check fails and gemmTileBf16Async runs gemmTileBf16.
 TEST(EmuMma, GemmTileBf16AsyncFallsBackForUnalignedRows) {
-  GemmProblem p("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 70, 53, 11);
+  GemmProblem p("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 70, 53, 12);
   std::vector<int32_t> applies;
   std::vector<float> picked = p.run(correctModule(), 2, applies);
   for (int32_t a : applies)
