@@ -7,7 +7,11 @@
 // by one thread over k in increasing order: no split-K, so results are
 // deterministic. gemmTile multiplies with fp32 FMA; gemmTileBf16, for bf16
 // models, rounds the operands to bf16 in shared memory and multiplies on
-// the tensor cores (mma.cuh), accumulating in fp32.
+// the tensor cores (mma.cuh), accumulating in fp32. gemmTileBf16Async is
+// the same product for bf16 operands that are contiguous in 16-byte chunks:
+// a cp.async pipeline (async_copy.cuh) fills swizzled shared-memory stages
+// that ldmatrix turns into fragments; it falls back to gemmTileBf16 for
+// operands it cannot copy that way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +19,21 @@
 #define MOEC_DEVICE_GEMM_CUH
 
 namespace moec {
+
+template <typename T> struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <> struct IsBf16<bf16> {
+  static constexpr bool value = true;
+};
+
+/// Whether rows of `ld` elements from `p` start on 16-byte boundaries, so
+/// that they can be copied in 16-byte chunks.
+template <typename T>
+MOEC_DEVICE bool rowsAligned16(gptr<const T> p, int64_t ld) {
+  return reinterpret_cast<uint64_t>(static_cast<const T *>(p)) % 16 == 0 &&
+         ld * static_cast<int64_t>(sizeof(T)) % 16 == 0;
+}
 
 /// A(m, k) = p[m * ld + k]: k is contiguous.
 template <typename T> struct RowMajor {
@@ -24,6 +43,11 @@ template <typename T> struct RowMajor {
   MOEC_DEVICE float operator()(int64_t i, int64_t j) const {
     return static_cast<float>(p[i * ld + j]);
   }
+  /// The address of element (i, j): elements (i, j + 1), ... follow it.
+  MOEC_DEVICE gptr<const T> address(int64_t i, int64_t j) const {
+    return p + (i * ld + j);
+  }
+  MOEC_DEVICE bool chunked() const { return rowsAligned16(p, ld); }
 };
 
 /// A(m, k) = p[k * ld + m]: the transposed view; m is contiguous.
@@ -34,6 +58,11 @@ template <typename T> struct ColMajor {
   MOEC_DEVICE float operator()(int64_t i, int64_t j) const {
     return static_cast<float>(p[j * ld + i]);
   }
+  /// The address of element (i, j): elements (i + 1, j), ... follow it.
+  MOEC_DEVICE gptr<const T> address(int64_t i, int64_t j) const {
+    return p + (j * ld + i);
+  }
+  MOEC_DEVICE bool chunked() const { return rowsAligned16(p, ld); }
 };
 
 /// Rows gathered by index: element (i, j) is p[(order[row0 + i] / div) *
@@ -50,6 +79,12 @@ template <typename T> struct GatherRows {
     float v = static_cast<float>(p[(a / div) * ld + j]);
     return scale ? v * scale[a] : v;
   }
+  /// The address of element (i, j) before scaling: (i, j + 1), ... follow.
+  MOEC_DEVICE gptr<const T> address(int64_t i, int64_t j) const {
+    return p + ((order[row0 + i] / div) * ld + j);
+  }
+  /// Scaled rows are not copies of memory.
+  MOEC_DEVICE bool chunked() const { return !scale && rowsAligned16(p, ld); }
 };
 
 /// The transposed view of GatherRows: element (i, j) is row j's column i.
@@ -61,6 +96,29 @@ template <typename T> struct GatherCols {
   MOEC_DEVICE float operator()(int64_t i, int64_t j) const {
     return static_cast<float>(p[(order[row0 + j] / div) * ld + i]);
   }
+  /// The address of element (i, j): elements (i + 1, j), ... follow it.
+  MOEC_DEVICE gptr<const T> address(int64_t i, int64_t j) const {
+    return p + ((order[row0 + j] / div) * ld + i);
+  }
+  MOEC_DEVICE bool chunked() const { return rowsAligned16(p, ld); }
+};
+
+/// Loaders gemmTileBf16Async may copy with cp.async: bf16 in memory, with
+/// address() and, at run time, chunked().
+template <typename Load> struct ChunkedLoad {
+  static constexpr bool value = false;
+};
+template <> struct ChunkedLoad<RowMajor<bf16>> {
+  static constexpr bool value = true;
+};
+template <> struct ChunkedLoad<ColMajor<bf16>> {
+  static constexpr bool value = true;
+};
+template <> struct ChunkedLoad<GatherRows<bf16>> {
+  static constexpr bool value = true;
+};
+template <> struct ChunkedLoad<GatherCols<bf16>> {
+  static constexpr bool value = true;
 };
 
 /// C(m, n) += sum_k A(m, k) B(k, n) for the tile at (m0, n0); `store(m, n,
@@ -200,6 +258,196 @@ MOEC_DEVICE void gemmTileBf16(int64_t m0, int64_t n0, int64_t M, int64_t N,
         if (m < M && n < N)
           store(m, n, acc[i][j][r]);
       }
+}
+
+namespace detail {
+
+/// One operand of gemmTileBf16Async in shared memory: an O x KT tile (O
+/// along m for A, along n for B) stored as rows of 16-byte chunks of the
+/// dimension that is contiguous in global memory: rows along O when k is
+/// contiguous (KMAJOR), else rows along k. Chunk c of row r sits at
+/// position c ^ f(r) of its row, which puts the eight rows one ldmatrix
+/// phase reads (same chunk, eight consecutive rows) in eight different
+/// 16-byte bank groups: with 4 chunks per row two rows share a 128-byte
+/// line, so f(r) = (r / 2) % 4; with 8 or more, f(r) = r % 8.
+template <int O, int KT, bool KMAJOR, bool IS_B, int THREADS>
+struct AsyncOperand {
+  static constexpr int ROWS = KMAJOR ? O : KT;
+  static constexpr int CPR = (KMAJOR ? KT : O) / 8; // chunks per row
+  static constexpr int CHUNKS = ROWS * CPR;         // per stage
+  static_assert(CPR == 4 || CPR % 8 == 0, "rows of 4 or 8n chunks");
+
+  static MOEC_DEVICE int position(int r, int c) {
+    return r * CPR + (CPR == 4 ? c ^ ((r >> 1) & 3) : c ^ (r & 7));
+  }
+
+  /// Starts the copies of the tile at (o0, k0) into `stage`; elements
+  /// outside O < OL, k < K are zero-filled.
+  template <typename Load>
+  static MOEC_DEVICE void load(sptr<uint4> stage, const Load &loader,
+                               int64_t o0, int64_t k0, int64_t OL, int64_t K) {
+    for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
+      const int r = c / CPR, ch = c % CPR;
+      const int64_t o = KMAJOR ? o0 + r : o0 + ch * 8;
+      const int64_t k = KMAJOR ? k0 + ch * 8 : k0 + r;
+      int64_t valid = KMAJOR ? (o < OL ? K - k : 0) : (k < K ? OL - o : 0);
+      valid = valid < 0 ? 0 : valid > 8 ? 8 : valid;
+      // Nothing is read for an empty chunk, but the address must be valid.
+      gptr<const bf16> src = valid == 0 ? loader.p
+                             : IS_B     ? loader.address(k, o)
+                                        : loader.address(o, k);
+      cpAsync16(stage + position(r, ch), src, static_cast<int>(valid) * 2);
+    }
+  }
+
+  /// The fragment registers of the 16 (along O) x 16 (along k) block at
+  /// (ob, kb): for A, a[0..3] of mma.m16n8k16; for B, b[0..1] of the n
+  /// block at ob, then b[0..1] of the one at ob + 8.
+  static MOEC_DEVICE void fragment(uint32_t (&d)[4], sptr<uint4> stage, int ob,
+                                   int kb) {
+    const int lane = threadIdx.x % 32, matrix = lane / 8, row = lane % 8;
+    const int oHalf = IS_B ? matrix / 2 : matrix % 2;
+    const int kHalf = IS_B ? matrix % 2 : matrix / 2;
+    if constexpr (KMAJOR)
+      ldmatrixX4(d, stage + position(ob + oHalf * 8 + row, kb / 8 + kHalf));
+    else
+      ldmatrixX4Trans(d,
+                      stage + position(kb + kHalf * 8 + row, ob / 8 + oHalf));
+  }
+};
+
+/// The warp grid of gemmTileBf16Async: 2 x 4 warps, or 4 x 2 for tiles
+/// 32 wide, so that every warp owns whole 16 x 16 blocks.
+template <int TN> struct AsyncWarps {
+  static constexpr int N = TN % 64 == 0 ? 4 : 2, M = 8 / N;
+};
+
+/// Whether gemmTileBf16Async's pipeline applies to these loaders and tiles.
+template <int TM, int TN, int THREADS, typename LoadA, typename LoadB>
+struct AsyncTileFits {
+  static constexpr int WM = AsyncWarps<TN>::M, WN = AsyncWarps<TN>::N;
+  // Rows of chunks along m or n are 4 or 8n chunks long.
+  static constexpr bool rowsFit(int o, bool kMajor) {
+    return kMajor || o == 32 || o % 64 == 0;
+  }
+  static constexpr bool value =
+      ChunkedLoad<LoadA>::value && ChunkedLoad<LoadB>::value &&
+      THREADS == 256 && TM % (16 * WM) == 0 && TN % (16 * WN) == 0 &&
+      rowsFit(TM, !LoadA::kContiguousFirst) &&
+      rowsFit(TN, LoadB::kContiguousFirst);
+};
+
+/// The run-time half of gemmTileBf16Async's choice, for loaders that
+/// AsyncTileFits accepts: chunks start on 16-byte boundaries.
+template <typename LoadA, typename LoadB>
+MOEC_DEVICE bool asyncTileApplies(int64_t m0, int64_t n0, const LoadA &loadA,
+                                  const LoadB &loadB) {
+  return loadA.chunked() && loadB.chunked() && m0 % 8 == 0 && n0 % 8 == 0;
+}
+
+/// The pipeline of gemmTileBf16Async (see there).
+template <int TM, int TN, int THREADS, typename LoadA, typename LoadB,
+          typename Store>
+MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
+                                       int64_t N, int64_t K,
+                                       const LoadA &loadA, const LoadB &loadB,
+                                       const Store &store) {
+  constexpr int KT = 32;
+  constexpr int WARPS_M = AsyncWarps<TN>::M, WARPS_N = AsyncWarps<TN>::N;
+  constexpr int FM = TM / (16 * WARPS_M), FN = TN / (8 * WARPS_N);
+  using OpA = AsyncOperand<TM, KT, !LoadA::kContiguousFirst, false, THREADS>;
+  using OpB = AsyncOperand<TN, KT, LoadB::kContiguousFirst, true, THREADS>;
+  // Three stages where they fit beside gemmTileBf16's arrays (the fallback
+  // is in the same kernel) in 48 KiB of static shared memory.
+  constexpr int STAGE_BYTES = (OpA::CHUNKS + OpB::CHUNKS) * 16;
+  constexpr int STAGES = 3 * STAGE_BYTES <= 36 * 1024 ? 3 : 2;
+  MOEC_SHARED(uint4, As, STAGES * OpA::CHUNKS);
+  MOEC_SHARED(uint4, Bs, STAGES * OpB::CHUNKS);
+  float acc[FM][FN][4];
+  for (int i = 0; i < FM; ++i)
+    for (int j = 0; j < FN; ++j)
+      for (int r = 0; r < 4; ++r)
+        acc[i][j][r] = 0.0f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = (warp / WARPS_N) * FM * 16, wn = (warp % WARPS_N) * FN * 8;
+  const int tiles = static_cast<int>((K + KT - 1) / KT);
+  const auto startTile = [&](int kt) {
+    const int s = kt % STAGES;
+    OpA::load(As + s * OpA::CHUNKS, loadA, m0, int64_t(kt) * KT, M, K);
+    OpB::load(Bs + s * OpB::CHUNKS, loadB, n0, int64_t(kt) * KT, N, K);
+  };
+
+  // One commit group per k tile, empty past the end, so that waiting for
+  // all but the newest STAGES - 2 groups means tile kt has landed.
+  for (int kt = 0; kt < STAGES - 1; ++kt) {
+    if (kt < tiles)
+      startTile(kt);
+    cpAsyncCommit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cpAsyncWait<STAGES - 2>();
+    // Tile kt is visible to all, and every warp is done with tile kt - 1,
+    // whose stage the next copies overwrite.
+    __syncthreads();
+    if (kt + STAGES - 1 < tiles)
+      startTile(kt + STAGES - 1);
+    cpAsyncCommit();
+    const int s = kt % STAGES;
+    for (int kk = 0; kk < KT; kk += 16) {
+      uint32_t a[FM][4], b[FN][2];
+      for (int i = 0; i < FM; ++i)
+        OpA::fragment(a[i], As + s * OpA::CHUNKS, wm + i * 16, kk);
+      for (int j = 0; j < FN; j += 2) {
+        uint32_t pair[4];
+        OpB::fragment(pair, Bs + s * OpB::CHUNKS, wn + j * 8, kk);
+        b[j][0] = pair[0];
+        b[j][1] = pair[1];
+        b[j + 1][0] = pair[2];
+        b[j + 1][1] = pair[3];
+      }
+      for (int i = 0; i < FM; ++i)
+        for (int j = 0; j < FN; ++j)
+          mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+  }
+  // A next call in the same block must not refill stages still being read.
+  __syncthreads();
+  const int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < FM; ++i)
+    for (int j = 0; j < FN; ++j)
+      for (int r = 0; r < 4; ++r) {
+        int64_t m = m0 + wm + i * 16 + g + (r / 2) * 8;
+        int64_t n = n0 + wn + j * 8 + 2 * t + r % 2;
+        if (m < M && n < N)
+          store(m, n, acc[i][j][r]);
+      }
+}
+
+} // namespace detail
+
+/// gemmTileBf16 with the operands streamed through shared memory by a
+/// cp.async pipeline of k tiles of 32 (three stages, or two for the largest
+/// tiles), read into fragments by ldmatrix from XOR-swizzled rows of
+/// 16-byte chunks (no bank conflicts, no padding), and multiplied by
+/// mma.m16n8k16 in fp32, in increasing k order: the same outputs and store
+/// calls. It applies when both loaders read bf16 from memory (RowMajor,
+/// ColMajor, unscaled GatherRows, GatherCols), with 16-byte aligned base
+/// pointers and leading dimensions a multiple of 8, and (m0, n0) multiples
+/// of 8; anything else runs gemmTileBf16.
+template <int TM, int TN, int TK, int THREADS, typename LoadA, typename LoadB,
+          typename Store>
+MOEC_DEVICE void gemmTileBf16Async(int64_t m0, int64_t n0, int64_t M,
+                                   int64_t N, int64_t K, const LoadA &loadA,
+                                   const LoadB &loadB, const Store &store) {
+  if constexpr (detail::AsyncTileFits<TM, TN, THREADS, LoadA, LoadB>::value) {
+    // The same for every thread of the block: all take one branch.
+    if (detail::asyncTileApplies(m0, n0, loadA, loadB)) {
+      detail::gemmTileBf16Pipelined<TM, TN, THREADS>(m0, n0, M, N, K, loadA,
+                                                     loadB, store);
+      return;
+    }
+  }
+  gemmTileBf16<TM, TN, TK, THREADS>(m0, n0, M, N, K, loadA, loadB, store);
 }
 
 } // namespace moec

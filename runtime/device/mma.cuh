@@ -13,6 +13,14 @@
 //
 // All 32 lanes of the warp must call together. Accumulation is fp32.
 //
+// ldmatrixX4 loads four 8x8 b16 matrices from shared memory into fragment
+// registers: lane L gives the address of row L % 8 of matrix L / 8 (16
+// contiguous, 16-byte aligned bytes) and receives, for matrix i, the word
+// of row L / 4 holding columns 2 (L % 4) and 2 (L % 4) + 1: the A and B
+// fragments above when rows run along m (A) or n (B) and k is contiguous.
+// ldmatrixX4Trans hands out the transposed matrices (columns L / 4 of rows
+// 2 (L % 4) and 2 (L % 4) + 1), for tiles whose rows run along k.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MOEC_DEVICE_MMA_CUH
@@ -40,8 +48,26 @@ MOEC_DEVICE void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
                  "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
+
+/// The shared-state-space address of a generic pointer to shared memory.
+MOEC_DEVICE uint32_t sharedAddress(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+MOEC_DEVICE void ldmatrixX4(uint32_t (&d)[4], sptr<const uint4> row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(sharedAddress(row)));
+}
+
+MOEC_DEVICE void ldmatrixX4Trans(uint32_t (&d)[4], sptr<const uint4> row) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(sharedAddress(row)));
+}
 #else
-// emu/prelude.h provides both with the same fragment layouts.
+// emu/prelude.h provides these with the same fragment layouts.
 MOEC_DEVICE void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4],
                                    const uint32_t (&b)[2],
                                    const float (&c)[4]) {
@@ -51,6 +77,12 @@ MOEC_DEVICE void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
                                   const uint32_t (&b)[2],
                                   const float (&c)[4]) {
   ::moec_emu::mmaM16N8K8Tf32(d, a, b, c);
+}
+MOEC_DEVICE void ldmatrixX4(uint32_t (&d)[4], sptr<const uint4> row) {
+  ::moec_emu::ldmatrix(d, row, false);
+}
+MOEC_DEVICE void ldmatrixX4Trans(uint32_t (&d)[4], sptr<const uint4> row) {
+  ::moec_emu::ldmatrix(d, row, true);
 }
 #endif
 

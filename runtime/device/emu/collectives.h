@@ -99,6 +99,27 @@ inline void completeMma(Block &b, unsigned warp, bool bf16) {
   }
 }
 
+/// ldmatrix.m8n8.x4 .b16 (PTX ISA, "ldmatrix"): lane 8 i + r gave row r of
+/// matrix i (its 16 bytes are in its slot). Without .trans lane L receives,
+/// for matrix i, the word of row L / 4 that holds columns 2 (L % 4) and
+/// 2 (L % 4) + 1; with .trans it receives columns L / 4 of rows 2 (L % 4)
+/// and 2 (L % 4) + 1 (the lower row in the low half).
+inline void completeLdmatrix(Block &b, unsigned warp, bool trans) {
+  auto row = [&](unsigned matrix, unsigned r) -> const uint32_t * {
+    return b.laneThread(warp, matrix * 8 + r).slot.row;
+  };
+  auto half = [](const uint32_t *words, unsigned column) {
+    return words[column / 2] >> (column % 2 * 16) & 0xffffu;
+  };
+  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+    uint32_t *frag = b.laneThread(warp, lane).slot.frag;
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 4; ++i)
+      frag[i] = trans ? half(row(i, 2 * t), g) | half(row(i, 2 * t + 1), g) << 16
+                      : row(i, g)[t];
+  }
+}
+
 /// Computes the results of a collective all of whose lanes have arrived.
 inline void complete(Block &b, unsigned warp, const Group &g) {
   unsigned mask = g.mask;
@@ -125,6 +146,9 @@ inline void complete(Block &b, unsigned warp, const Group &g) {
   case OpMmaBf16:
   case OpMmaTf32:
     completeMma(b, warp, opKind(g.op) == OpMmaBf16);
+    return;
+  case OpLdmatrix:
+    completeLdmatrix(b, warp, (g.op >> 8 & 1) != 0);
     return;
   default:
     break;
@@ -324,6 +348,17 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
   t.slot.c = c;
   t.slot.d = d;
   collective(~0u, op, what);
+}
+
+/// The calling lane's part of an ldmatrix.x4: `row` is the 16 bytes at the
+/// address it supplies; `frag` receives its four fragment registers. The
+/// whole warp must take part (.sync.aligned), with the same .trans.
+inline void ldmatrix(uint32_t (&frag)[4], const uint32_t (&row)[4],
+                     bool trans, const char *what) {
+  Thread &t = *tls.thread;
+  std::memcpy(t.slot.row, row, sizeof row);
+  t.slot.frag = frag;
+  collective(~0u, OpLdmatrix | (trans ? 1u << 8 : 0u), what);
 }
 
 inline unsigned activeMask() {

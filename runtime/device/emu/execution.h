@@ -46,6 +46,7 @@ enum Op : unsigned {
   OpReduceXor,
   OpMmaBf16,
   OpMmaTf32,
+  OpLdmatrix,
 };
 
 /// A lane's part in a warp collective; lives until the collective completes.
@@ -58,6 +59,8 @@ struct LaneSlot {
   const uint32_t *a, *b; // mma fragments
   const float *c;
   float *d;
+  uint32_t row[4];       // ldmatrix: the 16 bytes at this lane's row address
+  uint32_t *frag;        // ldmatrix: the lane's four destination registers
 };
 
 /// One CUDA thread: a fiber plus the state the scheduler keeps for it.

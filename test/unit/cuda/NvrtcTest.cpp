@@ -69,6 +69,70 @@ TEST(Nvrtc, CompilesTheTensorCoreTiles) {
   EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.log;
 }
 
+/// A GEMM kernel as the emitters write one, on gemmTileBf16Async with TM x
+/// TN tiles over the given A and B loader expressions (x, w, order).
+std::string asyncGemmSource(const std::string &name, int tm, int tn,
+                            const std::string &loadA,
+                            const std::string &loadB) {
+  return std::string(deviceLibrarySource()) +
+         fmt::format(R"(
+extern "C" __global__ void __launch_bounds__(256) {0}(const moec::KernelParams p) {{
+  const int64_t M = moec::scalarArg(p, 0);
+  const moec::gptr<const moec::bf16> x = moec::bufferArg<const moec::bf16>(p, 0);
+  const moec::gptr<const moec::bf16> w = moec::bufferArg<const moec::bf16>(p, 1);
+  const moec::gptr<const int32_t> order = moec::bufferArg<const int32_t>(p, 2);
+  const moec::gptr<moec::bf16> y = moec::bufferArg<moec::bf16>(p, 3);
+  const int64_t row0 = 0;
+  const auto store = [=](int64_t m, int64_t col, float acc) {{ y[m * 512 + col] = acc; }};
+  moec::gemmTileBf16Async<{1}, {2}, 16, 256>(static_cast<int64_t>(blockIdx.y) * {1}, static_cast<int64_t>(blockIdx.x) * {2}, M, 512, 256, {3}, {4}, store);
+}}
+)",
+                     name, tm, tn, loadA, loadB);
+}
+
+// The pipelined tile compiles for both architectures with cp.async,
+// ldmatrix (plain and .trans) and mma in its PTX and no spills, for the
+// largest tile over row-major operands and for gathered ones.
+TEST(Nvrtc, CompilesThePipelinedGemmTileWithoutSpills) {
+  MOEC_REQUIRE_NVRTC();
+  struct Case {
+    const char *name;
+    int tm, tn;
+    const char *loadA, *loadB, *ldmatrix;
+  };
+  const Case cases[] = {
+      {"moek_test_gemm_rows", 128, 64, "moec::RowMajor<moec::bf16>{x, 256}",
+       "moec::RowMajor<moec::bf16>{w, 512}",
+       "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"},
+      {"moek_test_gemm_gather", 64, 64,
+       "moec::GatherRows<moec::bf16>{x, order, row0, 2, 256, "
+       "moec::gptr<const float>()}",
+       "moec::ColMajor<moec::bf16>{w, 256}",
+       "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
+  };
+  for (const Case &c : cases) {
+    std::string source = asyncGemmSource(c.name, c.tm, c.tn, c.loadA, c.loadB);
+    for (const char *arch : {"sm_80", "sm_90"}) {
+      CompiledKernel k = nvrtc.compile(source, c.name, arch, true);
+      SCOPED_TRACE(fmt::format("{} for {}", c.name, arch));
+      EXPECT_THAT(k.ptx, HasSubstr("cp.async.cg.shared.global"));
+      EXPECT_THAT(k.ptx, HasSubstr("cp.async.wait_group 1"));
+      EXPECT_THAT(k.ptx, HasSubstr(c.ldmatrix));
+      EXPECT_THAT(k.ptx, HasSubstr("mma.sync.aligned.m16n8k16.row.col.f32."
+                                   "bf16.bf16.f32"));
+      EXPECT_GT(k.usage.registers, 0) << k.log;
+      EXPECT_LE(k.usage.registers, 128) << k.log; // two blocks per SM
+      EXPECT_LE(k.usage.sharedBytes, 48 * 1024) << k.log;
+      EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.log;
+      EXPECT_EQ(k.usage.spillLoadBytes, 0) << k.log;
+      fmt::print("[ ptxas    ] {} {}: {} registers, {} bytes shared, {}/{} "
+                 "bytes spilled\n",
+                 c.name, arch, k.usage.registers, k.usage.sharedBytes,
+                 k.usage.spillStoreBytes, k.usage.spillLoadBytes);
+    }
+  }
+}
+
 TEST(Nvrtc, PtxTargetsTheArchitecture) {
   MOEC_REQUIRE_NVRTC();
   CompiledKernel k = nvrtc.compile(test::scaleKernelSource("moek_test_scale"),

@@ -82,6 +82,23 @@ TEST(EmuCheck, ShuffleFromALaneOutsideTheMaskIsReported) {
       << error;
 }
 
+TEST(EmuCheck, LdmatrixByHalfAWarpIsReported) {
+  std::vector<uint32_t> out(32, 0);
+  std::string error =
+      Launch(1, 32).buffer(0, out).error(checkedModule(), "ldmatrixHalfWarp");
+  EXPECT_NE(error.find("ldmatrix.x4"), std::string::npos) << error;
+}
+
+TEST(EmuCheck, MisalignedCpAsyncIsReported) {
+  std::vector<uint32_t> x(256, 1), y(32, 0);
+  std::string error = Launch(1, 32).buffer(0, x).buffer(1, y).error(
+      checkedModule(), "cpAsyncMisaligned");
+  EXPECT_NE(error.find("cp.async.cg.shared.global: global address"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("is not 16-byte aligned"), std::string::npos) << error;
+}
+
 TEST(EmuCheck, CorrectKernelsPassAndAgreeWithTheNormalBuild) {
   struct Case {
     const char *kernel;
@@ -94,6 +111,7 @@ TEST(EmuCheck, CorrectKernelsPassAndAgreeWithTheNormalBuild) {
       {"warpReduce", 2, 64},     {"lastBlockSum", 3, 128},
       {"atomics", 3, 256},       {"mmaBf16", 2, 64},
       {"mmaTf32", 1, 96},        {"sharedParam", 1, 32},
+      {"ldmatrixX4", 1, 32},
   };
   for (const Case &c : cases) {
     std::vector<std::vector<uint16_t>> outputs;

@@ -395,6 +395,101 @@ extern "C" __global__ void gemmBf16Transposed(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(gemmBf16Transposed)
 
+// ldmatrix.x4 and .x4.trans by one warp. in [4][8][8] holds four 8 x 8
+// b16 matrices; row r of matrix i is stored at chunk 7 (8 i + r) % 32 of
+// the shared tile, so lanes supply scattered addresses. out[lane][4] and
+// outTrans[lane][4] receive the fragment registers.
+extern "C" __global__ void ldmatrixX4(const moec::KernelParams p) {
+  gptr<const uint32_t> in = bufferArg<const uint32_t>(p, 0);
+  gptr<uint32_t> out = bufferArg<uint32_t>(p, 1);
+  gptr<uint32_t> outTrans = bufferArg<uint32_t>(p, 2);
+  MOEC_SHARED(uint4, tile, 32);
+  const unsigned lane = threadIdx.x;
+  const unsigned chunk = 7 * lane % 32; // lane = 8 i + r
+  tile[chunk] = make_uint4(in[4 * lane], in[4 * lane + 1], in[4 * lane + 2],
+                           in[4 * lane + 3]);
+  __syncthreads();
+  uint32_t d[4], t[4];
+  moec::ldmatrixX4(d, tile + chunk);
+  moec::ldmatrixX4Trans(t, tile + chunk);
+  for (int i = 0; i < 4; ++i) {
+    out[4 * lane + i] = d[i];
+    outTrans[4 * lane + i] = t[i];
+  }
+}
+MOEC_EMU_EXPORT_KERNEL(ldmatrixX4)
+
+// C = A B through the bf16 tiles, one TM x TN tile per block of a 1-D grid.
+// Scalars M, N, K, lda, ldb and `which`: 0 runs gemmTileBf16, 1 the
+// pipeline of gemmTileBf16Async directly, 2 gemmTileBf16Async (which
+// picks). Buffers: A and B as bf16, C, the gather orders of A and B, and
+// applies[blockIdx.x] = whether gemmTileBf16Async's run-time check passes.
+// LAYOUT 0: A RowMajor, B RowMajor; 1: A ColMajor, B ColMajor; 2: A
+// GatherRows (row i is row order[3 + i] / 2 of its buffer), B GatherCols
+// (column n is row orderB[n] of its buffer); 3: the transposes, A
+// GatherCols (column k is row order[3 + k] / 2), B GatherRows (row k is row
+// orderB[k]).
+template <int TM, int TN, int LAYOUT>
+__device__ void gemmBf16Tiles(const moec::KernelParams &p) {
+  using moec::bf16;
+  const int64_t M = scalarArg(p, 0), N = scalarArg(p, 1), K = scalarArg(p, 2);
+  const int64_t lda = scalarArg(p, 3), ldb = scalarArg(p, 4);
+  const int64_t which = scalarArg(p, 5);
+  gptr<const bf16> A = bufferArg<const bf16>(p, 0);
+  gptr<const bf16> B = bufferArg<const bf16>(p, 1);
+  gptr<float> C = bufferArg<float>(p, 2);
+  gptr<const int32_t> orderA = bufferArg<const int32_t>(p, 3);
+  gptr<const int32_t> orderB = bufferArg<const int32_t>(p, 4);
+  gptr<int32_t> applies = bufferArg<int32_t>(p, 5);
+  const int64_t tilesN = (N + TN - 1) / TN;
+  const int64_t m0 = blockIdx.x / tilesN * TM, n0 = blockIdx.x % tilesN * TN;
+  const auto store = [=](int64_t m, int64_t n, float v) { C[m * N + n] = v; };
+  const auto run = [&](const auto &loadA, const auto &loadB) {
+    if (threadIdx.x == 0)
+      applies[blockIdx.x] =
+          moec::detail::asyncTileApplies(m0, n0, loadA, loadB);
+    if (which == 0)
+      moec::gemmTileBf16<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
+                                          store);
+    else if (which == 1)
+      moec::detail::gemmTileBf16Pipelined<TM, TN, 256>(m0, n0, M, N, K,
+                                                       loadA, loadB, store);
+    else
+      moec::gemmTileBf16Async<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
+                                               store);
+  };
+  if constexpr (LAYOUT == 0)
+    run(moec::RowMajor<bf16>{A, lda}, moec::RowMajor<bf16>{B, ldb});
+  else if constexpr (LAYOUT == 1)
+    run(moec::ColMajor<bf16>{A, lda}, moec::ColMajor<bf16>{B, ldb});
+  else if constexpr (LAYOUT == 2)
+    run(moec::GatherRows<bf16>{A, orderA, 3, 2, lda, gptr<const float>()},
+        moec::GatherCols<bf16>{B, orderB, 0, 1, ldb});
+  else
+    run(moec::GatherCols<bf16>{A, orderA, 3, 2, lda},
+        moec::GatherRows<bf16>{B, orderB, 0, 1, ldb, gptr<const float>()});
+}
+extern "C" __global__ void gemmTilesRows64x64(const moec::KernelParams p) {
+  gemmBf16Tiles<64, 64, 0>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesRows64x64)
+extern "C" __global__ void gemmTilesRows64x32(const moec::KernelParams p) {
+  gemmBf16Tiles<64, 32, 0>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesRows64x32)
+extern "C" __global__ void gemmTilesCols128x64(const moec::KernelParams p) {
+  gemmBf16Tiles<128, 64, 1>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesCols128x64)
+extern "C" __global__ void gemmTilesGather64x32(const moec::KernelParams p) {
+  gemmBf16Tiles<64, 32, 2>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesGather64x32)
+extern "C" __global__ void gemmTilesGatherT64x64(const moec::KernelParams p) {
+  gemmBf16Tiles<64, 64, 3>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesGatherT64x64)
+
 // One m16n8k8 tf32 tile per warp: D = C + A B with A [tile][16][8] and B
 // [tile][8][8] full fp32 values (the mma uses their top 19 bits).
 extern "C" __global__ void mmaTf32(const moec::KernelParams p) {
@@ -558,6 +653,34 @@ extern "C" __global__ void sharedOverrun(const moec::KernelParams p) {
   y[threadIdx.x] = sumFirst(vals, 33);
 }
 MOEC_EMU_EXPORT_KERNEL(sharedOverrun)
+
+// Half a warp calls ldmatrix; the other half has returned.
+extern "C" __global__ void ldmatrixHalfWarp(const moec::KernelParams p) {
+  gptr<uint32_t> out = bufferArg<uint32_t>(p, 0);
+  MOEC_SHARED(uint4, tile, 32);
+  tile[threadIdx.x] = make_uint4(1, 2, 3, 4);
+  __syncthreads();
+  if (threadIdx.x >= 16)
+    return;
+  uint32_t d[4];
+  moec::ldmatrixX4(d, tile + threadIdx.x);
+  out[threadIdx.x] = d[0];
+}
+MOEC_EMU_EXPORT_KERNEL(ldmatrixHalfWarp)
+
+// cp.async from an address 8 bytes into a buffer.
+extern "C" __global__ void cpAsyncMisaligned(const moec::KernelParams p) {
+  gptr<const uint32_t> x = bufferArg<const uint32_t>(p, 0);
+  gptr<uint32_t> y = bufferArg<uint32_t>(p, 1);
+  MOEC_SHARED(uint4, tile, 32);
+  moec::cpAsync16(tile + threadIdx.x, x + 4 * threadIdx.x + 2, 16);
+  moec::cpAsyncCommit();
+  moec::cpAsyncWait<0>();
+  __syncthreads();
+  const uint4 v = tile[threadIdx.x];
+  y[threadIdx.x] = v.x;
+}
+MOEC_EMU_EXPORT_KERNEL(cpAsyncMisaligned)
 
 // Writes one float past the end of the output.
 extern "C" __global__ void writePastEnd(const moec::KernelParams p) {

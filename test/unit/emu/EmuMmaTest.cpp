@@ -126,3 +126,213 @@ TEST(EmuMma, GemmTileBf16MatchesARoundedReference) {
       }
   }
 }
+
+// ldmatrix.x4 against the PTX ISA's definition: lane L gets, for matrix i,
+// the word of row L / 4 holding columns 2 (L % 4) and 2 (L % 4) + 1; with
+// .trans, columns L / 4 of rows 2 (L % 4) and 2 (L % 4) + 1.
+TEST(EmuMma, LdmatrixX4FollowsThePtxDefinition) {
+  std::vector<uint16_t> element(4 * 64); // [matrix][row][column]
+  for (size_t i = 0; i < element.size(); ++i)
+    element[i] = static_cast<uint16_t>(i * 37 + 11);
+  std::vector<uint32_t> in(128);
+  for (size_t w = 0; w < in.size(); ++w)
+    in[w] = element[2 * w] | static_cast<uint32_t>(element[2 * w + 1]) << 16;
+  auto e = [&](unsigned i, unsigned r, unsigned c) -> uint32_t {
+    return element[i * 64 + r * 8 + c];
+  };
+  for (const EmuModule *module : {&correctModule(), &checkedModule()}) {
+    std::vector<uint32_t> out(128, 0), outTrans(128, 0);
+    Launch(1, 32).buffer(0, in).buffer(1, out).buffer(2, outTrans).run(
+        *module, "ldmatrixX4");
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      const unsigned g = lane / 4, t = lane % 4;
+      for (unsigned i = 0; i < 4; ++i) {
+        EXPECT_EQ(out[4 * lane + i], e(i, g, 2 * t) | e(i, g, 2 * t + 1) << 16)
+            << "lane " << lane << " matrix " << i;
+        EXPECT_EQ(outTrans[4 * lane + i],
+                  e(i, 2 * t, g) | e(i, 2 * t + 1, g) << 16)
+            << "lane " << lane << " matrix " << i << " (.trans)";
+      }
+    }
+  }
+}
+
+namespace {
+
+/// One product for the gemmTiles* kernels (EmuKernels.cpp): sizes, leading
+/// dimensions, and the operands both as stored and as logical matrices.
+struct GemmProblem {
+  const char *kernel;
+  int layout; // as the kernels' LAYOUT
+  int64_t tm, tn, M, N, K, lda, ldb;
+  std::vector<uint16_t> a, b;
+  std::vector<int32_t> orderA{0}, orderB{0};
+  std::vector<float> A, B; // M x K and K x N, bf16 values
+
+  GemmProblem(const char *kernel, int layout, int64_t tm, int64_t tn,
+              int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+              unsigned seed)
+      : kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
+        lda(lda), ldb(ldb), A(M * K), B(K * N) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    // Random values everywhere, padding included (the tiles must skip it),
+    // never zero; buffers end at the last element read, so check mode sees
+    // any read past the edges.
+    auto fill = [&](std::vector<uint16_t> &v, int64_t size) {
+      v.resize(static_cast<size_t>(size));
+      for (auto &x : v) {
+        float f = uniform(rng);
+        x = moec::bf16FromFloat(f == 0.0f ? 0.5f : f);
+      }
+    };
+    auto value = [](const std::vector<uint16_t> &v, int64_t i) {
+      return fromBf16Bits(v[static_cast<size_t>(i)]);
+    };
+    if (layout == 0) {
+      fill(a, (M - 1) * lda + K);
+      fill(b, (K - 1) * ldb + N);
+    } else if (layout == 1) {
+      fill(a, (K - 1) * lda + M);
+      fill(b, (N - 1) * ldb + K);
+    } else {
+      // Layout 2: A's rows gathered from 5 source rows by order[3 + m] / 2,
+      // B's columns from 7 by orderB[n]; layout 3: A's columns and B's rows.
+      const bool t = layout == 3;
+      fill(a, 4 * lda + (t ? M : K));
+      fill(b, 6 * ldb + (t ? N : K));
+      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
+      orderB.assign(static_cast<size_t>(t ? K : N), 0);
+      for (auto &o : orderA)
+        o = static_cast<int32_t>(rng() % 10);
+      for (auto &o : orderB)
+        o = static_cast<int32_t>(rng() % 7);
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k)
+        A[m * K + k] =
+            layout == 0   ? value(a, m * lda + k)
+            : layout == 1 ? value(a, k * lda + m)
+            : layout == 2 ? value(a, orderA[3 + m] / 2 * lda + k)
+                          : value(a, orderA[3 + k] / 2 * lda + m);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        B[k * N + n] = layout == 0   ? value(b, k * ldb + n)
+                       : layout == 1 ? value(b, n * ldb + k)
+                       : layout == 2 ? value(b, orderB[n] * ldb + k)
+                                     : value(b, orderB[k] * ldb + n);
+  }
+
+  unsigned blocks() const {
+    return static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));
+  }
+
+  /// C through tile `which` (0 gemmTileBf16, 1 the pipeline, 2
+  /// gemmTileBf16Async); `applies` gets the pipeline's run-time check.
+  std::vector<float> run(const EmuModule &module, int which,
+                         std::vector<int32_t> &applies) {
+    std::vector<float> C(M * N, -7.0f);
+    applies.assign(blocks(), -1);
+    Launch(blocks(), 256)
+        .scalar(0, M)
+        .scalar(1, N)
+        .scalar(2, K)
+        .scalar(3, lda)
+        .scalar(4, ldb)
+        .scalar(5, which)
+        .buffer(0, a)
+        .buffer(1, b)
+        .buffer(2, C)
+        .buffer(3, orderA)
+        .buffer(4, orderB)
+        .buffer(5, applies)
+        .run(module, kernel);
+    return C;
+  }
+
+  /// The products summed in increasing k order in fp32, as the mma tiles
+  /// do (bf16 products are exact in fp32).
+  float expected(int64_t m, int64_t n) const {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < K; ++k)
+      acc += A[m * K + k] * B[k * N + n];
+    return acc;
+  }
+
+  std::string name() const {
+    return std::string(kernel) + " " + std::to_string(M) + "x" +
+           std::to_string(N) + "x" + std::to_string(K);
+  }
+};
+
+std::vector<GemmProblem> gemmProblems() {
+  std::vector<GemmProblem> p;
+  p.emplace_back("gemmTilesRows64x64", 0, 64, 64, 1, 1, 1, 8, 8, 1);
+  p.emplace_back("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 72, 56, 2);
+  p.emplace_back("gemmTilesRows64x64", 0, 64, 64, 128, 128, 256, 256, 128, 3);
+  p.emplace_back("gemmTilesRows64x64", 0, 64, 64, 64, 64, 48, 48, 64, 4);
+  p.emplace_back("gemmTilesRows64x32", 0, 64, 32, 37, 53, 70, 72, 64, 5);
+  p.emplace_back("gemmTilesCols128x64", 1, 128, 64, 1, 1, 1, 8, 8, 6);
+  p.emplace_back("gemmTilesCols128x64", 1, 128, 64, 37, 53, 70, 40, 72, 7);
+  p.emplace_back("gemmTilesCols128x64", 1, 128, 64, 130, 70, 100, 136, 104, 8);
+  p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 1, 1, 1, 8, 8, 9);
+  p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 37, 53, 70, 72, 80, 10);
+  p.emplace_back("gemmTilesGatherT64x64", 3, 64, 64, 37, 53, 70, 40, 56, 11);
+  return p;
+}
+
+} // namespace
+
+// The pipelined tile on ragged and aligned sizes, every operand layout and
+// gathered rows and columns: exactly the fp32 sum of the bf16 products in
+// increasing k order (close to the exact sum), bit for bit what
+// gemmTileBf16 computes, and what gemmTileBf16Async picks.
+TEST(EmuMma, GemmTileBf16AsyncMatchesAReferenceAndTheScalarTile) {
+  for (GemmProblem &p : gemmProblems()) {
+    std::vector<int32_t> applies;
+    std::vector<float> pipelined = p.run(correctModule(), 1, applies);
+    for (int32_t a : applies)
+      ASSERT_EQ(a, 1) << p.name() << ": the pipeline should apply";
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t n = 0; n < p.N; ++n) {
+        double exact = 0;
+        for (int64_t k = 0; k < p.K; ++k)
+          exact += double(p.A[m * p.K + k]) * p.B[k * p.N + n];
+        const float c = pipelined[m * p.N + n];
+        ASSERT_EQ(c, p.expected(m, n)) << p.name() << " (" << m << ", " << n
+                                       << ")";
+        ASSERT_NEAR(c, exact, 1e-5 * p.K) << p.name();
+      }
+    EXPECT_EQ(p.run(correctModule(), 0, applies), pipelined)
+        << p.name() << ": gemmTileBf16 differs";
+    EXPECT_EQ(p.run(correctModule(), 2, applies), pipelined)
+        << p.name() << ": gemmTileBf16Async differs";
+  }
+}
+
+// Check mode: no read outside the operands (the buffers end at their last
+// element), no read of shared memory before cp.async wrote it, aligned
+// copies; and the same results.
+TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
+  std::vector<GemmProblem> problems = gemmProblems();
+  for (size_t i : {1, 4, 6, 9, 10}) {
+    GemmProblem &p = problems[i];
+    std::vector<int32_t> applies;
+    std::vector<float> checked = p.run(checkedModule(), 2, applies);
+    EXPECT_EQ(checked, p.run(correctModule(), 1, applies)) << p.name();
+  }
+}
+
+// Rows of an odd length cannot be copied in 16-byte chunks: the run-time
+// check fails and gemmTileBf16Async runs gemmTileBf16.
+TEST(EmuMma, GemmTileBf16AsyncFallsBackForUnalignedRows) {
+  GemmProblem p("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 70, 53, 12);
+  std::vector<int32_t> applies;
+  std::vector<float> picked = p.run(correctModule(), 2, applies);
+  for (int32_t a : applies)
+    EXPECT_EQ(a, 0);
+  EXPECT_EQ(picked, p.run(correctModule(), 0, applies));
+  for (int64_t m = 0; m < p.M; ++m)
+    for (int64_t n = 0; n < p.N; ++n)
+      ASSERT_EQ(picked[m * p.N + n], p.expected(m, n));
+}

@@ -16,7 +16,8 @@ extern const char *const kCorrectKernels;
 /// Kernels with bugs check mode reports (EmuKernels.cpp).
 extern const char *const kFaultyKernels;
 
-/// defs.cuh, prelude.cuh, mma.cuh and gemm.cuh from the source tree.
+/// defs.cuh, prelude.cuh, mma.cuh, async_copy.cuh and gemm.cuh from the
+/// source tree.
 std::string deviceHeaders();
 
 /// Options that build into the test binary's cache directory, shared by the

@@ -269,6 +269,8 @@ StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
     return isa<BFloat16Type>(getElementTypeOrSelf(v.getType()));
   };
   bool fits = tm % 32 == 0 && tn % 32 == 0 && tk % 16 == 0 && threads == 256;
-  return isBf16(a) && isBf16(b) && fits ? "moec::gemmTileBf16"
+  // gemmTileBf16Async runs its cp.async pipeline where the loaders allow it
+  // and gemmTileBf16 elsewhere (float scratch operands, misaligned rows).
+  return isBf16(a) && isBf16(b) && fits ? "moec::gemmTileBf16Async"
                                         : "moec::gemmTile";
 }

@@ -121,9 +121,10 @@ std::string deviceEnum(BalanceLoss value);
 std::string deviceEnum(LrSchedule value);
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
-/// tiles: moec::gemmTileBf16 (tensor cores, fp32 accumulation) when both
-/// are bf16 and the tiles fit its warp layout, else moec::gemmTile (fp32
-/// FMA). f32 models never use the tensor cores: tf32 would change results.
+/// tiles: moec::gemmTileBf16Async (tensor cores, fp32 accumulation; it
+/// picks its cp.async pipeline or gemmTileBf16 from the loaders) when both
+/// are bf16 and the tiles fit gemmTileBf16's warp layout, else
+/// moec::gemmTile (fp32 FMA). f32 models never use the tensor cores: tf32 would change results.
 StringRef gemmTileFunction(Value a, Value b, int64_t tm, int64_t tn,
                            int64_t tk, int64_t threads);
 
