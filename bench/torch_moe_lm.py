@@ -109,6 +109,59 @@ def step(model, opt, tokens):
     return loss.item()
 
 
+def timed(fn, repeats=5):
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) * 1000 / repeats
+
+
+def layer_times(args):
+    """ms per call of the layers moec's --profile names, at the model's
+    shapes: causal attention (forward, backward) and one MoE layer's experts
+    (forward, backward), as moe.attention(_grad) and moe.expert_ffn(_grad)."""
+    b, s, d, h = args.batch, args.seq, args.d, args.heads
+    q, k, v = (torch.randn(b, h, s, d // h, requires_grad=True) for _ in range(3))
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+
+    def attend():
+        scores = (q @ k.transpose(-1, -2)) * (d // h) ** -0.5
+        return scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
+
+    out = attend()
+    grad = torch.randn_like(out)
+    rows = {"moe.attention": timed(lambda: attend().detach())}
+    rows["moe.attention_grad"] = timed(
+        lambda: torch.autograd.grad(attend(), (q, k, v), grad)) - rows["moe.attention"]
+
+    moe = MoE(d, args.experts, args.expert_hidden or 2 * d, args.k)
+    x = torch.randn(b * s, d, requires_grad=True)
+    with torch.no_grad():
+        _, experts = moe.router(x).softmax(-1).topk(args.k, dim=-1)
+    gates = torch.rand(b * s, args.k, requires_grad=True)
+    params = [x, gates, moe.w1, moe.b1, moe.w2, moe.b2]
+
+    def experts_only():
+        y = torch.zeros_like(x)
+        flat = experts.reshape(-1)
+        token = torch.arange(b * s).repeat_interleave(args.k)
+        for e in range(args.experts):
+            pick = (flat == e).nonzero(as_tuple=True)[0]
+            r = token[pick]
+            hid = F.gelu(x[r] @ moe.w1[e] + moe.b1[e], approximate="tanh")
+            y = y.index_add(0, r, (hid @ moe.w2[e] + moe.b2[e]) * gates.reshape(-1)[pick, None])
+        return y
+
+    y = experts_only()
+    dy = torch.randn_like(y)
+    rows["moe.expert_ffn"] = timed(lambda: experts_only().detach())
+    rows["moe.expert_ffn_grad"] = timed(
+        lambda: torch.autograd.grad(experts_only(), params, dy)) - rows["moe.expert_ffn"]
+    for name, ms in rows.items():
+        print(f"layer {name} {ms:.2f} ms")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--d", type=int, default=512)
@@ -121,9 +174,13 @@ def main():
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--layers", action="store_true",
+                   help="time the attention and expert layers alone")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
+    if args.layers:
+        return layer_times(args)
     model = build(args)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98),
                             eps=1e-9, weight_decay=0.01)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The cpu device against PyTorch on the CPU, same thread count, measured in
+# one run: examples/moe_lm.moe grown to d_model D with E experts, batch 4 x
+# 512 tokens, and its attention and expert layers alone. Prints markdown
+# table rows. Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
+# (from the repository root, after a build; needs python3-torch).
+set -euo pipefail
+d="$1" experts="$2" steps="${3:-5}" threads="${4:-2}"
+heads=$((d / 64))
+moec=./build/bin/moec
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+sed -e "s/^let d = 128/let d = $d/" -e "s/^let heads = 4/let heads = $heads/" \
+    -e "s/^let experts = 8/let experts = $experts/" \
+    -e 's/max_seq = 64/max_seq = 512/' -e 's/batch = 16/batch = 4/' \
+    -e 's/seq_len = 64/seq_len = 512/' examples/moe_lm.moe > "$out/model.moe"
+"$moec" compile "$out/model.moe" -o "$out/model.json"
+OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps "$steps" \
+  --log-every "$steps" --valid-batches 0 --profile > "$out/moec.txt"
+moec_ms=$(sed -n 's/.* mean \([0-9.]*\) ms\/step.*/\1/p' "$out/moec.txt" | tail -1)
+# Per call of an op: ms/step divided by calls per step.
+per_call() {
+  awk -v op="$1" -v steps="$steps" \
+    '$1 == op { printf "%.2f", $2 / ($5 / steps) }' "$out/moec.txt"
+}
+torch_args=(--d "$d" --heads "$heads" --experts "$experts" --threads "$threads")
+torch_ms=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" \
+  --steps "$steps" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
+/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --layers > "$out/torch.txt"
+
+shape="d $d, $heads heads, E $experts top-2, 4 x 512 tokens, $threads threads"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", b / a }'; }
+echo "| moe_lm training step ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
+for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; do
+  m=$(per_call "$op")
+  t=$(awk -v op="$op" '$2 == op { print $3 }' "$out/torch.txt")
+  echo "| \`$op\` per layer ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+done

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs the benchmarks this machine can run and writes their figures, with
+# the command and the date, into bench/RESULTS.md (between the "bench/run.sh"
+# markers; the rest of the file is kept). Usage: bench/run.sh [--quick]
+# from the repository root after scripts/build.sh. On a machine with a GPU,
+# run the pack's run.sh (scripts/gpu-pack.sh) for the cuda rows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+moec=./build/bin/moec
+steps=5
+if [ "${1:-}" = "--quick" ]; then steps=2; fi
+section=$(mktemp)
+work=$(mktemp -d)
+trap 'rm -rf "$section" "$work"' EXIT
+threads=2
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
+{
+  echo "## bench/run.sh ($(date -u +%Y-%m-%d), $(nproc) cores, $threads threads)"
+  echo
+  echo "### cpu device against PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') on the CPU"
+  echo
+  echo "\`bench/cpu_vs_torch.sh D E $steps $threads\`: the same model and"
+  echo "layers in moec (\`moec train --profile\`, per call) and in PyTorch"
+  echo "(bench/torch_moe_lm.py: eager, the papers' loop over experts);"
+  echo "ratio = PyTorch time / moec time, above 1 when moec is faster."
+  echo
+  echo "| what | moec | PyTorch | ratio |"
+  echo "|---|---|---|---|"
+  for size in "256 8" "512 16"; do
+    # shellcheck disable=SC2086
+    bash bench/cpu_vs_torch.sh $size "$steps" "$threads"
+  done
+  echo
+  echo "### Cost model (\`moec compile EXAMPLE --report\`): device-memory traffic"
+  echo
+  echo "Bytes the fused plan moves per training step against the same ops run"
+  echo "one per kernel as an eager framework runs them, at the example's batch"
+  echo "and sequence length; and the step's time at H100 ceilings."
+  echo
+  echo "| example | kernels | FLOPs | fused | op by op | ratio | H100 time | layers (fused/op-by-op) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for example in moe_lm switch_lm glu_moe_lm moa_mlm moa_translate; do
+    "$moec" compile "examples/$example.moe" --report > "$work/report.txt"
+    total=$(awk '$1 == "train_step" && $3 == "kernels"' "$work/report.txt")
+    layers=$(awk '/by kernel kind/ { on = 1; next } on && NF == 0 { exit }
+      on && ($1 ~ /^(experts|attention|expert_map|expert_reduce)/) {
+        printf "%s%s %s", sep, $1, $NF; sep = ", " }' "$work/report.txt")
+    # "train_step N kernels F GFLOP B MB moved (op by op O MB, Rx) T us"
+    echo "$total" | awk -v ex="$example" -v layers="$layers" '{
+      gsub(/[(),]/, "");
+      printf "| %s | %s | %s %s | %s %s | %s %s | %s | %s %s | %s |\n",
+        ex, $2, $4, $5, $6, $7, $12, $13, $14, $15, $16, layers }'
+  done
+  echo
+  echo "### Compile and start-up (12 blocks, d 512, E 16, sm_90)"
+  echo
+  sed -e 's/^let d = 128/let d = 512/' -e 's/^let blocks = 4/let blocks = 12/' \
+      -e 's/^let experts = 8/let experts = 16/' examples/moe_lm.moe > "$work/m12.moe"
+  t0=$(date +%s.%N)
+  "$moec" compile "$work/m12.moe" -o "$work/m12.json"
+  t1=$(date +%s.%N)
+  echo "| what | time |"
+  echo "|---|---|"
+  echo "| \`moec compile\` (frontend, autodiff, plan, CUDA source) | $(elapsed "$t0" "$t1") |"
+  if "$moec" precompile "$work/m12.json" --arch sm_90 > /dev/null 2>&1 </dev/null; then
+    for run in cold warm; do
+      [ $run = cold ] && rm -rf "$work/cache"
+      t0=$(date +%s.%N)
+      line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12.json" --arch sm_90 | head -1)
+      t1=$(date +%s.%N)
+      echo "| \`moec precompile --arch sm_90\`, $run cache: $line | $(elapsed "$t0" "$t1") |"
+    done
+  fi
+  t0=$(date +%s.%N)
+  params=$(OMP_NUM_THREADS=$threads "$moec" train "$work/m12.json" --steps 0 \
+    --valid-batches 0 | sed -n 's/.*, \([0-9.]*M\) parameters.*/\1/p')
+  t1=$(date +%s.%N)
+  echo "| \`moec train --steps 0\` on the cpu: load and draw $params initial weights | $(elapsed "$t0" "$t1") |"
+} > "$section"
+
+python3 - "$section" <<'PY'
+import re, sys
+begin, end = "<!-- bench/run.sh: begin -->", "<!-- bench/run.sh: end -->"
+body = open(sys.argv[1]).read()
+path = "bench/RESULTS.md"
+text = open(path).read()
+block = f"{begin}\n{body}{end}\n"
+if begin in text:
+    text = re.sub(re.escape(begin) + ".*?" + re.escape(end) + "\n?", lambda m: block, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + block
+open(path, "w").write(text)
+PY
+echo "bench/run.sh: wrote its section of bench/RESULTS.md"
