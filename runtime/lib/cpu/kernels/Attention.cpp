@@ -3,7 +3,7 @@
 // Blocked attention per (batch, head): a block of queries is scored against
 // every key it may see with one BLAS call, softmaxed in place (fast exp,
 // sums in double) and multiplied by V with a second call; the backward does
-// the same per block with four calls. Causality and the cache limit make the
+// the same per block with five calls. Causality and the cache limit make the
 // keys a query may see a prefix 0..n-1 of the keys; the key mask (padding)
 // then removes keys from that prefix. Each (batch, head) or (batch, K/V
 // head) is one task with a fixed order of operations, so the thread count
