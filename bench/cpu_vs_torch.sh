@@ -4,6 +4,8 @@
 # 512 tokens, and its attention and expert layers alone. Prints markdown
 # table rows. Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
 # (from the repository root, after a build; needs python3-torch).
+# With MOA="E K" every block's attention is MoA with E experts, top K, head
+# dimension 64, and only the training step is compared.
 set -euo pipefail
 d="$1" experts="$2" steps="${3:-5}" threads="${4:-2}"
 heads=$((d / 64))
@@ -15,6 +17,15 @@ sed -e "s/^let d = 128/let d = $d/" -e "s/^let heads = 4/let heads = $heads/" \
     -e "s/^let experts = 8/let experts = $experts/" \
     -e 's/max_seq = 64/max_seq = 512/' -e 's/batch = 16/batch = 4/' \
     -e 's/seq_len = 64/seq_len = 512/' examples/moe_lm.moe > "$out/model.moe"
+torch_args=(--d "$d" --heads "$heads" --experts "$experts" --threads "$threads")
+what="moe_lm training step"
+if [ -n "${MOA:-}" ]; then
+  read -r moa_experts moa_k <<< "$MOA"
+  sed -i "s/attention(heads = heads)/moa(experts = $moa_experts, k = $moa_k, head_dim = 64)/" \
+    "$out/model.moe"
+  torch_args+=(--moa-experts "$moa_experts" --moa-k "$moa_k" --moa-head-dim 64)
+  what="moe_lm with MoA (E $moa_experts, top-$moa_k, head_dim 64) training step"
+fi
 "$moec" compile "$out/model.moe" -o "$out/model.json"
 OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps "$steps" \
   --log-every "$steps" --valid-batches 0 --profile > "$out/moec.txt"
@@ -24,14 +35,13 @@ per_call() {
   awk -v op="$1" -v steps="$steps" \
     '$1 == op { printf "%.2f", $2 / ($5 / steps) }' "$out/moec.txt"
 }
-torch_args=(--d "$d" --heads "$heads" --experts "$experts" --threads "$threads")
 torch_ms=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" \
   --steps "$steps" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
-/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --layers > "$out/torch.txt"
-
 shape="d $d, $heads heads, E $experts top-2, 4 x 512 tokens, $threads threads"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", b / a }'; }
-echo "| moe_lm training step ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
+echo "| $what ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
+if [ -n "${MOA:-}" ]; then exit 0; fi
+/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --layers > "$out/torch.txt"
 for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; do
   m=$(per_call "$op")
   t=$(awk -v op="$op" '$2 == op { print $3 }' "$out/torch.txt")

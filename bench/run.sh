@@ -30,6 +30,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
     # shellcheck disable=SC2086
     bash bench/cpu_vs_torch.sh $size "$steps" "$threads"
   done
+  MOA="8 2" bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
   echo
   echo "### Cost model (\`moec compile EXAMPLE --report\`): device-memory traffic"
   echo

@@ -51,18 +51,61 @@ class MoE(nn.Module):
         return y, balance, z
 
 
+class MoA(nn.Module):
+    """Mixture of attention heads as its authors' code runs it: a router,
+    per-expert query and output projections applied by a loop over experts
+    (index gather, matmul, index_add), one shared key and value head, and
+    attention of the k routed queries of every token."""
+
+    def __init__(self, d, experts, k, head_dim):
+        super().__init__()
+        self.k, self.dh = k, head_dim
+        self.router = nn.Linear(d, experts, bias=False)
+        self.wq = nn.Parameter(torch.randn(experts, d, head_dim) * d**-0.5)
+        self.wo = nn.Parameter(torch.randn(experts, head_dim, d) * head_dim**-0.5)
+        self.kv = nn.Linear(d, 2 * head_dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        n, E = b * s, self.wq.shape[0]
+        flat_x = x.reshape(n, d)
+        probs = self.router(flat_x).softmax(-1)
+        gates, experts = probs.topk(self.k, dim=-1)
+        flat = experts.reshape(-1)
+        token = torch.arange(n).repeat_interleave(self.k)
+        q = torch.zeros(n * self.k, self.dh)
+        picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(E)]
+        for e, pick in enumerate(picks):
+            q = q.index_add(0, pick, flat_x[token[pick]] @ self.wq[e])
+        keys, values = self.kv(x).split(self.dh, dim=-1)       # [b, s, dh]
+        q = q.reshape(b, s * self.k, self.dh)
+        scores = (q @ keys.transpose(-1, -2)) * self.dh**-0.5  # [b, s k, s]
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        causal = causal.repeat_interleave(self.k, dim=0)
+        context = scores.masked_fill(causal, float("-inf")).softmax(-1) @ values
+        context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
+        y = torch.zeros(n, d)
+        for e, pick in enumerate(picks):
+            y = y.index_add(0, token[pick], context[pick] @ self.wo[e])
+        return y.reshape(b, s, d)
+
+
 class Block(nn.Module):
-    def __init__(self, d, heads, ffn):
+    def __init__(self, d, heads, ffn, moa=None):
         super().__init__()
         self.heads = heads
         self.norm1 = nn.LayerNorm(d, eps=1e-5)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
+        self.moa = moa
+        if moa is None:
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
         self.norm2 = nn.LayerNorm(d, eps=1e-5)
         self.ffn = ffn
 
     def forward(self, x):
         b, s, d = x.shape
+        if self.moa is not None:
+            return self.feed_forward(x + self.moa(self.norm1(x)))
         q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
         shape = (b, s, self.heads, d // self.heads)
         q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
@@ -71,6 +114,10 @@ class Block(nn.Module):
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)
         a = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
         x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return self.feed_forward(x)
+
+    def feed_forward(self, x):
+        b, s, d = x.shape
         h = self.norm2(x).reshape(b * s, d)
         if isinstance(self.ffn, MoE):
             y, bal, z = self.ffn(h)
@@ -88,7 +135,9 @@ def build(args):
         else:
             ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
                                 nn.Linear(4 * d, d))
-        blocks.append(Block(d, args.heads, ffn))
+        moa = (MoA(d, args.moa_experts, args.moa_k, args.moa_head_dim)
+               if args.moa_experts else None)
+        blocks.append(Block(d, args.heads, ffn, moa))
     return nn.ModuleDict(dict(
         embed=nn.Embedding(256, d), pos=nn.Embedding(args.seq, d),
         blocks=nn.ModuleList(blocks), norm=nn.LayerNorm(d), head=nn.Linear(d, 256)))
@@ -174,6 +223,10 @@ def main():
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--moa-experts", type=int, default=0,
+                   help="MoA attention with this many experts on every block")
+    p.add_argument("--moa-k", type=int, default=2)
+    p.add_argument("--moa-head-dim", type=int, default=64)
     p.add_argument("--layers", action="store_true",
                    help="time the attention and expert layers alone")
     args = p.parse_args()

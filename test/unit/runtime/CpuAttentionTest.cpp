@@ -164,69 +164,74 @@ TEST(CpuAttention, KeyMaskEqualsAttendingToTheUnmaskedKeysOnly) {
                Error);
 }
 
-/// Attention and its gradient by the definition, one (batch, head, query)
-/// at a time in double: the reference for the blocked kernels.
-struct NaiveAttention {
+/// An attention problem: sizes, scale, inputs and a key mask (1 keeps).
+struct AttentionCase {
   int64_t batch, sq, sk, heads, kvHeads, dh;
   double scale;
-  std::vector<double> q, k, v, dout, mask; // mask: 1 keeps a key
-  std::vector<double> out, lse, dq, dk, dv;
-
-  void run() {
-    out.assign(q.size(), 0);
-    dq.assign(q.size(), 0);
-    dk.assign(k.size(), 0);
-    dv.assign(v.size(), 0);
-    lse.assign(batch * heads * sq, -INFINITY);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < sq; ++i)
-          query(b, h, i);
-  }
-
-  void query(int64_t b, int64_t h, int64_t i) {
-    const int64_t g = h / (heads / kvHeads), n = i + sk - sq + 1;
-    auto qAt = [&](int64_t c) { return ((b * sq + i) * heads + h) * dh + c; };
-    auto kvAt = [&](int64_t j, int64_t c) {
-      return ((b * sk + j) * kvHeads + g) * dh + c;
-    };
-    std::vector<double> s(n, -INFINITY);
-    double m = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
-      if (mask[b * sk + j] == 0)
-        continue;
-      s[j] = 0;
-      for (int64_t c = 0; c < dh; ++c)
-        s[j] += scale * q[qAt(c)] * k[kvAt(j, c)];
-      m = std::max(m, s[j]);
-    }
-    if (m == -INFINITY)
-      return;
-    double sum = 0;
-    for (double &x : s)
-      sum += (x = std::exp(x - m));
-    for (double &x : s)
-      x /= sum;
-    lse[(b * heads + h) * sq + i] = m + std::log(sum);
-    std::vector<double> dp(n, 0);
-    double rowD = 0;
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t c = 0; c < dh; ++c) {
-        out[qAt(c)] += s[j] * v[kvAt(j, c)];
-        dp[j] += dout[qAt(c)] * v[kvAt(j, c)];
-      }
-    for (int64_t j = 0; j < n; ++j)
-      rowD += s[j] * dp[j];
-    for (int64_t j = 0; j < n; ++j) {
-      double ds = s[j] * (dp[j] - rowD);
-      for (int64_t c = 0; c < dh; ++c) {
-        dq[qAt(c)] += scale * ds * k[kvAt(j, c)];
-        dk[kvAt(j, c)] += scale * ds * q[qAt(c)];
-        dv[kvAt(j, c)] += s[j] * dout[qAt(c)];
-      }
-    }
-  }
+  std::vector<double> q, k, v, dout, mask;
 };
+
+struct AttentionResult {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+/// Attention and its gradient by the definition, one (batch, head, query)
+/// at a time in double: the reference for the blocked kernels. Causal, with
+/// the queries aligned to the last keys.
+AttentionResult naiveAttention(const AttentionCase &c) {
+  AttentionResult r{std::vector<double>(c.q.size(), 0),
+                    std::vector<double>(c.batch * c.heads * c.sq, -INFINITY),
+                    std::vector<double>(c.q.size(), 0),
+                    std::vector<double>(c.k.size(), 0),
+                    std::vector<double>(c.v.size(), 0)};
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.sq; ++i) {
+        const int64_t g = h / (c.heads / c.kvHeads), n = i + c.sk - c.sq + 1;
+        auto qAt = [&](int64_t col) {
+          return ((b * c.sq + i) * c.heads + h) * c.dh + col;
+        };
+        auto kvAt = [&](int64_t j, int64_t col) {
+          return ((b * c.sk + j) * c.kvHeads + g) * c.dh + col;
+        };
+        std::vector<double> p(n, -INFINITY);
+        double m = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          if (c.mask[b * c.sk + j] == 0)
+            continue;
+          p[j] = 0;
+          for (int64_t col = 0; col < c.dh; ++col)
+            p[j] += c.scale * c.q[qAt(col)] * c.k[kvAt(j, col)];
+          m = std::max(m, p[j]);
+        }
+        if (m == -INFINITY)
+          continue;
+        double sum = 0;
+        for (double &x : p)
+          sum += (x = std::exp(x - m));
+        for (double &x : p)
+          x /= sum;
+        r.lse[(b * c.heads + h) * c.sq + i] = m + std::log(sum);
+        std::vector<double> dp(n, 0);
+        double rowD = 0;
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t col = 0; col < c.dh; ++col) {
+            r.out[qAt(col)] += p[j] * c.v[kvAt(j, col)];
+            dp[j] += c.dout[qAt(col)] * c.v[kvAt(j, col)];
+          }
+        for (int64_t j = 0; j < n; ++j)
+          rowD += p[j] * dp[j];
+        for (int64_t j = 0; j < n; ++j) {
+          double ds = p[j] * (dp[j] - rowD);
+          for (int64_t col = 0; col < c.dh; ++col) {
+            r.dq[qAt(col)] += c.scale * ds * c.k[kvAt(j, col)];
+            r.dk[kvAt(j, col)] += c.scale * ds * c.q[qAt(col)];
+            r.dv[kvAt(j, col)] += p[j] * c.dout[qAt(col)];
+          }
+        }
+      }
+  return r;
+}
 
 void expectNear(const Tensor &actual, const std::vector<double> &expected,
                 double tol, const std::string &what) {
@@ -255,10 +260,10 @@ TEST(CpuAttention, BlockedF32KernelsMatchTheDefinition) {
   Tensor mask = Tensor::of<int32_t>({batch, sk}, maskValues);
   Json attrs = attnAttrs(heads, kvHeads, 0.25, true);
 
-  NaiveAttention ref{batch, sq, sk, heads, kvHeads, dh, 0.25,
-                     values(q), values(k), values(v), values(dout),
-                     std::vector<double>(maskValues.begin(), maskValues.end())};
-  ref.run();
+  AttentionResult ref = naiveAttention(
+      {batch, sq, sk, heads, kvHeads, dh, 0.25, values(q), values(k),
+       values(v), values(dout),
+       std::vector<double>(maskValues.begin(), maskValues.end())});
   std::vector<Tensor> fwd =
       runKernel("moe.attention", {q, k, v, absent(), mask},
                 {like(q), zeros(DType::F32, {batch, heads, sq})}, attrs);
