@@ -176,6 +176,24 @@ MOEC_DEVICE void gemmTile(int64_t m0, int64_t n0, int64_t M, int64_t N,
     }
 }
 
+/// Stores a warp's m16n8 accumulator fragments (mma.cuh's layout): fragment
+/// (i, j) holds rows m0 + 16 i .. + 15 and columns n0 + 8 j .. + 7; outputs
+/// outside M x N are skipped.
+template <int FM, int FN, typename Store>
+MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
+                                int64_t n0, int64_t M, int64_t N, int lane,
+                                const Store &store) {
+  const int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < FM; ++i)
+    for (int j = 0; j < FN; ++j)
+      for (int r = 0; r < 4; ++r) {
+        int64_t m = m0 + i * 16 + g + (r / 2) * 8;
+        int64_t n = n0 + j * 8 + 2 * t + r % 2;
+        if (m < M && n < N)
+          store(m, n, acc[i][j][r]);
+      }
+}
+
 /// Two bf16 in one register, `lo` in the low half: an mma operand pair.
 MOEC_DEVICE uint32_t packBf16(float lo, float hi) {
   return static_cast<uint32_t>(bf16(lo).bits) |
@@ -250,14 +268,7 @@ MOEC_DEVICE void gemmTileBf16(int64_t m0, int64_t n0, int64_t M, int64_t N,
     }
     __syncthreads();
   }
-  for (int i = 0; i < FM; ++i)
-    for (int j = 0; j < FN; ++j)
-      for (int r = 0; r < 4; ++r) {
-        int64_t m = m0 + wm + i * 16 + g + (r / 2) * 8;
-        int64_t n = n0 + wn + j * 8 + 2 * t + r % 2;
-        if (m < M && n < N)
-          store(m, n, acc[i][j][r]);
-      }
+  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
 }
 
 namespace detail {
@@ -412,15 +423,7 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
   }
   // A next call in the same block must not refill stages still being read.
   __syncthreads();
-  const int g = lane / 4, t = lane % 4;
-  for (int i = 0; i < FM; ++i)
-    for (int j = 0; j < FN; ++j)
-      for (int r = 0; r < 4; ++r) {
-        int64_t m = m0 + wm + i * 16 + g + (r / 2) * 8;
-        int64_t n = n0 + wn + j * 8 + 2 * t + r % 2;
-        if (m < M && n < N)
-          store(m, n, acc[i][j][r]);
-      }
+  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
 }
 
 } // namespace detail
