@@ -27,13 +27,16 @@ if [ -n "${MOA:-}" ]; then
   what="moe_lm with MoA (E $moa_experts, top-$moa_k, head_dim 64) training step"
 fi
 "$moec" compile "$out/model.moe" -o "$out/model.json"
-OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps "$steps" \
-  --log-every "$steps" --valid-batches 0 --profile > "$out/moec.txt"
-moec_ms=$(sed -n 's/.* mean \([0-9.]*\) ms\/step.*/\1/p' "$out/moec.txt" | tail -1)
+# One warm-up step more than PyTorch's timed steps, as PyTorch's peer runs
+# one untimed: the mean of steps 2.. from the running means of steps 1 and N.
+OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps $((steps + 1)) \
+  --log-every 1 --valid-batches 0 --profile > "$out/moec.txt"
+moec_ms=$(sed -n 's/.* mean \([0-9.]*\) ms\/step.*/\1/p' "$out/moec.txt" |
+  awk -v n=$((steps + 1)) 'NR == 1 { first = $1 } END { printf "%.0f", (n * $1 - first) / (n - 1) }')
 # Per call of an op: ms/step divided by calls per step.
 per_call() {
   awk -v op="$1" -v steps="$steps" \
-    '$1 == op { printf "%.2f", $2 / ($5 / steps) }' "$out/moec.txt"
+    '$1 == op { printf "%.2f", $2 / ($5 / (steps + 1)) }' "$out/moec.txt"
 }
 torch_ms=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" \
   --steps "$steps" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
