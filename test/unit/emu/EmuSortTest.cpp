@@ -9,6 +9,8 @@
 #include "EmuTestUtil.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <mutex>
@@ -26,6 +28,7 @@ constexpr int kTiles = 8, kThreads = 64;
 // numKeys.
 const char *const kSortKernels = R"cuda(
 using moec::bufferArg;
+using moec::gptr;
 using moec::scalarArg;
 constexpr int kTiles = 8, kThreads = 64;
 
@@ -57,6 +60,39 @@ extern "C" __global__ void sortScatterTest(const moec::KernelParams p) {
       bufferArg<const int32_t>(p, 3), bufferArg<int32_t>(p, 5));
 }
 MOEC_EMU_EXPORT_KERNEL(sortScatterTest)
+
+// The embedding gradient both ways, d = 40 (buffers: keys 0, offsets 3,
+// order 5, dy 6, out 7): every token scanned per id, as before the sort,
+// and the run of the id's tokens in the sorted order.
+extern "C" __global__ void scanAllTokens(const moec::KernelParams p) {
+  const int64_t T = scalarArg(p, 0), v = blockIdx.x;
+  gptr<const int32_t> ids = bufferArg<const int32_t>(p, 0);
+  gptr<const float> dy = bufferArg<const float>(p, 6);
+  gptr<float> out = bufferArg<float>(p, 7);
+  for (int64_t c = threadIdx.x; c < 40; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t t = 0; t < T; ++t)
+      if (ids[t] == v) sum += dy[t * 40 + c];
+    out[v * 40 + c] = sum;
+  }
+}
+MOEC_EMU_EXPORT_KERNEL(scanAllTokens)
+
+extern "C" __global__ void sumSortedRuns(const moec::KernelParams p) {
+  gptr<const int32_t> offsets = bufferArg<const int32_t>(p, 3);
+  gptr<const int32_t> order = bufferArg<const int32_t>(p, 5);
+  gptr<const float> dy = bufferArg<const float>(p, 6);
+  gptr<float> out = bufferArg<float>(p, 7);
+  const int64_t v = blockIdx.x;
+  const int32_t begin = offsets[v], end = offsets[v + 1];
+  for (int64_t c = threadIdx.x; c < 40; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int32_t k = begin; k < end; ++k)
+      sum += dy[static_cast<int64_t>(order[k]) * 40 + c];
+    out[v * 40 + c] = sum;
+  }
+}
+MOEC_EMU_EXPORT_KERNEL(sumSortedRuns)
 )cuda";
 
 std::string deviceFile(const std::string &name) {
@@ -85,6 +121,8 @@ unsigned blocks(int64_t n) {
 
 struct Sorted {
   std::vector<int32_t> order, offsets;
+  /// The sort's buffers as the device left them.
+  std::vector<int32_t> deviceOrder, deviceOffsets;
 };
 
 Sorted deviceSort(std::vector<int32_t> keys, int64_t numKeys) {
@@ -109,10 +147,11 @@ Sorted deviceSort(std::vector<int32_t> keys, int64_t numKeys) {
   launch(blocks(numKeys)).run(sortModule(), "sortCountTest");
   launch(blocks(numKeys)).run(sortModule(), "sortOffsetsTest");
   launch(blocks(n)).run(sortModule(), "sortScatterTest");
+  Sorted s{order, offsets, order, offsets};
   int64_t valid = offsets[numKeys];
   if (valid >= 0 && valid <= n)
-    order.resize(static_cast<size_t>(valid));
-  return {order, offsets};
+    s.order.resize(static_cast<size_t>(valid));
+  return s;
 }
 
 /// What the device must produce: indices of in-range keys, stably sorted.
@@ -173,4 +212,35 @@ TEST(EmuSort, KeysOutOfRangeAreLeftOut) {
   for (int i = 0; i < 700; i += 9)
     keys[i] = i % 2 == 0 ? -1 - i : 10 + i;
   expectSorted(keys, 10);
+}
+
+TEST(EmuSort, EmbeddingGradientMatchesTheScanOfAllTokensBitForBit) {
+  // The sorted runs add each id's rows in token order, as the scan did, so
+  // the fp32 sums agree exactly, whatever the magnitudes.
+  const int64_t T = 1800, vocab = 50, d = 40;
+  std::vector<int32_t> ids = randomKeys(T, vocab + 3, 7);
+  ids[5] = -2; // out of range both ways: in no sum
+  Sorted sorted = deviceSort(ids, vocab);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  std::vector<float> dy(T * d);
+  for (float &x : dy)
+    x = std::ldexp(mantissa(rng), exponent(rng));
+  std::vector<float> scanned(vocab * d, -1.0f), summed(vocab * d, -2.0f);
+  auto launch = [&](std::vector<float> &out) {
+    Launch l(static_cast<unsigned>(vocab), 32);
+    l.buffer(0, ids)
+        .buffer(3, sorted.deviceOffsets)
+        .buffer(5, sorted.deviceOrder)
+        .buffer(6, dy)
+        .buffer(7, out)
+        .scalar(0, T);
+    return l;
+  };
+  launch(scanned).run(sortModule(), "scanAllTokens");
+  launch(summed).run(sortModule(), "sumSortedRuns");
+  ASSERT_EQ(std::memcmp(scanned.data(), summed.data(),
+                        scanned.size() * sizeof(float)),
+            0);
 }
