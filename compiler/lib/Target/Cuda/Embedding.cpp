@@ -3,7 +3,8 @@
 // Gathers and their gradients. The forward is a grid-stride loop over the
 // output elements with the position embedding and any dropout fused in.
 // The gradients are written without atomics: each output element is one
-// thread's ordered sum (over matching tokens, or over the batch).
+// thread's ordered sum (over the tokens of its id, found by a stable
+// counting sort of the ids, or over the batch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,24 +106,33 @@ LogicalResult mlir::moe::cuda::emitEmbeddingGradGroup(GroupEmitter &e) {
   auto grad = cast<EmbeddingGradOp>(e.first());
   int64_t vocab = static_cast<int64_t>(grad.getVocab());
   int64_t d = cast<RankedTensorType>(grad.getDy().getType()).getShape().back();
-  e.beginKernel("");
+  // Tokens sorted by id, stably: each id's tokens are then a run of
+  // `order`, in token order, and the gradient is O(T d + vocab d).
+  CountingSort sort = emitCountingSort(e, grad.getIds(), vocab);
+  Type i32 = IntegerType::get(grad.getContext(), 32);
+  e.beginKernel("sum");
   CodeWriter w;
   w.indent();
-  e.declareScalar(w, "T", e.numElements(grad.getIds()));
-  std::string ids = e.declared(w, grad.getIds(), false, "ids");
   std::string dy = e.declared(w, grad.getDy(), false, "dy");
   std::string out = e.declared(w, grad.getDtable(), true, "dtable");
-  // Block v sums the rows of the tokens whose id is v, in token order.
+  w.line("const moec::gptr<const int32_t> offsets = " +
+         e.bufferExpr(e.argument(sort.offsets), i32, false) + ";");
+  w.line("const moec::gptr<const int32_t> order = " +
+         e.bufferExpr(e.argument(sort.order), i32, false) + ";");
+  // Block v sums the rows of its tokens in token order (ids out of range
+  // are in no run); an id without tokens gets zeros.
   w.line("const int64_t v = blockIdx.x;");
+  w.line("const int32_t begin = offsets[v], end = offsets[v + 1];");
   {
     CodeWriter::Scope cols(w, llvm::formatv("for (int64_t c = threadIdx.x; c "
                                             "< {0}; c += blockDim.x)",
                                             d)
                                   .str());
     w.line("float sum = 0.0f;");
-    w.line("for (int64_t t = 0; t < T; ++t)");
-    w.line(llvm::formatv("  if ({0}[t] == v) sum += {1}[t * {2} + c];", ids, dy,
-                         d));
+    w.line("for (int32_t k = begin; k < end; ++k)");
+    w.line(llvm::formatv("  sum += {0}[static_cast<int64_t>(order[k]) * {1} "
+                         "+ c];",
+                         dy, d));
     double scale = grad.getScale().convertToDouble();
     w.line(fill("${out}[v * ${d} + c] = ${scale}sum;",
                 {{"out", out},

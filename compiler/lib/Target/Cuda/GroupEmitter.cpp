@@ -274,3 +274,81 @@ StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
   return isBf16(a) && isBf16(b) && fits ? "moec::gemmTileBf16Async"
                                         : "moec::gemmTile";
 }
+
+namespace {
+
+/// The counting sort's tiles and block size: TILES * numKeys counts, and
+/// every tile walked in chunks of kSortThreads elements.
+constexpr int64_t kSortTiles = 64, kSortThreads = 256;
+
+} // namespace
+
+CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
+                                               int64_t numKeys) {
+  Type i32 = IntegerType::get(keys.getContext(), 32);
+  SymDim n = e.numElements(keys);
+  int64_t keyBlocks = (numKeys + kSortThreads - 1) / kSortThreads;
+  CountingSort s;
+  s.counts = e.scratch(i32, {SymDim(kSortTiles * numKeys)});
+  s.rank = e.scratch(i32, {n});
+  s.totals = e.scratch(i32, {SymDim(std::max<int64_t>(1, keyBlocks))});
+  s.offsets = e.scratch(i32, {SymDim(numKeys + 1)});
+  s.order = e.scratch(i32, {n});
+  auto buffer = [&](int64_t id, bool writable) {
+    return e.bufferExpr(e.argument(id), i32, writable);
+  };
+  std::string params = llvm::formatv("<{0}, {1}>", kSortTiles, kSortThreads);
+  // One phase: `body` writes the device library call.
+  auto phase = [&](StringRef name, GridDim grid,
+                   llvm::function_ref<void(CodeWriter &)> body) {
+    e.beginKernel(name);
+    CodeWriter w;
+    w.indent();
+    body(w);
+    e.finishKernel(w.str(), grid, GridDim(), GridDim(), kSortThreads);
+  };
+  phase("sort_rank", GridDim{SymDim(kSortTiles), 1}, [&](CodeWriter &w) {
+    e.declareScalar(w, "n", n);
+    std::string k = e.declared(w, keys, false, "keys");
+    w.line(fill("moec::sortRank${params}(n, ${K}, ${keys}, ${counts}, "
+                "${rank});",
+                {{"params", params},
+                 {"K", numKeys},
+                 {"keys", k},
+                 {"counts", buffer(s.counts, true)},
+                 {"rank", buffer(s.rank, true)}}));
+  });
+  phase("sort_count", GridDim{SymDim(numKeys), kSortThreads},
+        [&](CodeWriter &w) {
+          w.line(fill("moec::sortCount${params}(${K}, ${counts}, ${offsets}, "
+                      "${totals});",
+                      {{"params", params},
+                       {"K", numKeys},
+                       {"counts", buffer(s.counts, true)},
+                       {"offsets", buffer(s.offsets, true)},
+                       {"totals", buffer(s.totals, true)}}));
+        });
+  phase("sort_offsets", GridDim{SymDim(numKeys), kSortThreads},
+        [&](CodeWriter &w) {
+          w.line(fill("moec::sortOffsets<${threads}>(${K}, ${totals}, "
+                      "${offsets});",
+                      {{"threads", kSortThreads},
+                       {"K", numKeys},
+                       {"totals", buffer(s.totals, false)},
+                       {"offsets", buffer(s.offsets, true)}}));
+        });
+  phase("sort_scatter", GridDim{n, kSortThreads}, [&](CodeWriter &w) {
+    e.declareScalar(w, "n", n);
+    std::string k = e.declared(w, keys, false, "keys");
+    w.line(fill("moec::sortScatter${params}(n, ${K}, ${keys}, ${counts}, "
+                "${rank}, ${offsets}, ${order});",
+                {{"params", params},
+                 {"K", numKeys},
+                 {"keys", k},
+                 {"counts", buffer(s.counts, false)},
+                 {"rank", buffer(s.rank, false)},
+                 {"offsets", buffer(s.offsets, false)},
+                 {"order", buffer(s.order, true)}}));
+  });
+  return s;
+}

@@ -128,6 +128,18 @@ std::string deviceEnum(LrSchedule value);
 StringRef gemmTileFunction(Value a, Value b, int64_t tm, int64_t tn,
                            int64_t tk, int64_t threads);
 
+/// The scratch buffers of a counting sort (runtime/device/sort.cuh), all
+/// int32: `order` holds the element indices grouped by key, stably, and
+/// `offsets` (numKeys + 1) where each key's run starts.
+struct CountingSort {
+  int64_t counts, rank, totals, offsets, order;
+};
+
+/// Emits the four launches of sort.cuh's stable counting sort of the int32
+/// `keys` in [0, numKeys) (others are left out), as phases "sort_*" of the
+/// group, and returns its buffers for the kernels that follow.
+CountingSort emitCountingSort(GroupEmitter &e, Value keys, int64_t numKeys);
+
 /// Emits the kernels of one group by kind; fails with a located error for
 /// a kind or op the emitter does not support.
 LogicalResult emitGroup(GroupEmitter &emitter);
