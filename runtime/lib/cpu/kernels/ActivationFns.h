@@ -71,14 +71,14 @@ void values(const T *x, T *y, T *dydx, int64_t n) {
   }
 }
 
-/// values() over n elements in parallel chunks.
-template <Activation K, typename T>
-void valuesInParallel(const T *x, T *y, T *dydx, int64_t n) {
-  constexpr int64_t kChunk = 4096;
+/// Elements per task of the activation loops: large enough to amortise
+/// the fork, small enough for a chunk-sized buffer on the stack.
+constexpr int64_t kChunk = 2048;
+
+/// fn(begin, count) over [0, n) in chunks of kChunk, in parallel.
+template <typename Fn> void forChunks(int64_t n, Fn &&fn) {
   parallelFor((n + kChunk - 1) / kChunk, 20 * kChunk, [&](int64_t c) {
-    int64_t i0 = c * kChunk;
-    values<K>(x + i0, y + i0, dydx ? dydx + i0 : nullptr,
-              std::min(kChunk, n - i0));
+    fn(c * kChunk, std::min(kChunk, n - c * kChunk));
   });
 }
 

@@ -20,8 +20,10 @@ template <typename T> void activation(KernelContext &ctx) {
   const T *in = x.as<T>();
   T *out = y.as<T>();
   act::withKind(kind, [&](auto k) {
-    act::valuesInParallel<decltype(k)::value>(in, out, static_cast<T *>(nullptr),
-                                              x.numel());
+    act::forChunks(x.numel(), [&](int64_t i0, int64_t count) {
+      act::values<decltype(k)::value>(in + i0, out + i0,
+                                      static_cast<T *>(nullptr), count);
+    });
   });
 }
 
@@ -36,13 +38,10 @@ template <typename T> void activationGrad(KernelContext &ctx) {
     return;
   const T *in = x.as<T>(), *g = dy.as<T>();
   T *out = dx.as<T>();
-  // dx = f'(x) dy in chunks, with f(x) into a chunk-sized buffer.
-  constexpr int64_t kChunk = 2048;
-  const int64_t n = x.numel();
+  // dx = f'(x) dy, with f(x) into a chunk-sized buffer.
   act::withKind(kind, [&](auto k) {
-    parallelFor((n + kChunk - 1) / kChunk, 20 * kChunk, [&](int64_t c) {
-      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
-      T value[kChunk];
+    act::forChunks(x.numel(), [&](int64_t i0, int64_t count) {
+      T value[act::kChunk];
       act::values<decltype(k)::value>(in + i0, value, out + i0, count);
       for (int64_t i = i0; i < i0 + count; ++i)
         out[i] *= g[i];
