@@ -157,11 +157,8 @@ struct Session::Impl {
 
   /// The dropout stream of a step: a pure function of (seed, step).
   int64_t rngFor(int64_t stepIndex) const {
-    PhiloxBlock block = philox4x32(
-        {static_cast<uint32_t>(stepIndex),
-         static_cast<uint32_t>(static_cast<uint64_t>(stepIndex) >> 32), 0,
-         0x5eedu},
-        {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+    PhiloxBlock block = philoxBlock(seed, uint64_t(0x5eed) << 32,
+                                    static_cast<uint64_t>(stepIndex));
     return static_cast<int64_t>(
         ((static_cast<uint64_t>(block[0]) << 32) | block[1]) >> 1);
   }

@@ -70,18 +70,12 @@ void applyDropout(const KernelContext &ctx, const TensorView &in,
   const T *src = in.as<T>();
   T *dst = out.as<T>();
   int64_t n = in.numel();
-  PhiloxKey key = {static_cast<uint32_t>(seed),
-                   static_cast<uint32_t>(seed >> 32)};
   parallelFor((n + 3) / 4, 64, [&](int64_t block) {
-    uint64_t b = static_cast<uint64_t>(block);
-    PhiloxBlock words = philox4x32(
-        {static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32),
-         static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
-        key);
+    PhiloxBlock words =
+        philoxBlock(seed, stream, static_cast<uint64_t>(block));
     for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w) {
       int64_t i = block * 4 + w;
-      double u = static_cast<double>(words[w] >> 8) * (1.0 / 16777216.0);
-      dst[i] = u < keepProb ? src[i] / divisor : T(0);
+      dst[i] = uniformFromWord(words[w]) < keepProb ? src[i] / divisor : T(0);
     }
   });
 }
