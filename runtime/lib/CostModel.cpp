@@ -63,6 +63,7 @@ public:
   /// Elements of buffer `id` over its last dimension: its rows.
   double rows(int64_t id) const { return elements(id) / dim(id, -1); }
   double bytes(int64_t id) const { return elements(id) * element.at(id); }
+  double elementBytes(int64_t id) const { return element.at(id); }
 
 private:
   std::vector<std::vector<double>> shapes;
@@ -78,6 +79,20 @@ double attentionPairs(double sq, double sk, bool causal) {
   return sq * offset + sq * (sq + 1) / 2;
 }
 
+/// An op's name without "_grad", and whether it had it: the cost of a
+/// gradient op follows from its forward op's operands.
+struct OpKind {
+  std::string_view forward;
+  bool grad;
+};
+
+OpKind opKind(std::string_view op) {
+  constexpr std::string_view kGrad = "_grad";
+  bool grad = op.size() > kGrad.size() &&
+              op.substr(op.size() - kGrad.size()) == kGrad;
+  return {grad ? op.substr(0, op.size() - kGrad.size()) : op, grad};
+}
+
 bool present(const StepDesc &step, size_t i, bool output) {
   const std::vector<int64_t> &ids = output ? step.out : step.in;
   return i < ids.size() && ids[i] >= 0;
@@ -85,32 +100,29 @@ bool present(const StepDesc &step, size_t i, bool output) {
 
 /// FLOPs of one plan step.
 double stepFlops(const StepDesc &s, const Sizes &z) {
-  const std::string &op = s.op;
+  const auto [op, grad] = opKind(s.op);
   auto flag = [&](std::string_view name) {
     auto it = s.attrs.find(std::string(name));
     return it != s.attrs.end() && it->is_boolean() && it->get<bool>();
   };
-  if (op == "moe.linear" || op == "moe.linear_grad") {
+  if (op == "moe.linear") {
     // x [M, K], weight [K, N] (or [N, K] transposed).
     double m = z.rows(s.in[0]), k = z.dim(s.in[0], -1);
     double n = z.elements(s.in[1]) / k;
-    double products = op == "moe.linear"
-                          ? 1
-                          : present(s, 0, true) + present(s, 1, true);
-    double bias = op == "moe.linear" ? present(s, 2, false)
-                                     : present(s, 2, true);
+    double products = grad ? present(s, 0, true) + present(s, 1, true) : 1;
+    double bias = grad ? present(s, 2, true) : present(s, 2, false);
     return 2 * m * k * n * products + m * n * bias;
   }
-  if (op == "moe.attention" || op == "moe.attention_grad") {
+  if (op == "moe.attention") {
     // q [B, Sq, H dh], k [B, Sk, Hkv dh]; QK^T and PV forward, those two
     // recomputed-or-reused plus dQ, dK, dV backward (five products).
     double heads = s.attrs.value("num_heads", 1.0);
     double batch = z.dim(s.in[0], 0), sq = z.dim(s.in[0], 1);
     double sk = z.dim(s.in[1], 1), dh = z.dim(s.in[0], 2) / heads;
     double pairs = attentionPairs(sq, sk, flag(defs::ops::attention::kCausal));
-    return (op == "moe.attention" ? 4 : 10) * batch * heads * pairs * dh;
+    return (grad ? 10 : 4) * batch * heads * pairs * dh;
   }
-  if (op == "moe.expert_ffn" || op == "moe.expert_ffn_grad") {
+  if (op == "moe.expert_ffn") {
     // x [N, d], expert [N, k], w1 [E, d, f], w3 present for GLU.
     double assignments = z.elements(s.in[1]);
     double d = z.dim(s.in[4], 1), f = z.dim(s.in[4], 2);
@@ -118,17 +130,14 @@ double stepFlops(const StepDesc &s, const Sizes &z) {
     double down = 2 * assignments * f * d;
     // The backward recomputes the hidden layer, then two products per
     // weight (the input's and the weight's gradient).
-    return op == "moe.expert_ffn" ? up + down : 3 * up + 2 * down;
+    return grad ? 3 * up + 2 * down : up + down;
   }
-  if (op == "moe.expert_map" || op == "moe.expert_reduce" ||
-      op == "moe.expert_map_grad" || op == "moe.expert_reduce_grad") {
+  if (op == "moe.expert_map" || op == "moe.expert_reduce") {
     // Every (token, choice) row through its expert's [in, out] matrix.
-    bool map = op.rfind("moe.expert_map", 0) == 0;
-    int64_t w = s.in[map ? 3 : 4];
+    int64_t w = s.in[op == "moe.expert_map" ? 3 : 4];
     double assignments = z.elements(s.in[1]);
     double product = 2 * assignments * z.dim(w, 1) * z.dim(w, 2);
-    return op.size() > 5 && op.substr(op.size() - 5) == "_grad" ? 2 * product
-                                                                : product;
+    return grad ? 2 * product : product;
   }
   double outputs = 0;
   for (int64_t id : s.out)
@@ -141,12 +150,12 @@ double stepFlops(const StepDesc &s, const Sizes &z) {
 /// eager framework launches for it (each reading and writing in full), or
 /// nullopt for an op that is one kernel anyway.
 std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
-  const std::string &op = s.op;
+  const auto [op, grad] = opKind(s.op);
   auto bytesOf = [&](int64_t id) { return id >= 0 ? z.bytes(id) : 0.0; };
-  if (op == "moe.expert_ffn" || op == "moe.expert_ffn_grad") {
+  if (op == "moe.expert_ffn") {
     // gather x; x W1 (and x W3); activation (times u); h W2; combine.
     const int64_t x = s.in[0];
-    double perElement = z.bytes(x) / z.elements(x);
+    double perElement = z.elementBytes(x);
     double assignments = z.elements(s.in[1]);
     double d = z.dim(s.in[4], 1), f = z.dim(s.in[4], 2);
     bool glu = present(s, 8, false);
@@ -157,13 +166,13 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
                      (xg + bytesOf(s.in[2]) + bytesOf(x));
     // The backward reads what the forward saved and writes a gradient of
     // each: about twice the forward's traffic.
-    return op == "moe.expert_ffn" ? forward : 2 * forward;
+    return grad ? 2 * forward : forward;
   }
-  if (op == "moe.attention" || op == "moe.attention_grad") {
+  if (op == "moe.attention") {
     // Scores and probabilities of [B, H, Sq, Sk] go through memory.
     double heads = s.attrs.value("num_heads", 1.0);
     const int64_t q = s.in[0], k = s.in[1], v = s.in[2];
-    double perElement = z.bytes(q) / z.elements(q);
+    double perElement = z.elementBytes(q);
     double scores = z.dim(q, 0) * heads * z.dim(q, 1) * z.dim(k, 1) * perElement;
     double forward = (bytesOf(q) + bytesOf(k) + scores) + 2 * scores +
                      (scores + bytesOf(v) + bytesOf(q));
@@ -172,16 +181,15 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
                                                    scores) +
                       3 * scores + (scores + bytesOf(k) + bytesOf(q)) +
                       (scores + bytesOf(q) + bytesOf(k));
-    return op == "moe.attention" ? forward : backward;
+    return grad ? backward : forward;
   }
-  if (op.rfind("moe.expert_map", 0) == 0 ||
-      op.rfind("moe.expert_reduce", 0) == 0) {
+  if (op == "moe.expert_map" || op == "moe.expert_reduce") {
     // map: gather x per (token, choice), then a batched product into the
     // [N, k h] result. reduce: the batched product of each choice's row,
     // the gate scaling and the sum over choices.
-    bool map = op.rfind("moe.expert_map", 0) == 0;
+    bool map = op == "moe.expert_map";
     const int64_t x = s.in[0], w = s.in[map ? 3 : 4];
-    double perElement = z.bytes(x) / z.elements(x);
+    double perElement = z.elementBytes(x);
     double assignments = z.elements(s.in[1]);
     double in = assignments * z.dim(w, 1) * perElement;
     double out = assignments * z.dim(w, 2) * perElement;
@@ -189,7 +197,6 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
         map ? (bytesOf(x) + in) + (in + bytesOf(w) + out)
             : (bytesOf(x) + bytesOf(w) + out) +
                   (out + bytesOf(s.in[3]) + out) + (out + out / z.dim(s.in[1], -1));
-    bool grad = op.size() > 5 && op.substr(op.size() - 5) == "_grad";
     return grad ? 2 * forward : forward;
   }
   return std::nullopt;
@@ -406,7 +413,8 @@ std::string costReport(const Bundle &bundle, const std::string &program,
   for (const std::string &name : bundle.programs()) {
     if (data.program(name).groups.empty())
       continue;
-    ProgramCost p = programCost(bundle, name, sizes, ceilings);
+    ProgramCost p =
+        name == program ? cost : programCost(bundle, name, sizes, ceilings);
     out += fmt::format(
         "  {:<12} {:>4} kernels  {:>12}  {:>10} moved (op by op {}, "
         "{:.2f}x)  {}\n",
