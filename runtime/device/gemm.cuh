@@ -20,13 +20,6 @@
 
 namespace moec {
 
-template <typename T> struct IsBf16 {
-  static constexpr bool value = false;
-};
-template <> struct IsBf16<bf16> {
-  static constexpr bool value = true;
-};
-
 /// Whether rows of `ld` elements from `p` start on 16-byte boundaries, so
 /// that they can be copied in 16-byte chunks.
 template <typename T>
