@@ -18,7 +18,7 @@ enum class Activation { Identity = 0, Relu = 1, GeluTanh = 2, GeluErf = 3, Silu 
 /// normalisation of the load-balancing loss.
 enum class BalanceLoss { AllSlots = 0, Top1 = 1, AnyTopK = 2 };
 /// per-expert capacity formula for N tokens.
-enum class Capacity { None = 0, Switch = 1, Tutel = 2, SparseMixer = 3 };
+enum class Capacity { None = 0, Switch = 1, Tutel = 2, SparseMixer = 3, Fraction = 4 };
 /// weight given to each selected expert.
 enum class GateWeighting { Raw = 0, RenormDetached = 1, SoftmaxTopK = 2, Unit = 3 };
 /// parameter initialiser.

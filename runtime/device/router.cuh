@@ -47,6 +47,8 @@ MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
     c = K * static_cast<int64_t>(floor(cf * static_cast<double>((n + E - 1) / E)));
   else if (Cap == Capacity::SparseMixer)
     c = static_cast<int64_t>(rint(cf * static_cast<double>(n) / E));
+  else if (Cap == Capacity::Fraction)
+    c = static_cast<int64_t>(ceil(cf * static_cast<double>(n)));
   return c > minimum ? c : minimum;
 }
 

@@ -124,8 +124,10 @@ BufferKind readKind(const JsonReader &r) {
     return BufferKind::Const;
   if (k == "temp")
     return BufferKind::Temp;
+  if (k == "view")
+    return BufferKind::View;
   r.fail(fmt::format("unknown buffer kind \"{}\" (param, state, input, "
-                     "const, temp)",
+                     "const, temp, view)",
                      k));
 }
 
@@ -146,7 +148,8 @@ std::string dimsString(const std::vector<DimExpr> &dims) {
 }
 
 BufferDesc readBuffer(const JsonReader &r, size_t index,
-                      const BundleData &bundle) {
+                      const BundleData &bundle,
+                      const std::vector<BufferDesc> &earlier) {
   if (r.field("id").integer() != static_cast<int64_t>(index))
     r.field("id").fail(fmt::format("buffer ids must be 0, 1, 2, ... in order; "
                                    "expected {}",
@@ -201,6 +204,18 @@ BufferDesc readBuffer(const JsonReader &r, size_t index,
   }
   case BufferKind::Temp:
     break;
+  case BufferKind::View: {
+    if (index == 0)
+      r.fail("the first buffer cannot be a view");
+    b.of = r.field("of").integer(0, static_cast<int64_t>(index) - 1);
+    const BufferDesc &viewed = earlier[b.of];
+    if (viewed.kind != BufferKind::Temp || viewed.dtype != b.dtype)
+      r.field("of").fail(fmt::format(
+          "a view must share the storage of a temp buffer of its dtype ({}); "
+          "buffer {} is not one",
+          dtypeName(b.dtype), b.of));
+    break;
+  }
   }
   return b;
 }
@@ -307,7 +322,8 @@ ProgramDesc readProgram(const std::string &name, const JsonReader &r,
   program.name = name;
   JsonReader buffers = r.field("buffers").array();
   for (size_t i = 0; i < buffers.size(); ++i)
-    program.buffers.push_back(readBuffer(buffers.at(i), i, bundle));
+    program.buffers.push_back(
+        readBuffer(buffers.at(i), i, bundle, program.buffers));
   const int64_t count = static_cast<int64_t>(program.buffers.size());
   std::set<std::string> inputNames;
   for (size_t i = 0; i < program.buffers.size(); ++i)

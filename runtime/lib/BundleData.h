@@ -13,7 +13,7 @@
 
 namespace moec::detail {
 
-enum class BufferKind { Param, State, Input, Const, Temp };
+enum class BufferKind { Param, State, Input, Const, Temp, View };
 
 struct BufferDesc {
   BufferKind kind = BufferKind::Temp;
@@ -23,6 +23,9 @@ struct BufferDesc {
   std::string bind;
   /// const: the values, row-major.
   std::vector<double> value;
+  /// view: the earlier temp buffer whose storage this one shares, under
+  /// its own shape with as many elements.
+  int64_t of = -1;
 };
 
 struct StepDesc {

@@ -48,6 +48,10 @@ public:
   virtual std::string name() const = 0;
   virtual std::unique_ptr<DeviceBuffer> allocate(DType dtype,
                                                  const Shape &shape) = 0;
+  /// A buffer of `shape` (as many elements as `of`, same dtype) over the
+  /// storage of `of`, which must outlive it: a plan's view.
+  virtual std::unique_ptr<DeviceBuffer> alias(DeviceBuffer &of,
+                                              const Shape &shape) = 0;
   virtual void upload(DeviceBuffer &dst, const Tensor &src) = 0;
   virtual Tensor download(const DeviceBuffer &src) = 0;
   virtual void copy(DeviceBuffer &dst, const DeviceBuffer &src) = 0;

@@ -321,6 +321,10 @@ void ProgramCheck::allocate(const ProgramInputs &inputs) {
       break;
     case BufferKind::Temp:
       break;
+    case BufferKind::View:
+      ref[id] = reference.alias(*ref[b.of], shape);
+      sub[id] = subject.alias(*sub[b.of], shape);
+      continue;
     }
     ref[id] = reference.allocate(b.dtype, shape);
     sub[id] = subject.allocate(b.dtype, shape);

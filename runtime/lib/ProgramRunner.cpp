@@ -64,6 +64,10 @@ ProgramRunner::ProgramRunner(Device &device, const ProgramDesc &program)
     referenced[id] = true;
   for (const auto &[name, id] : program.updates)
     referenced[id] = true;
+  // A view's storage is the buffer it views (always an earlier one).
+  for (size_t id = program.buffers.size(); id-- > 0;)
+    if (referenced[id] && program.buffers[id].kind == BufferKind::View)
+      referenced[program.buffers[id].of] = true;
   device.prepare(program);
 }
 
@@ -153,10 +157,20 @@ void ProgramRunner::prepareWorkspace(const SymbolValues &values) {
     const BufferDesc &b = program.buffers[id];
     if (!referenced[id] ||
         (b.kind != BufferKind::Temp && b.kind != BufferKind::Const &&
-         b.kind != BufferKind::Input))
+         b.kind != BufferKind::Input && b.kind != BufferKind::View))
       continue;
-    workspace[id] = device.allocate(
-        b.dtype, evaluate(b.dims, values, fmt::format("buffer {}", id)));
+    Shape shape = evaluate(b.dims, values, fmt::format("buffer {}", id));
+    if (b.kind == BufferKind::View) {
+      DeviceBuffer &viewed = *workspace[b.of];
+      if (numElements(shape) != numElements(viewed.shape))
+        throw Error(fmt::format("program '{}': buffer {} views buffer {} "
+                                "but has {} elements, not {}",
+                                program.name, id, b.of, numElements(shape),
+                                numElements(viewed.shape)));
+      workspace[id] = device.alias(viewed, shape);
+      continue;
+    }
+    workspace[id] = device.allocate(b.dtype, shape);
     if (b.kind == BufferKind::Const)
       device.upload(*workspace[id],
                     constantValue(b, workspace[id]->shape, program.name));
@@ -199,6 +213,7 @@ ProgramRunner::run(const std::map<std::string, Tensor> &inputs,
       break;
     case BufferKind::Const:
     case BufferKind::Temp:
+    case BufferKind::View:
       buffers[id] = workspace[id].get();
       break;
     }

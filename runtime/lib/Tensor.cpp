@@ -65,6 +65,16 @@ std::string shapeString(const Shape &shape) {
 
 void Tensor::Free::operator()(void *p) const { std::free(p); }
 
+Tensor Tensor::reshaped(Shape shape) const {
+  if (numElements(shape) != numel())
+    throw Error(fmt::format("cannot view a tensor of shape {} as {}: the "
+                            "element counts differ",
+                            shapeString(shape_), shapeString(shape)));
+  Tensor view = *this;
+  view.shape_ = std::move(shape);
+  return view;
+}
+
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_)

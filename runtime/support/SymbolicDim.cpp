@@ -117,6 +117,16 @@ SymbolicDim SymbolicDim::operator*(const SymbolicDim &other) const {
   return result;
 }
 
+std::optional<SymbolicDim> SymbolicDim::divideExactly(int64_t divisor) const {
+  if (unknownDim)
+    return unknown();
+  if (divisor <= 0 || coef % divisor != 0)
+    return std::nullopt;
+  SymbolicDim result = *this;
+  result.coef = coef / divisor;
+  return result;
+}
+
 bool SymbolicDim::operator==(const SymbolicDim &other) const {
   if (unknownDim || other.unknownDim)
     return false;

@@ -463,3 +463,35 @@ func.func @router_mask_shape(%logits: tensor<3x4xf32>, %mask: tensor<4xi32>) {
   %p, %e, %g, %s = moe.topk_router %logits mask %mask {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>} : (tensor<3x4xf32>, tensor<4xi32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>, tensor<*xi32>)
   return
 }
+
+// -----
+
+func.func @split_width(%x: tensor<2x3x10xf32>) {
+  // expected-error @+1 {{the feature width 10 of x [2, 3, 10] is not a multiple of parts = 4}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x10xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @merge_rows(%x: tensor<2x6x4xf32>) {
+  // expected-error @+1 {{the row count 6 of x [2, 6, 4] is not a multiple of parts = 4}}
+  %0 = moe.merge_tokens %x {parts = 4 : i64} : (tensor<2x6x4xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @split_result(%x: tensor<2x3x8xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<2x6x4xf32>' but its operands imply shape [2, 12, 2]}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x8xf32>) -> tensor<2x6x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_rank(%x: tensor<8xf32>) {
+  // expected-error @+1 {{x must have rank >= 2, got [8]}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<8xf32>) -> tensor<*xf32>
+  return
+}

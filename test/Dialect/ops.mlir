@@ -140,3 +140,13 @@ func.func @fused_kernel(%x: tensor<4x8xf32>, %w: tensor<8x32xf32>) -> tensor<4x3
   // CHECK: return %[[K]]
   return %y : tensor<4x32xf32>
 }
+
+// MH-MoE's token split and merge: [B, S, 8] as [B, 4*S, 2] and back.
+// CHECK-LABEL: func.func @split_and_merge
+// CHECK: moe.split_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
+// CHECK: moe.merge_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+func.func @split_and_merge(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+  %s = moe.split_tokens %x {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
+  %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+  return %m : tensor<?x?x8xf32>
+}

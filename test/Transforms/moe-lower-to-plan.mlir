@@ -123,3 +123,32 @@ func.func @fused_residual(%w: tensor<4x4xf32> {moe.param = @w},
   // CHECK: return {moe.in = array<i64: 3>}
   return %y : tensor<?x?x4xf32>
 }
+
+// -----
+
+// Views: moe.split_tokens and moe.merge_tokens run no step; their results
+// are "view" buffers over the storage of the temporary they view (a view
+// of a view names the first), and that temporary stays reserved until the
+// last reader of any of its views: %y below may not take buffer 2 while
+// the merged view is still to be read.
+
+moe.param @w : tensor<8x8xf32> {init = #moe.init<normal>}
+
+// CHECK-LABEL: func.func @views
+// CHECK-SAME: {dims = ["B", "S", 8], id = 2 : i64, kind = "temp", type = f32}
+// CHECK-SAME: {dims = ["B", "4*S", 2], id = 3 : i64, kind = "view", of = 2 : i64, type = f32}
+// CHECK-SAME: {dims = ["B", "S", 8], id = 4 : i64, kind = "view", of = 2 : i64, type = f32}
+// CHECK-SAME: {dims = ["B", "S", 8], id = 5 : i64, kind = "temp", type = f32}
+func.func @views(%w: tensor<8x8xf32> {moe.param = @w},
+                 %x: tensor<?x?x8xf32> {moe.input = "x", moe.dims = ["B", "S", 8]})
+    -> (tensor<?x?x8xf32> {moe.output = "y"}) attributes {moe.entry = "forward"} {
+  // CHECK: moe.linear {{.*}} {moe.in = array<i64: 1, 0, -1>, moe.out = array<i64: 2>, moe.step = 0 : i64}
+  %h = moe.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: moe.split_tokens {{.*}} {moe.out = array<i64: 3>, parts = 4 : i64}
+  %s = moe.split_tokens %h {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
+  // CHECK: moe.merge_tokens {{.*}} {moe.out = array<i64: 4>, parts = 4 : i64}
+  %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+  // CHECK: moe.linear {{.*}} {moe.in = array<i64: 4, 0, -1>, moe.out = array<i64: 5>, moe.step = 1 : i64}
+  %y = moe.linear %m, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  return %y : tensor<?x?x8xf32>
+}

@@ -153,6 +153,8 @@ static FailureOr<json::Object> buildProgram(func::FuncOp func) {
       entry["bind"] = attributeToJson(bind);
     if (Attribute value = dict.get("value"))
       entry["value"] = attributeToJson(value);
+    if (Attribute of = dict.get("of"))
+      entry["of"] = attributeToJson(of);
     bufferTable.push_back(std::move(entry));
   }
   program["buffers"] = std::move(bufferTable);

@@ -3,7 +3,10 @@
 // Turns each entry function into an execution plan: a table of buffers with
 // symbolic sizes and, per op, the buffers it reads and writes. Temporaries
 // share storage when their lifetimes do not overlap; parameter and state
-// updates write in place when the updating op is the last reader.
+// updates write in place when the updating op is the last reader. Views
+// (moe.split_tokens, moe.merge_tokens) are buffers of kind "view" over the
+// storage of another buffer: they run no step, and the buffer they view
+// lives until the last reader of any view of it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,10 +32,23 @@ namespace {
 struct Buffer {
   Type elementType;
   SymShape shape;
-  StringRef kind; // param, state, input, const, temp
+  StringRef kind; // param, state, input, const, temp, view
   Attribute binding;
-  Attribute value; // for const
+  Attribute value;  // for const
+  int64_t of = -1;  // for view: the temp buffer whose storage it shares
 };
+
+bool isView(Operation *op) { return isa<SplitTokensOp, MergeTokensOp>(op); }
+
+/// The value whose buffer a view of `v` shares (v itself if not a view).
+Value viewedValue(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isView(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
 
 /// For ops that may update an operand in place: the operand result `index`
 /// may overwrite.
@@ -152,6 +168,11 @@ public:
         op->setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, {id}));
         continue;
       }
+      if (isView(op)) {
+        if (failed(placeView(op)))
+          return failure();
+        continue;
+      }
       SmallVector<int64_t> outs;
       for (auto [index, result] : llvm::enumerate(plan::odsResults(op))) {
         if (!result) {
@@ -187,6 +208,25 @@ private:
   void setId(Value v, int64_t id) {
     ids[v] = id;
     ids[outerValue(v)] = id;
+  }
+
+  /// A view gets its own buffer entry (its shape) over the storage of the
+  /// temporary it views; like a constant it is a buffer, not a step.
+  LogicalResult placeView(Operation *op) {
+    Value result = op->getResult(0);
+    int64_t of = ids.lookup(viewedValue(op->getOperand(0)));
+    if (of < 0 || buffers[of].kind != "temp")
+      return op->emitOpError("views only the storage of a temporary; this "
+                             "operand is a ")
+             << (of < 0 ? StringRef("value without storage")
+                        : buffers[of].kind);
+    Buffer view{cast<TensorType>(result.getType()).getElementType(),
+                shapes[result], "view", Attribute(), Attribute()};
+    view.of = of;
+    int64_t id = add(view);
+    setId(result, id);
+    op->setAttr(plan::kOut, DenseI64ArrayAttr::get(ctx, {id}));
+    return success();
   }
 
   int64_t add(Buffer buffer) {
@@ -293,7 +333,9 @@ private:
   /// at the end of the last group that reads them.
   void releaseDeadOperands(Operation *op) {
     llvm::SmallPtrSet<Value, 8> seen;
-    for (Value v : op->getOperands()) {
+    for (Value operand : op->getOperands()) {
+      // Reading a view reads the storage of the value it views.
+      Value v = viewedValue(operand);
       if (!seen.insert(v).second)
         continue;
       int64_t id = ids.lookup(v);
@@ -304,16 +346,17 @@ private:
     }
   }
 
-  /// The position of the last op that reads `v` (the terminator's when it
-  /// is returned). Cached: a value read by every layer (the learning rate)
-  /// would otherwise cost N^2.
+  /// The position of the last op that reads `v` or a view of it (the
+  /// terminator's when it is returned). Cached: a value read by every layer
+  /// (the learning rate) would otherwise cost N^2.
   size_t lastReadAt(Value v) {
     auto found = lastRead.find(v);
     if (found != lastRead.end())
       return found->second;
     size_t last = 0;
     for (Operation *user : readersOf(v))
-      last = std::max(last, position.lookup(user));
+      last = std::max(last, isView(user) ? lastReadAt(user->getResult(0))
+                                         : position.lookup(user));
     lastRead[v] = last;
     return last;
   }
@@ -343,6 +386,8 @@ private:
         set("bind", buffer.binding);
       if (buffer.value)
         set("value", buffer.value);
+      if (buffer.of >= 0)
+        set("of", IntegerAttr::get(IntegerType::get(ctx, 64), buffer.of));
       table.push_back(DictionaryAttr::get(ctx, fields));
     }
     return ArrayAttr::get(ctx, table);

@@ -107,6 +107,24 @@ LogicalResult CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult SplitTokensOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                           SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (dys[0])
+    grads[0] = b.create<MergeTokensOp>(getLoc(), getX().getType(), dys[0],
+                                       getPartsAttr());
+  return success();
+}
+
+LogicalResult MergeTokensOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                           SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (dys[0])
+    grads[0] = b.create<SplitTokensOp>(getLoc(), getX().getType(), dys[0],
+                                       getPartsAttr());
+  return success();
+}
+
 LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);

@@ -703,6 +703,47 @@ ExpertLoadOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 LogicalResult ExpertLoadOp::verify() { return verifyWithShapes(*this); }
 
 //===----------------------------------------------------------------------===//
+// Views.
+//===----------------------------------------------------------------------===//
+
+/// [..., rows, width] -> [..., rows * moved, width / moved] for a split
+/// (moved = parts), the inverse for a merge.
+static LogicalResult regroupShape(Operation *op, const SymShape &x,
+                                  int64_t parts, bool split,
+                                  SmallVectorImpl<SymShape> &r) {
+  if (x.size() < 2)
+    return op->emitOpError() << "x must have rank >= 2, got " << shapeStr(x);
+  SymShape out = x;
+  SymDim &rows = out[out.size() - 2], &width = out.back();
+  SymDim &divided = split ? width : rows;
+  std::optional<SymDim> quotient = divided.divideExactly(parts);
+  if (!quotient)
+    return op->emitOpError()
+           << (split ? "the feature width " : "the row count ") << divided.str()
+           << " of x " << shapeStr(x) << " is not a multiple of parts = "
+           << parts;
+  divided = *quotient;
+  SymDim &multiplied = split ? rows : width;
+  multiplied = multiplied * SymDim(parts);
+  r.push_back(out);
+  return success();
+}
+
+LogicalResult
+SplitTokensOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                   SmallVectorImpl<SymShape> &r) {
+  return regroupShape(*this, s[0], getParts(), /*split=*/true, r);
+}
+LogicalResult SplitTokensOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+MergeTokensOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                   SmallVectorImpl<SymShape> &r) {
+  return regroupShape(*this, s[0], getParts(), /*split=*/false, r);
+}
+LogicalResult MergeTokensOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
 // Losses.
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,34 @@ using namespace moec::frontend;
 using namespace mlir;
 using namespace mlir::moe;
 
+/// MH-MoE's parameters with its authors' initialisation: torch's Linear
+/// default U(+-1/sqrt(fan_in)) for the router and the experts (on width
+/// m = d / heads), Xavier-uniform projections (gain 1/sqrt(2) for the
+/// multi-head layer, whose bias keeps the Linear default; 1 for the merge
+/// layer, bias 0).
+void ModuleEmitter::declareMultiHeadMoe(const std::string &p,
+                                        const MoeLayerSpec &e) {
+  int64_t d = model.dModel, m = d / e.heads, f = e.hidden;
+  auto linearDefault = [](int64_t fanIn) { return 1.0 / std::sqrt(fanIn); };
+  if (e.headProj) {
+    addParam(p + ".head_proj.w", {d, d}, Init::XavierUniform, M_SQRT1_2);
+    addParam(p + ".head_proj.b", {d}, Init::Uniform, linearDefault(d));
+  }
+  addParam(p + ".router", {m, e.experts}, Init::Uniform, linearDefault(m));
+  addParam(p + ".w1", {e.experts, m, f}, Init::Uniform, linearDefault(m));
+  if (e.bias)
+    addParam(p + ".b1", {e.experts, f}, Init::Uniform, linearDefault(m));
+  if (e.glu)
+    addParam(p + ".w3", {e.experts, m, f}, Init::Uniform, linearDefault(m));
+  addParam(p + ".w2", {e.experts, f, m}, Init::Uniform, linearDefault(f));
+  if (e.bias)
+    addParam(p + ".b2", {e.experts, m}, Init::Uniform, linearDefault(f));
+  if (e.mergeProj) {
+    addParam(p + ".merge_proj.w", {d, d}, Init::XavierUniform, 1.0);
+    addParam(p + ".merge_proj.b", {d}, Init::Zeros);
+  }
+}
+
 std::string ModuleEmitter::prefix(const StackSpec &stack, size_t block,
                                   const SublayerSpec &sub) {
   return stack.prefix + "." + std::to_string(block) + "." + sub.name;
@@ -111,6 +139,10 @@ void ModuleEmitter::declareParameters() {
         }
         case SublayerSpec::Kind::Moe: {
           const MoeLayerSpec &e = sub.moe;
+          if (e.multiHead) {
+            declareMultiHeadMoe(p, e);
+            break;
+          }
           addParam(p + ".router", {d, e.experts}, Init::Normal, std);
           if (e.routerBias)
             addParam(p + ".router_b", {e.experts}, Init::Zeros);

@@ -218,10 +218,11 @@ void ModuleEmitter::emitObjective(Function &fn, Value logits, Location loc) {
   Value total = ce;
   SmallVector<std::pair<std::string, Value>> stats;
   stats.push_back({"ce", ce});
-  if (!fn.balanceLosses.empty()) {
+  if (!fn.balanceLosses.empty())
     stats.push_back({"balance_loss", sum(fn.balanceLosses, loc)});
+  // MH-MoE layers have no z-loss.
+  if (!fn.zLosses.empty())
     stats.push_back({"z_loss", sum(fn.zLosses, loc)});
-  }
   if (!fn.cvLosses.empty())
     stats.push_back({"cv_loss", sum(fn.cvLosses, loc)});
   auto weighted = [&](ArrayRef<Function::AuxTerm> terms) {

@@ -199,19 +199,29 @@ Value ModuleEmitter::ffn(Function &fn, const FfnSpec &f, const std::string &p,
 
 Value ModuleEmitter::moeLayer(Function &fn, const MoeLayerSpec &e,
                               const std::string &p, Value h, Location loc) {
+  // MH-MoE: the multi-head layer, then each token viewed as `heads`
+  // sub-tokens (rows), which route like tokens.
+  if (e.headProj)
+    h = linear(fn, h, p + ".head_proj.w", p + ".head_proj.b", loc);
+  if (e.heads > 1)
+    h = b.create<SplitTokensOp>(loc, unranked(), h,
+                                b.getI64IntegerAttr(e.heads));
   // The router runs in the master type (Switch Transformer's selective
   // precision): its softmax and top-k decide where every token goes.
   Value logits = b.create<LinearOp>(
       loc, unrankedMaster(), convert(h, masterType, loc),
       masterParam(fn, p + ".router"),
       optionalMasterParam(fn, p + ".router_b"), UnitAttr());
+  bool training = fn.training();
   auto router = b.create<TopKRouterOp>(
       loc,
       TypeRange{unrankedMaster(), unrankedIndex(), unrankedMaster(),
                 unrankedIndex()},
       logits, Value(), Value(), b.getI64IntegerAttr(e.k),
-      GateWeightingAttr::get(ctx, e.gate), CapacityAttr::get(ctx, e.capacity),
-      b.getF64FloatAttr(e.capacityFactor), b.getI64IntegerAttr(e.minCapacity),
+      GateWeightingAttr::get(ctx, e.gate),
+      CapacityAttr::get(ctx, training ? e.capacity : e.evalCapacity),
+      b.getF64FloatAttr(training ? e.capacityFactor : e.evalCapacityFactor),
+      b.getI64IntegerAttr(training ? e.minCapacity : e.evalMinCapacity),
       PriorityAttr::get(ctx, e.priority), b.getI64IntegerAttr(0),
       b.getI64IntegerAttr(0));
   Value y = b.create<ExpertFfnOp>(
@@ -228,12 +238,19 @@ Value ModuleEmitter::moeLayer(Function &fn, const MoeLayerSpec &e,
     Value balance = b.create<SwitchLossOp>(
         loc, scalar(), router.getProbs(), router.getExpert(),
         BalanceLossAttr::get(ctx, e.balance));
-    Value z = b.create<ZLossOp>(loc, scalar(), logits);
     fn.balanceLosses.push_back(balance);
-    fn.zLosses.push_back(z);
     fn.auxMean.push_back({balance, t.balanceLoss});
-    fn.auxMean.push_back({z, t.zLoss});
+    if (e.zLoss) {
+      Value z = b.create<ZLossOp>(loc, scalar(), logits);
+      fn.zLosses.push_back(z);
+      fn.auxMean.push_back({z, t.zLoss});
+    }
   }
+  if (e.heads > 1)
+    y = b.create<MergeTokensOp>(loc, unranked(), y,
+                                b.getI64IntegerAttr(e.heads));
+  if (e.mergeProj)
+    y = linear(fn, y, p + ".merge_proj.w", p + ".merge_proj.b", loc);
   return y;
 }
 

@@ -165,6 +165,7 @@ public:
   void addParam(std::string name, llvm::ArrayRef<int64_t> shape,
                 mlir::moe::Init init, double scale = 1.0, bool frozen = false);
   void addNorm(const std::string &name);
+  void declareMultiHeadMoe(const std::string &prefix, const MoeLayerSpec &e);
   /// Activations (the storage type).
   mlir::Type unranked();
   /// Router values, attention statistics and losses (the master type).

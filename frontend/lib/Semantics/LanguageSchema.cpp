@@ -115,6 +115,109 @@ SettingInfo finalLrSetting() {
                0.0);
 }
 
+/// The settings of a moe layer; `multiHead` adds MH-MoE's and takes the
+/// defaults of its authors' code.
+std::vector<SettingInfo> moeLayerSettings(bool multiHead) {
+  using T = SettingType;
+  auto byKind = [&](const char *moe, const char *mhMoe) {
+    return std::string(multiHead ? mhMoe : moe);
+  };
+  std::vector<SettingInfo> s;
+  if (multiHead) {
+    s.push_back(range(required(setting("heads", T::Integer,
+                                       "sub-tokens per token h (a divisor "
+                                       "of d_model)")),
+                      1.0));
+    s.push_back(fallback(setting("head_proj", T::Flag,
+                                 "the multi-head layer Linear(d, d) with "
+                                 "bias before the split"),
+                         "true"));
+    s.push_back(fallback(setting("merge_proj", T::Flag,
+                                 "the merge layer Linear(d, d) with bias "
+                                 "after the merge"),
+                         "true"));
+    s.push_back(choices(fallback(setting("router", T::Call,
+                                         "linear: logits = x Wg; xmoe: the "
+                                         "X-MoE gate (see below)"),
+                                 "linear"),
+                        {"linear", "xmoe"}));
+  }
+  s.push_back(range(required(setting("experts", T::Integer,
+                                     "the number of experts E")),
+                    1.0));
+  s.push_back(range(fallback(setting("k", T::Integer,
+                                     byKind("experts per token (at most E)",
+                                            "experts per sub-token (at most "
+                                            "E)")),
+                             "1"),
+                    1.0));
+  s.push_back(range(required(setting("hidden", T::Integer,
+                                     "each expert's inner width")),
+                    1.0));
+  s.push_back(choices(fallback(setting("activation", T::Name,
+                                       "the experts' activation"),
+                               byKind("gelu_tanh", "silu")),
+                      spellings<defs::Activation>()));
+  s.push_back(fallback(setting("glu", T::Flag,
+                               "gated experts: W2 (act(x W1) * x W3), "
+                               "SwiGLU with silu"),
+                       byKind("false", "true")));
+  s.push_back(
+      fallback(setting("bias", T::Flag, "biases in the experts"), "false"));
+  if (!multiHead)
+    s.push_back(fallback(setting("router_bias", T::Flag,
+                                 "a bias on the router's logits"),
+                         "false"));
+  s.push_back(choices(fallback(setting("gate", T::Name,
+                                       "the weight of each selected expert: "
+                                       "raw = its softmax probability; "
+                                       "renorm_detached = that over the sum "
+                                       "of the selected (the sum not "
+                                       "differentiated); softmax_topk = "
+                                       "softmax over the selected logits; "
+                                       "unit = 1"),
+                               "raw"),
+                      spellings<defs::GateWeighting>()));
+  s.push_back(choices(fallback(setting("capacity", T::Call,
+                                       byKind("how many assignments each "
+                                              "expert keeps; the rest are "
+                                              "dropped",
+                                              "how many assignments each "
+                                              "expert keeps in training, N "
+                                              "counting sub-tokens; the rest "
+                                              "are dropped")),
+                               byKind("none", "tutel")),
+                      spellings<defs::Capacity>()));
+  if (multiHead)
+    s.push_back(choices(fallback(setting("eval_capacity", T::Call,
+                                         "the capacity in eval and "
+                                         "generation: none keeps every "
+                                         "assignment, so that generation "
+                                         "with the KV cache equals a full "
+                                         "forward; the authors' rule is "
+                                         "fraction(factor = f) for f > 0, "
+                                         "else the training formula"),
+                                 "none"),
+                        spellings<defs::Capacity>()));
+  s.push_back(choices(fallback(setting("priority", T::Name,
+                                       "which assignments claim capacity "
+                                       "first: all first choices, then "
+                                       "second choices, ...; within a "
+                                       "choice tokens in order, or by "
+                                       "descending top-1 probability (bpr)"),
+                               "token_order"),
+                      spellings<defs::Priority>()));
+  s.push_back(choices(fallback(setting("balance", T::Name,
+                                       "the balance loss E * sum_e f_e P_e "
+                                       "with f_e the share of all k slots "
+                                       "(all_slots), of first choices "
+                                       "(top1), or of tokens that chose e "
+                                       "(any_topk)"),
+                               byKind("all_slots", "top1")),
+                      spellings<defs::BalanceLoss>()));
+  return s;
+}
+
 std::vector<OwnerInfo> buildSchema() {
   using T = SettingType;
   const std::vector<std::string> activations = spellings<defs::Activation>();
@@ -402,58 +505,17 @@ std::vector<OwnerInfo> buildSchema() {
         "A top-k mixture-of-experts FFN: a linear router over the experts, "
         "each token sent to its k best (see the README's routing "
         "conventions).",
-        {
-            range(required(setting("experts", T::Integer,
-                                   "the number of experts E")),
-                  1.0),
-            range(fallback(setting("k", T::Integer,
-                                   "experts per token (at most E)"),
-                           "1"),
-                  1.0),
-            range(required(setting("hidden", T::Integer,
-                                   "each expert's inner width")),
-                  1.0),
-            choices(fallback(setting("activation", T::Name,
-                                     "the experts' activation"),
-                             "gelu_tanh"),
-                    activations),
-            fallback(setting("glu", T::Flag, "gated experts (SwiGLU)"),
-                     "false"),
-            fallback(setting("bias", T::Flag, "biases in the experts"),
-                     "false"),
-            fallback(setting("router_bias", T::Flag,
-                             "a bias on the router's logits"),
-                     "false"),
-            choices(fallback(setting("gate", T::Name,
-                                     "the weight of each selected expert: "
-                                     "raw = its softmax probability; "
-                                     "renorm_detached = that over the sum of "
-                                     "the selected (the sum not "
-                                     "differentiated); softmax_topk = softmax "
-                                     "over the selected logits; unit = 1"),
-                             "raw"),
-                    spellings<defs::GateWeighting>()),
-            choices(fallback(setting("capacity", T::Call,
-                                     "how many assignments each expert "
-                                     "keeps; the rest are dropped"),
-                             "none"),
-                    spellings<defs::Capacity>()),
-            choices(fallback(setting("priority", T::Name,
-                                     "which assignments claim capacity "
-                                     "first: all first choices, then second "
-                                     "choices, ...; within a choice tokens in "
-                                     "order, or by descending top-1 "
-                                     "probability (bpr)"),
-                             "token_order"),
-                    spellings<defs::Priority>()),
-            choices(fallback(setting("balance", T::Name,
-                                     "the balance loss E * sum_e f_e P_e with "
-                                     "f_e the share of all k slots "
-                                     "(all_slots), of first choices (top1), "
-                                     "or of tokens that chose e (any_topk)"),
-                             "all_slots"),
-                    spellings<defs::BalanceLoss>()),
-        });
+        moeLayerSettings(/*multiHead=*/false));
+  owner("layer mh_moe", "the mh_moe layer",
+        "Multi-head mixture of experts (MH-MoE): the multi-head layer "
+        "(Linear(d, d) with bias) maps each token, which is then split into "
+        "`heads` sub-tokens of width d / heads (sub-token j is features "
+        "[j*d/heads, (j+1)*d/heads), token-major order); every sub-token is "
+        "routed to its k best experts on its own, the experts run on width "
+        "d / heads, the outputs are joined back into tokens and go through "
+        "the merge layer (Linear(d, d) with bias). The balance loss (weight: "
+        "train's balance_loss) counts sub-tokens; there is no z-loss.",
+        moeLayerSettings(/*multiHead=*/true));
   owner("capacity none", "capacity 'none'",
         "Every assignment is kept (dropless).", {});
   auto capacity = [&](std::string name, std::string formula,
@@ -474,6 +536,23 @@ std::vector<OwnerInfo> buildSchema() {
            "0");
   capacity("sparse_mixer",
            "max(round_half_even(cf * N / E), min) (Sparse Mixer)", "4");
+  capacity("fraction",
+           "max(ceil(cf * N), min), whatever k and E (MH-MoE's eval "
+           "capacity token fraction)",
+           "0");
+  owner("router linear", "router 'linear'",
+        "logits = x Wg, Wg of shape [d / heads, E], no bias.", {});
+  owner("router xmoe", "router 'xmoe'",
+        "The X-MoE gate: logits = (x W_red) . normalize(e_j) for each expert "
+        "embedding e_j (rows of [E, dim], L2-normalised, eps 1e-4); each "
+        "embedding row is rescaled in place to norm 1.5 before every "
+        "training step, and non-finite logits become the smallest finite "
+        "logit of the whole call.",
+        {range(fallback(setting("dim", T::Integer,
+                                "the width of the projection and the expert "
+                                "embeddings"),
+                        "16"),
+               1.0)});
 
   owner("train", "the training settings",
         "How `moec train` optimises: `train { settings }`.",
@@ -790,7 +869,10 @@ std::string languageReference() {
   for (CallGroup g : {CallGroup{"objective (model)", "objective "},
                       CallGroup{"tokenizer (model)", "tokenizer "},
                       CallGroup{"norm (model)", "norm "},
-                      CallGroup{"capacity (moe layer)", "capacity "},
+                      CallGroup{"capacity and eval_capacity (moe and mh_moe "
+                                "layers)",
+                                "capacity "},
+                      CallGroup{"router (mh_moe layer)", "router "},
                       CallGroup{"optimizer (train)", "optimizer "},
                       CallGroup{"schedule (train)", "schedule "},
                       CallGroup{"source (data)", "source "}}) {

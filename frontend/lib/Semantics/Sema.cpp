@@ -358,7 +358,8 @@ private:
           << "a block holds layers, not settings; put '"
           << node.settings.front().name << "' on the model or a layer";
     static const std::vector<std::string> kLayers = {
-        "attention", "cross_attention", "ffn", "moe", "moa", "cross_moa"};
+        "attention", "cross_attention", "ffn",      "moe",
+        "mh_moe",    "moa",             "cross_moa"};
     std::map<std::string, int> counts;
     for (const SpecNode &child : node.children)
       ++counts[child.kind];
@@ -385,10 +386,10 @@ private:
         sub.kind = SublayerSpec::Kind::Ffn;
         sub.ffn = analyzeFfn(child, m);
         base = "ffn";
-      } else if (child.kind == "moe") {
+      } else if (child.kind == "moe" || child.kind == "mh_moe") {
         sub.kind = SublayerSpec::Kind::Moe;
-        sub.moe = analyzeMoe(child, m);
-        base = "moe";
+        sub.moe = analyzeMoe(child, m, child.kind == "mh_moe");
+        base = child.kind;
       } else if (child.kind == "moa" || child.kind == "cross_moa") {
         sub.kind = SublayerSpec::Kind::Moa;
         sub.moa = analyzeMoa(child, m, role, cross);
@@ -512,9 +513,14 @@ private:
     return f;
   }
 
-  MoeLayerSpec analyzeMoe(const SpecNode &node, const ModelSpec &m) {
+  MoeLayerSpec analyzeMoe(const SpecNode &node, const ModelSpec &m,
+                          bool multiHead) {
     MoeLayerSpec e;
-    Settings s(node.settings, schemaOf("layer moe"), node.range, reporter);
+    Settings s(node.settings,
+               schemaOf(multiHead ? "layer mh_moe" : "layer moe"), node.range,
+               reporter);
+    if (multiHead)
+      analyzeMultiHead(s, m, e);
     e.experts = s.getInt("experts");
     e.k = s.getInt("k");
     if (e.experts > 0 && e.k > e.experts)
@@ -525,29 +531,63 @@ private:
     e.activation = s.getEnum<Activation>("activation");
     e.glu = s.getBool("glu");
     e.bias = s.getBool("bias");
-    e.routerBias = s.getBool("router_bias");
+    e.routerBias = !multiHead && s.getBool("router_bias");
     e.gate = s.getEnum<GateWeighting>("gate");
     e.priority = s.getEnum<Priority>("priority");
     e.balance = s.getEnum<BalanceLoss>("balance");
-    analyzeCapacity(s, e);
+    analyzeCapacity(s, "capacity", e.capacity, e.capacityFactor,
+                    e.minCapacity);
+    if (multiHead)
+      analyzeCapacity(s, "eval_capacity", e.evalCapacity,
+                      e.evalCapacityFactor, e.evalMinCapacity);
+    else {
+      // A moe layer routes the same way in training and eval.
+      e.evalCapacity = e.capacity;
+      e.evalCapacityFactor = e.capacityFactor;
+      e.evalMinCapacity = e.minCapacity;
+    }
     s.finish();
     return e;
   }
 
-  /// The capacity setting of a moe layer: a formula, with its factor and
-  /// floor.
-  void analyzeCapacity(Settings &layer, MoeLayerSpec &e) {
-    std::optional<std::string> name = layer.getCallName("capacity");
+  /// MH-MoE's own settings: the split, the two projections and the router.
+  void analyzeMultiHead(Settings &s, const ModelSpec &m, MoeLayerSpec &e) {
+    e.multiHead = true;
+    e.zLoss = false;
+    e.heads = s.getInt("heads");
+    if (e.heads > 0 && m.dModel > 0 && m.dModel % e.heads != 0)
+      reporter.error(s.get("heads")->range.Start)
+          << "d_model (" << m.dModel << ") is not divisible by heads ("
+          << e.heads << "): every token splits into heads sub-tokens of "
+          << "equal width";
+    e.headProj = s.getBool("head_proj");
+    e.mergeProj = s.getBool("merge_proj");
+    std::optional<std::string> router = s.getCallName("router");
+    if (!router)
+      return;
+    const SpecValue *value = s.get("router");
+    Settings r(callArguments(value), schemaOf("router " + *router),
+               value ? value->range : s.range(), reporter);
+    if (*router == "xmoe")
+      e.xmoeDim = r.getInt("dim");
+    r.finish();
+  }
+
+  /// A capacity setting (`capacity`, `eval_capacity`): a formula, with its
+  /// factor and floor.
+  void analyzeCapacity(Settings &layer, llvm::StringRef setting,
+                       Capacity &kind, double &factor, int64_t &minimum) {
+    std::optional<std::string> name = layer.getCallName(setting);
     if (!name)
       return;
-    e.capacity = *symbolizeCapacity(*name);
-    const SpecValue *value = layer.get("capacity");
+    kind = *symbolizeCapacity(*name);
+    const SpecValue *value = layer.get(setting);
     Settings s(callArguments(value),
                schemaOf("capacity " + *name),
                value ? value->range : layer.range(), reporter);
-    if (e.capacity != Capacity::None) {
-      e.capacityFactor = s.getFloat("factor");
-      e.minCapacity = s.getInt("min");
+    if (kind != Capacity::None) {
+      factor = s.getFloat("factor");
+      minimum = s.getInt("min");
     }
     s.finish();
   }

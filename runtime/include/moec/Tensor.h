@@ -76,6 +76,9 @@ public:
   void set(int64_t i, double value);
   /// A copy in another dtype, element by element as at() and set() do.
   Tensor to(DType dtype) const;
+  /// The same storage under another shape with as many elements (no copy:
+  /// writes through either are seen by both); throws moec::Error otherwise.
+  Tensor reshaped(Shape shape) const;
 
 private:
   struct Free {

@@ -22,6 +22,10 @@ class CpuBuffer : public DeviceBuffer {
 public:
   CpuBuffer(DType dtype, const Shape &shape)
       : DeviceBuffer(dtype, shape), tensor(dtype, shape) {}
+  /// A view of `storage`'s elements.
+  explicit CpuBuffer(Tensor storage)
+      : DeviceBuffer(storage.dtype(), storage.shape()),
+        tensor(std::move(storage)) {}
   Tensor tensor;
 };
 
@@ -89,6 +93,11 @@ public:
   std::unique_ptr<DeviceBuffer> allocate(DType dtype,
                                          const Shape &shape) override {
     return std::make_unique<CpuBuffer>(dtype, shape);
+  }
+
+  std::unique_ptr<DeviceBuffer> alias(DeviceBuffer &of,
+                                      const Shape &shape) override {
+    return std::make_unique<CpuBuffer>(cpuBuffer(of).tensor.reshaped(shape));
   }
 
   void upload(DeviceBuffer &dst, const Tensor &src) override {

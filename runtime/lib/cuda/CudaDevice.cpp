@@ -122,7 +122,7 @@ public:
       : DeviceBuffer(dtype, shape), gpu(std::move(gpu)),
         bytes(static_cast<size_t>(numElements(shape)) * dtypeSize(dtype)) {}
   ~CudaBuffer() override {
-    if (pointer) {
+    if (pointer && owned) {
       gpu->driver.cuCtxSetCurrent(gpu->context);
       gpu->driver.cuMemFree(pointer);
     }
@@ -131,6 +131,8 @@ public:
   std::shared_ptr<Gpu> gpu;
   size_t bytes;
   CUdeviceptr pointer = 0;
+  /// False for a view of another buffer's memory.
+  bool owned = true;
 };
 
 CudaBuffer &cudaBuffer(DeviceBuffer &b) { return static_cast<CudaBuffer &>(b); }
@@ -201,6 +203,18 @@ public:
     d.check(d.cuMemsetD8Async(buffer->pointer, 0, buffer->bytes, gpu->stream),
             "cuMemsetD8Async");
     gpu->synchronize();
+    return buffer;
+  }
+
+  std::unique_ptr<DeviceBuffer> alias(DeviceBuffer &of,
+                                      const Shape &shape) override {
+    const CudaBuffer &viewed = cudaBuffer(of);
+    auto buffer = std::make_unique<CudaBuffer>(gpu, of.dtype, shape);
+    if (buffer->bytes != viewed.bytes)
+      throw Error(fmt::format("cannot view a {}-byte GPU buffer as {}",
+                              viewed.bytes, shapeString(shape)));
+    buffer->pointer = viewed.pointer;
+    buffer->owned = false;
     return buffer;
   }
 

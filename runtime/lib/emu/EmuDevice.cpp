@@ -69,12 +69,20 @@ public:
                               bytes, dtypeName(dtype), shapeString(shape)));
     std::memset(data, 0, rounded);
   }
-  ~EmuBuffer() override { std::free(data); }
+  /// A view of `of`'s storage, which must outlive it.
+  EmuBuffer(const EmuBuffer &of, const Shape &shape)
+      : DeviceBuffer(of.dtype, shape), bytes(of.bytes), data(of.data),
+        owned(false) {}
+  ~EmuBuffer() override {
+    if (owned)
+      std::free(data);
+  }
   EmuBuffer(const EmuBuffer &) = delete;
   EmuBuffer &operator=(const EmuBuffer &) = delete;
 
   size_t bytes;
   std::byte *data = nullptr;
+  bool owned = true;
 };
 
 EmuBuffer &emuBuffer(DeviceBuffer &b) { return static_cast<EmuBuffer &>(b); }
@@ -98,6 +106,14 @@ public:
   std::unique_ptr<DeviceBuffer> allocate(DType dtype,
                                          const Shape &shape) override {
     return std::make_unique<EmuBuffer>(dtype, shape);
+  }
+
+  std::unique_ptr<DeviceBuffer> alias(DeviceBuffer &of,
+                                      const Shape &shape) override {
+    if (numElements(shape) != numElements(of.shape))
+      throw Error(fmt::format("emu: cannot view a {} buffer as {}",
+                              shapeString(of.shape), shapeString(shape)));
+    return std::make_unique<EmuBuffer>(emuBuffer(of), shape);
   }
 
   void upload(DeviceBuffer &dst, const Tensor &src) override {

@@ -111,7 +111,10 @@ def Moe_CapacityEnum : Moe_I32Enum<"Capacity",
     // C = max(k * floor(cf * ceil(N / E)), min_capacity) (Tutel, EMoE, MH-MoE).
     I32EnumAttrCase<"Tutel", 2, "tutel">,
     // C = max(round_half_even(cf * N / E), min_capacity) (Sparse Mixer).
-    I32EnumAttrCase<"SparseMixer", 3, "sparse_mixer">]>;
+    I32EnumAttrCase<"SparseMixer", 3, "sparse_mixer">,
+    // C = max(ceil(cf * N), min_capacity): a share of the tokens, whatever
+    // k and E (MH-MoE's eval_capacity_token_fraction).
+    I32EnumAttrCase<"Fraction", 4, "fraction">]>;
 def Moe_CapacityAttr : Moe_EnumAttr<"capacity", Moe_CapacityEnum>;
 
 def Moe_PriorityEnum : Moe_I32Enum<"Priority",

@@ -558,6 +558,39 @@ def Moe_ExpertLoadOp : Moe_Op<"expert_load"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Views: the same storage under another shape.
+//===----------------------------------------------------------------------===//
+
+def Moe_SplitTokensOp : Moe_DiffOp<"split_tokens"> {
+  let summary = "splits every token into `parts` sub-tokens (a view)";
+  let description = [{
+    x `[..., n, d]` with `d % parts == 0` becomes `[..., n * parts, d / parts]`:
+    sub-token `(t, j)` is features `[j * d/parts, (j+1) * d/parts)` of token
+    t and is row `t * parts + j` (token-major, MH-MoE's token splitting).
+    Row-major storage is the same, so the plan gives the result the
+    operand's storage; no kernel runs. The gradient is moe.merge_tokens.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$parts);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_MergeTokensOp : Moe_DiffOp<"merge_tokens"> {
+  let summary = "joins every `parts` consecutive sub-tokens into a token (a view)";
+  let description = [{
+    x `[..., n * parts, m]` becomes `[..., n, parts * m]`, the inverse of
+    moe.split_tokens: token t is rows `t * parts .. t * parts + parts - 1`
+    side by side. A view like moe.split_tokens; the gradient is
+    moe.split_tokens.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$parts);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Losses.
 //===----------------------------------------------------------------------===//
 

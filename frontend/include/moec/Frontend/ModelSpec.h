@@ -72,6 +72,24 @@ struct MoeLayerSpec {
   int64_t minCapacity = 0;
   mlir::moe::Priority priority = mlir::moe::Priority::TokenOrder;
   mlir::moe::BalanceLoss balance = mlir::moe::BalanceLoss::AllSlots;
+  /// The capacity outside training (eval, generation); the training
+  /// formula for `moe`, dropless by default for `mh_moe`.
+  mlir::moe::Capacity evalCapacity = mlir::moe::Capacity::None;
+  double evalCapacityFactor = 1.0;
+  int64_t evalMinCapacity = 0;
+  /// Whether the router's z-loss joins the objective (MH-MoE has none).
+  bool zLoss = true;
+
+  // MH-MoE (`mh_moe`): every token is split into `heads` sub-tokens of
+  // width d / heads, each routed on its own; the multi-head layer before
+  // and the merge layer after are Linear(d, d) with bias.
+  bool multiHead = false;
+  int64_t heads = 1;
+  bool headProj = false;
+  bool mergeProj = false;
+  /// The X-MoE router when > 0: logits are the sub-token projected to this
+  /// width against L2-normalised expert embeddings.
+  int64_t xmoeDim = 0;
 };
 
 /// One residual sublayer of a block.

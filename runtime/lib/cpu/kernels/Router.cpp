@@ -58,6 +58,9 @@ int64_t capacityOf(Capacity kind, double cf, int64_t minCapacity, int64_t n,
   case Capacity::SparseMixer:
     c = roundHalfEven(cf * n / e);
     break;
+  case Capacity::Fraction:
+    c = std::ceil(cf * n);
+    break;
   }
   return std::max(toCapacity(c), minCapacity);
 }

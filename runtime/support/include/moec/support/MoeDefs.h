@@ -164,12 +164,14 @@ enum class Capacity : int32_t {
   Switch = 1,
   Tutel = 2,
   SparseMixer = 3,
+  Fraction = 4,
 };
-inline constexpr std::array<Capacity, 4> kCapacityValues = {
+inline constexpr std::array<Capacity, 5> kCapacityValues = {
     Capacity::None,
     Capacity::Switch,
     Capacity::Tutel,
     Capacity::SparseMixer,
+    Capacity::Fraction,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(Capacity value) {
@@ -182,6 +184,8 @@ constexpr std::string_view spelling(Capacity value) {
     return "tutel";
   case Capacity::SparseMixer:
     return "sparse_mixer";
+  case Capacity::Fraction:
+    return "fraction";
   }
   return "";
 }
@@ -196,6 +200,8 @@ constexpr std::string_view enumerator(Capacity value) {
     return "Tutel";
   case Capacity::SparseMixer:
     return "SparseMixer";
+  case Capacity::Fraction:
+    return "Fraction";
   }
   return "";
 }
@@ -208,14 +214,16 @@ constexpr std::optional<Capacity> parseCapacity(std::string_view text) {
     return Capacity::Tutel;
   if (text == "sparse_mixer")
     return Capacity::SparseMixer;
+  if (text == "fraction")
+    return Capacity::Fraction;
   return std::nullopt;
 }
-/// Every spelling, for messages: "none, switch, tutel, sparse_mixer".
-inline constexpr std::string_view kCapacitySpellings = "none, switch, tutel, sparse_mixer";
+/// Every spelling, for messages: "none, switch, tutel, sparse_mixer, fraction".
+inline constexpr std::string_view kCapacitySpellings = "none, switch, tutel, sparse_mixer, fraction";
 template <> struct EnumTraits<Capacity> {
   static constexpr std::string_view kDescription = "per-expert capacity formula for N tokens";
   static constexpr std::string_view kSpellings = kCapacitySpellings;
-  static constexpr std::array<Capacity, 4> kValues = kCapacityValues;
+  static constexpr std::array<Capacity, 5> kValues = kCapacityValues;
   static constexpr std::optional<Capacity> parse(std::string_view text) {
     return parseCapacity(text);
   }
@@ -938,6 +946,12 @@ inline constexpr std::string_view kFinalLr = "final_lr";
 inline constexpr double kFinalLrDefault = 0.0;
 } // namespace lr_schedule
 
+/// moe.merge_tokens: joins every `parts` consecutive sub-tokens into a token (a view).
+namespace merge_tokens {
+inline constexpr std::string_view kName = "moe.merge_tokens";
+inline constexpr std::string_view kParts = "parts";
+} // namespace merge_tokens
+
 /// moe.param: declares a model parameter.
 namespace param {
 inline constexpr std::string_view kName = "moe.param";
@@ -971,6 +985,12 @@ inline constexpr double kMomentumDefault = 0.0;
 inline constexpr std::string_view kWeightDecay = "weight_decay";
 inline constexpr double kWeightDecayDefault = 0.0;
 } // namespace sgd_update
+
+/// moe.split_tokens: splits every token into `parts` sub-tokens (a view).
+namespace split_tokens {
+inline constexpr std::string_view kName = "moe.split_tokens";
+inline constexpr std::string_view kParts = "parts";
+} // namespace split_tokens
 
 /// moe.state: declares persistent non-parameter state.
 namespace state {

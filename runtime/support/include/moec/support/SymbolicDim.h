@@ -52,6 +52,10 @@ public:
   /// The product; unknown when either is, or when the coefficients
   /// overflow.
   SymbolicDim operator*(const SymbolicDim &other) const;
+  /// This dimension over `divisor` when the coefficient divides exactly
+  /// (`6*S` / 3 = `2*S`); unknown stays unknown; nullopt when it does not
+  /// divide or `divisor` is not positive.
+  std::optional<SymbolicDim> divideExactly(int64_t divisor) const;
   /// Unknown dimensions equal nothing, not even themselves.
   bool operator==(const SymbolicDim &other) const;
   bool operator!=(const SymbolicDim &other) const { return !(*this == other); }
