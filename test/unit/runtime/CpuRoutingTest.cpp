@@ -110,6 +110,9 @@ TEST(CpuRouting, CapacityFormulas) {
   expectValues(kept({{"capacity", "sparse_mixer"}}), {2, 2, 0, 0}, 0,
                "sparse_mixer");
   expectValues(kept({{"capacity", "none"}}), {10, 10, 0, 0}, 0, "none");
+  // fraction: ceil(0.25 * 10) = 3, whatever k and E.
+  expectValues(kept({{"capacity", "fraction"}, {"capacity_factor", 0.25}}),
+               {3, 3, 0, 0}, 0, "fraction");
   // min_capacity lifts each formula.
   expectValues(kept({{"capacity", "switch"}, {"min_capacity", 7}}),
                {7, 7, 0, 0}, 0, "switch with min_capacity");
@@ -125,6 +128,49 @@ TEST(CpuRouting, CapacityFormulas) {
     EXPECT_EQ(r.slot.at(2 * t), t < 5 ? t : -1);
     EXPECT_EQ(r.slot.at(2 * t + 1), t < 5 ? t : -1);
   }
+}
+
+TEST(CpuRouting, TutelCapacityDropsSecondChoicesBeforeFirstChoices) {
+  // MH-MoE's rule on random sub-tokens: C = k * ceil(S / E); no expert keeps
+  // more than C, every first choice claims its slot before any second
+  // choice, and a slot counts the earlier assignments dropped or not.
+  const int64_t s = 37, e = 4, k = 2, capacity = k * ((s + e - 1) / e);
+  std::vector<float> values;
+  uint64_t x = 12345;
+  for (int64_t i = 0; i < s * e; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    // Skewed towards expert 0 so that it overflows.
+    values.push_back(static_cast<float>((x >> 40) % 1000) / 250.0f +
+                     (i % e == 0 ? 1.5f : 0.0f));
+  }
+  Routed r = route(Tensor::of<float>({s, e}, values), k,
+                   {{"capacity", "tutel"}});
+  std::vector<int64_t> queued(e, 0), keptCount(e, 0);
+  std::vector<bool> firstDropped(e, false);
+  int64_t dropped = 0;
+  for (int64_t choice = 0; choice < k; ++choice)
+    for (int64_t t = 0; t < s; ++t) {
+      int64_t expert = static_cast<int64_t>(r.expert.at(t * k + choice));
+      int64_t slot = static_cast<int64_t>(r.slot.at(t * k + choice));
+      int64_t position = queued[expert]++;
+      EXPECT_EQ(slot, position < capacity ? position : -1)
+          << "sub-token " << t << " choice " << choice;
+      if (slot < 0) {
+        ++dropped;
+        firstDropped[expert] = firstDropped[expert] || choice == 0;
+        EXPECT_EQ(r.gates.at(t * k + choice), 0.0);
+      } else {
+        ++keptCount[expert];
+        EXPECT_FALSE(firstDropped[expert])
+            << "a second choice kept after a first choice was dropped";
+      }
+    }
+  EXPECT_GT(dropped, 0);
+  for (int64_t i = 0; i < e; ++i)
+    EXPECT_LE(keptCount[i], capacity);
+  expectValues(expertLoad(r, e),
+               std::vector<double>(keptCount.begin(), keptCount.end()), 0,
+               "load");
 }
 
 TEST(CpuRouting, RouterRejectsBadOptions) {
