@@ -20,7 +20,7 @@ enum class BalanceLoss { AllSlots = 0, Top1 = 1, AnyTopK = 2 };
 /// per-expert capacity formula for N tokens.
 enum class Capacity { None = 0, Switch = 1, Tutel = 2, SparseMixer = 3, Fraction = 4 };
 /// weight given to each selected expert.
-enum class GateWeighting { Raw = 0, RenormDetached = 1, SoftmaxTopK = 2, Unit = 3 };
+enum class GateWeighting { Raw = 0, RenormDetached = 1, SoftmaxTopK = 2, Unit = 3, Renorm = 4 };
 /// parameter initialiser.
 enum class Init { Zeros = 0, Ones = 1, Normal = 2, Uniform = 3, XavierUniform = 4, Sinusoidal = 5 };
 /// what a fused kernel group computes.

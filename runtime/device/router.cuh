@@ -38,6 +38,9 @@ struct RouterParams {
   int64_t minCapacity;
 };
 
+/// The floor of the renorm gate's denominator: float32's epsilon (Tutel).
+constexpr float kRenormEpsilon = 1.1920928955078125e-07f;
+
 template <int E, int K, Capacity Cap>
 MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
   int64_t c = 0;
@@ -187,6 +190,8 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
       g = selSum > 0.0f ? chosen[j] / selSum : 0.0f;
     else if (Gate == GateWeighting::Unit)
       g = 1.0f;
+    else if (Gate == GateWeighting::Renorm && K > 1)
+      g = chosen[j] / fmaxf(selSum, kRenormEpsilon);
     r.expert[t * K + j] = chosenExpert[j];
     r.live[t * K + j] = chosen[j] > 0.0f ? 1 : 0;
     if (r.gates)
@@ -447,7 +452,15 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
           dp[s] += dg;
         else if (Gate == GateWeighting::RenormDetached)
           dp[s] += dg / sel;
-        else // SoftmaxTopK: softmax over the selected logits
+        else if (Gate == GateWeighting::Renorm && K == 1)
+          dp[s] += dg;
+        else if (Gate == GateWeighting::Renorm) {
+          // g = p / D, D = max(sel, eps) differentiated (for sel > eps).
+          float denominator = fmaxf(sel, kRenormEpsilon);
+          dp[s] += dg / denominator;
+          if (sel > kRenormEpsilon)
+            dp[s] -= gdg * sel / (denominator * denominator);
+        } else // SoftmaxTopK: softmax over the selected logits
           direct[s] += p[s] / sel * (dg - gdg);
       }
     }

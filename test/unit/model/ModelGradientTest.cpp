@@ -59,6 +59,12 @@ const Variant kVariants[] = {
      "gate = raw, capacity = switch(factor = 0.75), "
      "balance = any_topk)\n ffn(hidden = 8, activation = gelu_erf, glu = true)\n}",
      "balance_loss = 0.2"},
+    {"MultiHeadRenorm",
+     "norm = rms_norm\n"
+     "block {\n attention(heads = 2)\n"
+     " mh_moe(heads = 2, experts = 3, k = 2, hidden = 4, gate = renorm, "
+     "capacity = none)\n}",
+     "balance_loss = 0.3"},
     {"UnitGateMultiQuery",
      "block {\n attention(heads = 2, kv_heads = 1)\n"
      " moe(experts = 4, k = 3, hidden = 4, activation = tanh, gate = unit)\n}",

@@ -207,7 +207,8 @@ struct RouterCase {
 TEST(CpuGradients, TopkRouter) {
   const int64_t n = 6, e = 4, k = 2;
   std::vector<RouterCase> cases;
-  for (const char *gate : {"raw", "renorm_detached", "softmax_topk", "unit"}) {
+  for (const char *gate :
+       {"raw", "renorm_detached", "softmax_topk", "unit", "renorm"}) {
     cases.push_back({gate, "none", "token_order", true, true});
     cases.push_back({gate, "switch", "bpr", true, true});
     cases.push_back({gate, "switch", "token_order", true, false});

@@ -69,6 +69,11 @@ TEST(CpuRouting, GateWeightings) {
   expectValues(route(logits, 2, {{"gate", "softmax_topk"}}).gates,
                {2.0 / 3, 1.0 / 3}, 1e-15, "softmax_topk");
   expectValues(route(logits, 2, {{"gate", "unit"}}).gates, {1, 1}, 0, "unit");
+  expectValues(route(logits, 2, {{"gate", "renorm"}}).gates,
+               {2.0 / 3, 1.0 / 3}, 1e-15, "renorm");
+  // renorm leaves a single choice raw (Tutel renormalises only for k > 1).
+  expectValues(route(logits, 1, {{"gate", "renorm"}}).gates, {0.5}, 1e-15,
+               "renorm k = 1");
 }
 
 TEST(CpuRouting, TokenOrderAndBprKeepDifferentTokens) {

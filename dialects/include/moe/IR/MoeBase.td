@@ -99,7 +99,11 @@ def Moe_GateWeightingEnum : Moe_I32Enum<"GateWeighting",
     // g = softmax over the k selected logits (Mixtral).
     I32EnumAttrCase<"SoftmaxTopK", 2, "softmax_topk">,
     // g = 1 for every selected expert (EMoE one-score / avg-k).
-    I32EnumAttrCase<"Unit", 3, "unit">]>;
+    I32EnumAttrCase<"Unit", 3, "unit">,
+    // g = p_e / max(sum of the top-k p, float32 eps), the sum differentiated
+    // and taken before capacity drops anything; raw for k = 1 (Tutel's
+    // normalize_gate_prob_before_dropping, an MH-MoE option).
+    I32EnumAttrCase<"Renorm", 4, "renorm">]>;
 def Moe_GateWeightingAttr : Moe_EnumAttr<"gate", Moe_GateWeightingEnum>;
 
 def Moe_CapacityEnum : Moe_I32Enum<"Capacity",

@@ -373,7 +373,9 @@ def Moe_TopKRouterOp : Moe_DiffOp<"topk_router", [AttrSizedOperandSegments]> {
        running weight exceeds `u * (sum of the weights)`, in double.
     3. Gate weights (`gate`): raw `g_j = p_{t,e_j}`; renorm_detached
        `g_j = p_{t,e_j} / sg(sum_i p_{t,e_i})`; softmax_topk `g = softmax of the k
-       selected logits`; unit `g_j = 1`.
+       selected logits`; unit `g_j = 1`; renorm (k > 1)
+       `g_j = p_{t,e_j} / max(sum_i p_{t,e_i}, 2^-23)`, the sum differentiated,
+       raw for k = 1. The sums run over all k choices, dropped ones included.
     4. An assignment whose probability is exactly 0 (every choice of a
        masked token, or an underflow) is dropped: slot -1, gate 0.
     5. Capacity positions: assignments are visited choice-major (all first

@@ -35,6 +35,10 @@ double roundHalfEven(double x) {
   return std::fmod(lo, 2.0) == 0.0 ? lo : lo + 1;
 }
 
+/// The floor of renorm's denominator: float32's machine epsilon, as Tutel
+/// takes torch.finfo(float32).eps.
+constexpr double kRenormEpsilon = 1.1920928955078125e-07;
+
 int64_t toCapacity(double c) {
   if (!(c < 9.0e18))
     return std::numeric_limits<int64_t>::max();
@@ -209,6 +213,11 @@ template <typename T> void topkRouter(KernelContext &ctx) {
         case GateWeighting::Unit:
           g[j] = T(1);
           break;
+        case GateWeighting::Renorm:
+          g[j] = k > 1 ? static_cast<T>(p[ex[j]] /
+                                        std::max(selSum, kRenormEpsilon))
+                       : p[ex[j]];
+          break;
         }
       }
     }
@@ -324,6 +333,25 @@ template <typename T> void topkRouterGrad(KernelContext &ctx) {
         }
         case GateWeighting::Unit:
           break;
+        case GateWeighting::Renorm: {
+          if (k == 1) {
+            if (st[0] >= 0)
+              dp[et[0]] += dgt[0];
+            break;
+          }
+          // g_j = p_j / D with D = max(selSum, eps): the kept gates pull on
+          // their own p, and through D on every selected p.
+          double denominator = std::max(selSum, kRenormEpsilon), dotGd = 0;
+          for (int64_t j = 0; j < k; ++j)
+            if (st[j] >= 0) {
+              dp[et[j]] += dgt[j] / denominator;
+              dotGd += dgt[j] * pt[et[j]];
+            }
+          if (selSum > kRenormEpsilon)
+            for (int64_t j = 0; j < k; ++j)
+              dp[et[j]] -= dotGd / (denominator * denominator);
+          break;
+        }
         }
       }
       double dotDp = 0;

@@ -235,12 +235,14 @@ enum class GateWeighting : int32_t {
   RenormDetached = 1,
   SoftmaxTopK = 2,
   Unit = 3,
+  Renorm = 4,
 };
-inline constexpr std::array<GateWeighting, 4> kGateWeightingValues = {
+inline constexpr std::array<GateWeighting, 5> kGateWeightingValues = {
     GateWeighting::Raw,
     GateWeighting::RenormDetached,
     GateWeighting::SoftmaxTopK,
     GateWeighting::Unit,
+    GateWeighting::Renorm,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(GateWeighting value) {
@@ -253,6 +255,8 @@ constexpr std::string_view spelling(GateWeighting value) {
     return "softmax_topk";
   case GateWeighting::Unit:
     return "unit";
+  case GateWeighting::Renorm:
+    return "renorm";
   }
   return "";
 }
@@ -267,6 +271,8 @@ constexpr std::string_view enumerator(GateWeighting value) {
     return "SoftmaxTopK";
   case GateWeighting::Unit:
     return "Unit";
+  case GateWeighting::Renorm:
+    return "Renorm";
   }
   return "";
 }
@@ -279,14 +285,16 @@ constexpr std::optional<GateWeighting> parseGateWeighting(std::string_view text)
     return GateWeighting::SoftmaxTopK;
   if (text == "unit")
     return GateWeighting::Unit;
+  if (text == "renorm")
+    return GateWeighting::Renorm;
   return std::nullopt;
 }
-/// Every spelling, for messages: "raw, renorm_detached, softmax_topk, unit".
-inline constexpr std::string_view kGateWeightingSpellings = "raw, renorm_detached, softmax_topk, unit";
+/// Every spelling, for messages: "raw, renorm_detached, softmax_topk, unit, renorm".
+inline constexpr std::string_view kGateWeightingSpellings = "raw, renorm_detached, softmax_topk, unit, renorm";
 template <> struct EnumTraits<GateWeighting> {
   static constexpr std::string_view kDescription = "weight given to each selected expert";
   static constexpr std::string_view kSpellings = kGateWeightingSpellings;
-  static constexpr std::array<GateWeighting, 4> kValues = kGateWeightingValues;
+  static constexpr std::array<GateWeighting, 5> kValues = kGateWeightingValues;
   static constexpr std::optional<GateWeighting> parse(std::string_view text) {
     return parseGateWeighting(text);
   }
