@@ -513,6 +513,45 @@ MOEC_DEVICE void switchLossFractions(int64_t tokens, gptr<const float> probs,
     f[E] = static_cast<float>(counts[E + 1]);
 }
 
+/// moe.routing_stats in one block: each thread counts whole tokens (PARTS
+/// rows of K assignments), and integer sums make the result exact.
+template <int K, int PARTS, int E, int THREADS>
+MOEC_DEVICE void routingStats(int64_t rows, gptr<const int32_t> expert,
+                              gptr<const int32_t> slot, gptr<float> stats) {
+  MOEC_SHARED(int, scratch, THREADS / 32);
+  int kept = 0, activeRows = 0, reached = 0;
+  const int64_t tokens = rows / PARTS;
+  for (int64_t t = threadIdx.x; t < tokens; t += THREADS) {
+    const int64_t first = t * PARTS * K;
+    for (int a = 0; a < PARTS * K; ++a) {
+      if (slot[first + a] < 0)
+        continue;
+      ++kept;
+      // A row is active at its first kept choice; an expert is reached at
+      // its first kept assignment among the token's.
+      bool rowSeen = false, expertSeen = false;
+      for (int b = a - a % K; b < a; ++b)
+        rowSeen |= slot[first + b] >= 0;
+      for (int b = 0; b < a; ++b)
+        expertSeen |= slot[first + b] >= 0 &&
+                      expert[first + b] == expert[first + a];
+      activeRows += rowSeen ? 0 : 1;
+      reached += expertSeen ? 0 : 1;
+    }
+  }
+  kept = blockSum<THREADS>(kept, scratch);
+  activeRows = blockSum<THREADS>(activeRows, scratch);
+  reached = blockSum<THREADS>(reached, scratch);
+  if (threadIdx.x != 0)
+    return;
+  stats[0] = static_cast<float>(rows * K);
+  stats[1] = static_cast<float>(kept);
+  stats[2] = static_cast<float>(rows);
+  stats[3] = static_cast<float>(activeRows);
+  stats[4] = static_cast<float>(tokens * E);
+  stats[5] = static_cast<float>(reached);
+}
+
 } // namespace moec
 
 #endif // MOEC_DEVICE_ROUTER_CUH

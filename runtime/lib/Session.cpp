@@ -35,6 +35,8 @@ struct Session::Impl {
   BufferMap params, states;
   std::map<std::string, std::unique_ptr<ProgramRunner>> runners;
   std::map<std::string, std::vector<double>> load;
+  /// moe.routing_stats sums per layer (see ExpertLoad).
+  std::map<std::string, std::vector<double>> routing;
 
   Impl(Bundle b, SessionOptions o)
       : bundle(std::move(b)), data(bundle.internals()), options(std::move(o)),
@@ -71,12 +73,15 @@ struct Session::Impl {
     checkTokenInputs(data, name, inputs);
     std::map<std::string, Tensor> outputs = r.run(inputs, params, states);
     for (auto &[output, tensor] : outputs)
-      if (output.rfind("load:", 0) == 0) {
-        std::vector<double> &sum = load[output.substr(5)];
-        sum.resize(tensor.numel(), 0.0);
-        for (int64_t e = 0; e < tensor.numel(); ++e)
-          sum[e] += tensor.at(e);
-      }
+      for (auto [prefix, sums] :
+           {std::pair<std::string_view, decltype(&load)>{"load:", &load},
+            {"routing:", &routing}})
+        if (output.rfind(prefix, 0) == 0) {
+          std::vector<double> &sum = (*sums)[output.substr(prefix.size())];
+          sum.resize(tensor.numel(), 0.0);
+          for (int64_t e = 0; e < tensor.numel(); ++e)
+            sum[e] += tensor.at(e);
+        }
     return outputs;
   }
 
@@ -179,6 +184,18 @@ struct Session::Impl {
     return inputs;
   }
 };
+
+namespace {
+double ratio(double part, double whole) { return whole > 0 ? part / whole : 0; }
+} // namespace
+
+double ExpertLoad::droppedFraction() const {
+  return ratio(assignments - keptAssignments, assignments);
+}
+double ExpertLoad::rowActivation() const { return ratio(activeRows, rows); }
+double ExpertLoad::expertActivation() const {
+  return ratio(reachedExperts, expertSlots);
+}
 
 std::vector<double> ExpertLoad::fractions() const {
   double total = 0;
@@ -415,12 +432,25 @@ std::vector<ExpertLoad> Session::expertLoad() const {
     l.layer = layer;
     if (auto it = impl->load.find(layer); it != impl->load.end())
       l.tokens = it->second;
+    if (auto it = impl->routing.find(layer);
+        it != impl->routing.end() && it->second.size() == 6) {
+      const std::vector<double> &r = it->second;
+      l.assignments = r[0];
+      l.keptAssignments = r[1];
+      l.rows = r[2];
+      l.activeRows = r[3];
+      l.expertSlots = r[4];
+      l.reachedExperts = r[5];
+    }
     result.push_back(std::move(l));
   }
   return result;
 }
 
-void Session::resetStats() { impl->load.clear(); }
+void Session::resetStats() {
+  impl->load.clear();
+  impl->routing.clear();
+}
 
 void Session::setProfiling(bool on) { impl->device->setProfiling(on); }
 

@@ -495,3 +495,11 @@ func.func @split_rank(%x: tensor<8xf32>) {
   %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<8xf32>) -> tensor<*xf32>
   return
 }
+
+// -----
+
+func.func @routing_stats_parts(%e: tensor<6x2xi32>, %s: tensor<6x2xi32>) {
+  // expected-error @+1 {{the rows 6 of expert [6, 2] are not a multiple of parts = 4}}
+  %0 = moe.routing_stats %e, %s {parts = 4 : i64, num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<*xf32>
+  return
+}

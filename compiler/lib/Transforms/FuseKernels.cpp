@@ -74,6 +74,7 @@ std::optional<KernelKind> kindOf(Operation *op) {
       .Case<ExpertReduceOp>([](auto) { return K::ExpertReduce; })
       .Case<ExpertReduceGradOp>([](auto) { return K::ExpertReduceGrad; })
       .Case<CvLossOp>([](auto) { return K::CvLoss; })
+      .Case<RoutingStatsOp>([](auto) { return K::RoutingStats; })
       .Case<CvLossGradOp>([](auto) { return K::CvLossGrad; })
       .Case<CrossEntropyOp>([](auto) { return K::CrossEntropy; })
       .Case<CrossEntropyGradOp>([](auto) { return K::CrossEntropyGrad; })

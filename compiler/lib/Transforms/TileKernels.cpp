@@ -97,6 +97,7 @@ public:
     }
     case K::CvLoss:
     case K::CvLossGrad:
+    case K::RoutingStats:
       fields.threads = 256;
       break;
     case K::Attention:

@@ -88,6 +88,8 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first && isa<CvLossOp>(op);
   case KernelKind::CvLossGrad:
     return first && isa<CvLossGradOp>(op);
+  case KernelKind::RoutingStats:
+    return first && isa<RoutingStatsOp>(op);
   }
   return false;
 }
@@ -107,6 +109,7 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
     return {"threads", "tile_m", "tile_n", "tile_k", "dispatch_threads"};
   case KernelKind::CvLoss:
   case KernelKind::CvLossGrad:
+  case KernelKind::RoutingStats:
     return {"threads"};
   case KernelKind::Attention:
   case KernelKind::AttentionGrad:

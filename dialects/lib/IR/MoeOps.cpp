@@ -702,6 +702,22 @@ ExpertLoadOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 }
 LogicalResult ExpertLoadOp::verify() { return verifyWithShapes(*this); }
 
+LogicalResult
+RoutingStatsOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.minRank(0, "expert", 2)) || failed(c.shape(1, "slot", s[0])))
+    return failure();
+  const SymDim &rows = s[0][s[0].size() - 2];
+  if (!rows.divideExactly(getParts()))
+    return emitOpError() << "the rows " << rows.str() << " of expert "
+                         << shapeStr(s[0]) << " are not a multiple of parts = "
+                         << getParts();
+  r.push_back({SymDim(6)});
+  return success();
+}
+LogicalResult RoutingStatsOp::verify() { return verifyWithShapes(*this); }
+
 //===----------------------------------------------------------------------===//
 // Views.
 //===----------------------------------------------------------------------===//

@@ -224,6 +224,14 @@ Value ModuleEmitter::moeLayer(Function &fn, const MoeLayerSpec &e,
       b.getI64IntegerAttr(training ? e.minCapacity : e.evalMinCapacity),
       PriorityAttr::get(ctx, e.priority), b.getI64IntegerAttr(0),
       b.getI64IntegerAttr(0));
+  // What capacity dropped, and (MH-MoE) how many sub-tokens and experts
+  // each token reached; emitted before the experts so that their residual
+  // add can still join their kernel.
+  Value stats = b.create<RoutingStatsOp>(
+      loc, RankedTensorType::get({6}, b.getF32Type()), router.getExpert(),
+      router.getSlot(), b.getI64IntegerAttr(e.heads),
+      b.getI64IntegerAttr(e.experts));
+  fn.outputs.push_back({"routing:" + p, stats});
   Value y = b.create<ExpertFfnOp>(
       loc, unranked(), h, router.getExpert(), router.getGates(),
       router.getSlot(), param(fn, p + ".w1"), optionalParam(fn, p + ".b1"),

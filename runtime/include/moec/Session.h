@@ -50,9 +50,26 @@ struct StepResult {
 /// calls since the last resetStats().
 struct ExpertLoad {
   std::string layer;
+  /// Kept assignments per expert.
   std::vector<double> tokens;
   /// The share of each expert: tokens[e] / sum(tokens).
   std::vector<double> fractions() const;
+
+  /// Routing statistics of moe and mh_moe layers (all 0 for MoA), summed
+  /// over the runs: assignments made and kept; rows (MH-MoE's sub-tokens,
+  /// else tokens) and those with a kept assignment; tokens times experts,
+  /// and the distinct experts each token's kept assignments reached.
+  double assignments = 0, keptAssignments = 0;
+  double rows = 0, activeRows = 0;
+  double expertSlots = 0, reachedExperts = 0;
+  /// The share of assignments capacity dropped.
+  double droppedFraction() const;
+  /// MH-MoE's sub-token activation: the share of sub-tokens that reached
+  /// at least one expert.
+  double rowActivation() const;
+  /// MH-MoE's expert activation: the share of the experts that a token's
+  /// sub-tokens reached, averaged over tokens.
+  double expertActivation() const;
 };
 
 struct GenerateOptions {

@@ -30,6 +30,7 @@ const std::vector<KernelEntry> &kernelTable() {
       {ops::topk_router::kName, topkRouterKernel},
       {ops::topk_router_grad::kName, topkRouterGradKernel},
       {ops::expert_load::kName, expertLoadKernel},
+      {ops::routing_stats::kName, routingStatsKernel},
       {ops::expert_ffn::kName, expertFfnKernel},
       {ops::expert_ffn_grad::kName, expertFfnGradKernel},
       {ops::expert_map::kName, expertMapKernel},

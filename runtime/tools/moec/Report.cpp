@@ -47,6 +47,13 @@ std::string formatProgress(const StepResult &result, int64_t lastStep,
   return line;
 }
 
+bool isMultiHead(const ExpertLoad &layer) {
+  // Rows per token: expertSlots counts tokens times experts.
+  double experts = static_cast<double>(layer.tokens.size());
+  return experts > 0 && layer.expertSlots > 0 &&
+         layer.rows > layer.expertSlots / experts;
+}
+
 void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
                      const std::string &title) {
   if (load.empty())
@@ -59,8 +66,16 @@ void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
       shares += fmt::format(" {:5.1f}%", share * 100);
     double mean = f.empty() ? 0 : 1.0 / f.size();
     double max = f.empty() ? 0 : *std::max_element(f.begin(), f.end());
-    os << fmt::format("  {:<16}{}   max/mean {:.2f}\n", layer.layer, shares,
-                      mean > 0 ? max / mean : 0.0);
+    std::string routing;
+    if (layer.assignments > 0)
+      routing = fmt::format("   dropped {:.1f}%", 100 * layer.droppedFraction());
+    if (isMultiHead(layer))
+      routing += fmt::format("   sub-tokens active {:.1f}%, experts reached "
+                             "per token {:.1f}%",
+                             100 * layer.rowActivation(),
+                             100 * layer.expertActivation());
+    os << fmt::format("  {:<16}{}   max/mean {:.2f}{}\n", layer.layer, shares,
+                      mean > 0 ? max / mean : 0.0, routing);
   }
 }
 

@@ -23,6 +23,9 @@ std::string formatProgress(const StepResult &result, int64_t lastStep,
                            double secondsPerStep, int64_t tokensPerStep);
 
 /// A table of each MoE layer's expert shares.
+/// Whether the layer routes several rows per token (MH-MoE's sub-tokens).
+bool isMultiHead(const ExpertLoad &layer);
+
 void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
                      const std::string &title);
 

@@ -16,6 +16,37 @@
 namespace moec::driver {
 namespace {
 
+/// This step's routing statistics per routed layer: the share of
+/// assignments capacity dropped, and for MH-MoE layers the sub-token and
+/// expert activation.
+std::string routingMetrics(const std::vector<ExpertLoad> &before,
+                           const std::vector<ExpertLoad> &after) {
+  std::vector<std::string> layers;
+  for (size_t l = 0; l < after.size(); ++l) {
+    ExpertLoad step = after[l];
+    if (l < before.size()) {
+      step.assignments -= before[l].assignments;
+      step.keptAssignments -= before[l].keptAssignments;
+      step.rows -= before[l].rows;
+      step.activeRows -= before[l].activeRows;
+      step.expertSlots -= before[l].expertSlots;
+      step.reachedExperts -= before[l].reachedExperts;
+    }
+    if (step.assignments <= 0)
+      continue;
+    std::string fields =
+        fmt::format("\"dropped\": {:.6g}", step.droppedFraction());
+    if (isMultiHead(step))
+      fields += fmt::format(", \"subtoken_activation\": {:.6g}, "
+                            "\"expert_activation\": {:.6g}",
+                            step.rowActivation(), step.expertActivation());
+    layers.push_back(fmt::format("\"{}\": {{{}}}", step.layer, fields));
+  }
+  if (layers.empty())
+    return "";
+  return fmt::format(", \"routing\": {{{}}}", fmt::join(layers, ", "));
+}
+
 std::string metricsLine(const StepResult &result, double seconds,
                         const std::vector<ExpertLoad> &before,
                         const std::vector<ExpertLoad> &after) {
@@ -38,6 +69,7 @@ std::string metricsLine(const StepResult &result, double seconds,
                           fmt::join(counts, ", "));
     }
     line += "}";
+    line += routingMetrics(before, after);
   }
   return line + "}\n";
 }

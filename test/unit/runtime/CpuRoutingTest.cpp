@@ -178,6 +178,23 @@ TEST(CpuRouting, TutelCapacityDropsSecondChoicesBeforeFirstChoices) {
                "load");
 }
 
+TEST(CpuRouting, RoutingStatsByHand) {
+  // Two tokens of two sub-tokens (rows), k = 2, E = 3. Token 0 keeps
+  // experts 0 and 1 on row 0 and expert 0 again on row 1; token 1 keeps
+  // only expert 2 on row 2, and row 3 lost both choices.
+  Tensor expert = Tensor::of<int32_t>({4, 2}, {0, 1, 0, 2, 1, 2, 1, 0});
+  Tensor slot = Tensor::of<int32_t>({4, 2}, {0, 0, 1, -1, -1, 0, -1, -1});
+  Tensor stats = runKernel1("moe.routing_stats", {expert, slot},
+                            zeros(DType::F32, {6}),
+                            {{"parts", 2}, {"num_experts", 3}});
+  // assignments, kept, rows, active rows, tokens * E, distinct experts.
+  expectValues(stats, {8, 4, 4, 3, 6, 3}, 0, "stats");
+  EXPECT_THROW(runKernel1("moe.routing_stats", {expert, slot},
+                          zeros(DType::F32, {6}),
+                          {{"parts", 3}, {"num_experts", 3}}),
+               Error);
+}
+
 TEST(CpuRouting, RouterRejectsBadOptions) {
   Tensor logits = zeros(DType::F32, {2, 3});
   EXPECT_THROW(route(logits, 4), Error);

@@ -58,6 +58,8 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
     return emitCvLossGroup(e);
   case K::CvLossGrad:
     return emitCvLossGradGroup(e);
+  case K::RoutingStats:
+    return emitRoutingStatsGroup(e);
   case K::CrossEntropy:
     return emitCrossEntropyGroup(e);
   case K::CrossEntropyGrad:

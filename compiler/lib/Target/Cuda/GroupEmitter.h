@@ -168,6 +168,7 @@ LogicalResult emitExpertReduceGroup(GroupEmitter &e);
 LogicalResult emitExpertReduceGradGroup(GroupEmitter &e);
 LogicalResult emitCvLossGroup(GroupEmitter &e);
 LogicalResult emitCvLossGradGroup(GroupEmitter &e);
+LogicalResult emitRoutingStatsGroup(GroupEmitter &e);
 LogicalResult emitCrossEntropyGroup(GroupEmitter &e);
 LogicalResult emitCrossEntropyGradGroup(GroupEmitter &e);
 LogicalResult emitGlobalNormGroup(GroupEmitter &e);

@@ -119,6 +119,30 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   return success();
 }
 
+LogicalResult mlir::moe::cuda::emitRoutingStatsGroup(GroupEmitter &e) {
+  auto op = cast<RoutingStatsOp>(e.first());
+  int64_t threads = e.tile(e.tiles().getThreads());
+  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  e.declareScalar(w, "rows", e.rowsOf(op.getExpert()));
+  std::string expert = e.declared(w, op.getExpert(), false, "expert");
+  std::string slot = e.declared(w, op.getSlot(), false, "slot");
+  std::string stats = e.declared(w, op.getStats(), true, "stats");
+  w.line(fill("moec::routingStats<${K}, ${parts}, ${E}, ${threads}>(rows, "
+              "${expert}, ${slot}, ${stats});",
+              {{"K", k},
+               {"parts", static_cast<int64_t>(op.getParts())},
+               {"E", static_cast<int64_t>(op.getNumExperts())},
+               {"threads", threads},
+               {"expert", expert},
+               {"slot", slot},
+               {"stats", stats}}));
+  e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), threads);
+  return success();
+}
+
 LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
   auto op = cast<TopKRouterGradOp>(e.first());
   int64_t experts =

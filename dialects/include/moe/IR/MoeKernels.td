@@ -54,7 +54,9 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     I32EnumAttrCase<"ExpertReduce", 24, "expert_reduce">,
     I32EnumAttrCase<"ExpertReduceGrad", 25, "expert_reduce_grad">,
     I32EnumAttrCase<"CvLoss", 26, "cv_loss">,
-    I32EnumAttrCase<"CvLossGrad", 27, "cv_loss_grad">]>;
+    I32EnumAttrCase<"CvLossGrad", 27, "cv_loss_grad">,
+    // moe.routing_stats.
+    I32EnumAttrCase<"RoutingStats", 28, "routing_stats">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";

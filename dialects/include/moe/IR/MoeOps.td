@@ -559,6 +559,25 @@ def Moe_ExpertLoadOp : Moe_Op<"expert_load"> {
   let assemblyFormat = "$expert `,` $slot attr-dict `:` functional-type(operands, results)";
 }
 
+def Moe_RoutingStatsOp : Moe_Op<"routing_stats"> {
+  let summary = "counts of kept assignments, active sub-tokens and reached experts";
+  let description = [{
+    expert/slot `[..., k]` i32 over N rows, each `parts` consecutive rows
+    one token (MH-MoE's sub-tokens; parts = 1: rows are tokens). f32 `[6]`:
+    the assignments `N * k`; the kept ones (`slot >= 0`); the rows `N`; the
+    rows with at least one kept assignment; `N / parts * E`; and the sum
+    over tokens of the number of distinct experts that the token's kept
+    assignments reach. A statistic for the runtime (the share dropped by
+    capacity, MH-MoE's sub-token and expert activation); not
+    differentiable.
+  }];
+  let arguments = (ins Moe_IndexTensor:$expert, Moe_IndexTensor:$slot,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$parts,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Moe_FloatTensor:$stats);
+  let assemblyFormat = "$expert `,` $slot attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Views: the same storage under another shape.
 //===----------------------------------------------------------------------===//

@@ -44,6 +44,7 @@ void kvCacheWriteKernel(KernelContext &ctx);
 void topkRouterKernel(KernelContext &ctx);
 void topkRouterGradKernel(KernelContext &ctx);
 void expertLoadKernel(KernelContext &ctx);
+void routingStatsKernel(KernelContext &ctx);
 
 // ExpertFfn.cpp
 void expertFfnKernel(KernelContext &ctx);

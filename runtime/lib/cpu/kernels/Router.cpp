@@ -399,4 +399,53 @@ void expertLoadKernel(KernelContext &ctx) {
     load.as<float>()[e] = static_cast<float>(count[e]);
 }
 
+void routingStatsKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 2, 1, 1);
+  const TensorView &expert = requireInput(ctx, 0, "expert");
+  const TensorView &slot = requireInput(ctx, 1, "slot");
+  expectDType(ctx, expert, DType::I32, "expert");
+  expectNumel(ctx, slot, expert.numel(), DType::I32, "slot");
+  int64_t parts = ctx.attrs.getInt(defs::ops::routing_stats::kParts);
+  int64_t numExperts =
+      ctx.attrs.getInt(defs::ops::routing_stats::kNumExperts);
+  const TensorView &stats = ctx.out(0);
+  expectNumel(ctx, stats, 6, DType::F32, "stats");
+  checkExpertIndices(ctx, expert, &slot, numExperts);
+  if (expert.shape.size() < 2 || expert.shape.back() < 1)
+    ctx.fail("expert must be [..., k] with k >= 1");
+  const int64_t k = expert.shape.back(), rows = expert.numel() / k;
+  if (rows % parts != 0)
+    ctx.fail(fmt::format("{} rows are not a multiple of parts = {}", rows,
+                         parts));
+  if (!stats.present())
+    return;
+  const int32_t *ex = expert.as<int32_t>(), *sl = slot.as<int32_t>();
+  int64_t kept = 0, activeRows = 0, reached = 0;
+  std::vector<char> seen(numExperts);
+  for (int64_t t = 0; t < rows / parts; ++t) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int64_t r = t * parts; r < (t + 1) * parts; ++r) {
+      bool active = false;
+      for (int64_t j = 0; j < k; ++j) {
+        if (sl[r * k + j] < 0)
+          continue;
+        ++kept;
+        active = true;
+        if (!seen[ex[r * k + j]]) {
+          seen[ex[r * k + j]] = 1;
+          ++reached;
+        }
+      }
+      activeRows += active ? 1 : 0;
+    }
+  }
+  float *out = stats.as<float>();
+  out[0] = static_cast<float>(rows * k);
+  out[1] = static_cast<float>(kept);
+  out[2] = static_cast<float>(rows);
+  out[3] = static_cast<float>(activeRows);
+  out[4] = static_cast<float>(rows / parts * numExperts);
+  out[5] = static_cast<float>(reached);
+}
+
 } // namespace moec::cpu

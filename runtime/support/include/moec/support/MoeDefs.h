@@ -409,8 +409,9 @@ enum class KernelKind : int32_t {
   ExpertReduceGrad = 25,
   CvLoss = 26,
   CvLossGrad = 27,
+  RoutingStats = 28,
 };
-inline constexpr std::array<KernelKind, 28> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 29> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -439,6 +440,7 @@ inline constexpr std::array<KernelKind, 28> kKernelKindValues = {
     KernelKind::ExpertReduceGrad,
     KernelKind::CvLoss,
     KernelKind::CvLossGrad,
+    KernelKind::RoutingStats,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -499,6 +501,8 @@ constexpr std::string_view spelling(KernelKind value) {
     return "cv_loss";
   case KernelKind::CvLossGrad:
     return "cv_loss_grad";
+  case KernelKind::RoutingStats:
+    return "routing_stats";
   }
   return "";
 }
@@ -561,6 +565,8 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "CvLoss";
   case KernelKind::CvLossGrad:
     return "CvLossGrad";
+  case KernelKind::RoutingStats:
+    return "RoutingStats";
   }
   return "";
 }
@@ -621,14 +627,16 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::CvLoss;
   if (text == "cv_loss_grad")
     return KernelKind::CvLossGrad;
+  if (text == "routing_stats")
+    return KernelKind::RoutingStats;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 28> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 29> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -984,6 +992,13 @@ inline constexpr std::string_view kName = "moe.rms_norm";
 inline constexpr std::string_view kEps = "eps";
 inline constexpr double kEpsDefault = 1e-6;
 } // namespace rms_norm
+
+/// moe.routing_stats: counts of kept assignments, active sub-tokens and reached experts.
+namespace routing_stats {
+inline constexpr std::string_view kName = "moe.routing_stats";
+inline constexpr std::string_view kParts = "parts";
+inline constexpr std::string_view kNumExperts = "num_experts";
+} // namespace routing_stats
 
 /// moe.sgd_update: one SGD step (with optional momentum) for one parameter.
 namespace sgd_update {
