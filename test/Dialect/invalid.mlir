@@ -17,6 +17,26 @@ moe.param @p : tensor<4xf32> {init = #moe.init<xavier_uniform>}
 
 // -----
 
+// expected-error @+1 {{orthogonal needs a parameter of rank >= 2, got 'tensor<4xf32>'}}
+moe.param @p : tensor<4xf32> {init = #moe.init<orthogonal>}
+
+// -----
+
+// expected-error @+1 {{row_norm must be a finite number > 0, got 0}}
+moe.param @p : tensor<4x16xf32> {init = #moe.init<orthogonal>, row_norm = 0.0 : f64}
+
+// -----
+
+// expected-error @+1 {{row_norm needs a [rows, width] parameter, got 'tensor<2x4x16xf32>'}}
+moe.param @p : tensor<2x4x16xf32> {init = #moe.init<normal>, row_norm = 1.5 : f64}
+
+// -----
+
+// expected-error @+1 {{row_norm needs a trainable parameter: a frozen one is never written back}}
+moe.param @p : tensor<4x16xf32> {init = #moe.init<normal>, row_norm = 1.5 : f64, frozen}
+
+// -----
+
 // expected-error @+1 {{init scale must be >= 0, got -1}}
 moe.param @p : tensor<4xf32> {init = #moe.init<normal>, scale = -1.0 : f64}
 
@@ -461,5 +481,61 @@ func.func @router_sample_exceeds_k(%logits: tensor<3x4xf32>, %seed: tensor<i64>)
 func.func @router_mask_shape(%logits: tensor<3x4xf32>, %mask: tensor<4xi32>) {
   // expected-error @+1 {{mask must have shape [3], got [4]}}
   %p, %e, %g, %s = moe.topk_router %logits mask %mask {k = 2 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>} : (tensor<3x4xf32>, tensor<4xi32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>, tensor<*xi32>)
+  return
+}
+
+// -----
+
+func.func @normalize_rows_eps(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{eps must be > 0, got 0}}
+  %y = moe.normalize_rows %x {eps = 0.0 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @normalize_rows_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{x must have rank >= 1, got []}}
+  %y = moe.normalize_rows %x : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @normalize_rows_result(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<4x8xf32>' but its operands imply shape [4, 16]}}
+  %y = moe.normalize_rows %x : (tensor<4x16xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @normalize_rows_grad_dy(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>) {
+  // expected-error @+1 {{dy must have shape [4, 16], got [4, 8]}}
+  %dx = moe.normalize_rows_grad %x, %dy : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @rescale_rows_norm(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{norm must be a finite number > 0, got -1.5}}
+  %y = moe.rescale_rows %x {norm = -1.5 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @finite_or_min_result(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<8x4xf32>' but its operands imply shape [4, 8]}}
+  %y = moe.finite_or_min %x : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @finite_or_min_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<4x7xf32>) {
+  // expected-error @+1 {{dy must have shape [4, 8], got [4, 7]}}
+  %dx = moe.finite_or_min_grad %x, %dy : (tensor<4x8xf32>, tensor<4x7xf32>) -> tensor<4x8xf32>
   return
 }

@@ -292,14 +292,16 @@ enum class Init : int32_t {
   Uniform = 3,
   XavierUniform = 4,
   Sinusoidal = 5,
+  Orthogonal = 6,
 };
-inline constexpr std::array<Init, 6> kInitValues = {
+inline constexpr std::array<Init, 7> kInitValues = {
     Init::Zeros,
     Init::Ones,
     Init::Normal,
     Init::Uniform,
     Init::XavierUniform,
     Init::Sinusoidal,
+    Init::Orthogonal,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(Init value) {
@@ -316,6 +318,8 @@ constexpr std::string_view spelling(Init value) {
     return "xavier_uniform";
   case Init::Sinusoidal:
     return "sinusoidal";
+  case Init::Orthogonal:
+    return "orthogonal";
   }
   return "";
 }
@@ -334,6 +338,8 @@ constexpr std::string_view enumerator(Init value) {
     return "XavierUniform";
   case Init::Sinusoidal:
     return "Sinusoidal";
+  case Init::Orthogonal:
+    return "Orthogonal";
   }
   return "";
 }
@@ -350,14 +356,16 @@ constexpr std::optional<Init> parseInit(std::string_view text) {
     return Init::XavierUniform;
   if (text == "sinusoidal")
     return Init::Sinusoidal;
+  if (text == "orthogonal")
+    return Init::Orthogonal;
   return std::nullopt;
 }
-/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform, sinusoidal".
-inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform, sinusoidal";
+/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform, sinusoidal, orthogonal".
+inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform, sinusoidal, orthogonal";
 template <> struct EnumTraits<Init> {
   static constexpr std::string_view kDescription = "parameter initialiser";
   static constexpr std::string_view kSpellings = kInitSpellings;
-  static constexpr std::array<Init, 6> kValues = kInitValues;
+  static constexpr std::array<Init, 7> kValues = kInitValues;
   static constexpr std::optional<Init> parse(std::string_view text) {
     return parseInit(text);
   }
@@ -393,8 +401,12 @@ enum class KernelKind : int32_t {
   ExpertReduceGrad = 25,
   CvLoss = 26,
   CvLossGrad = 27,
+  RowScale = 28,
+  RowScaleGrad = 29,
+  FiniteOrMin = 30,
+  FiniteOrMinGrad = 31,
 };
-inline constexpr std::array<KernelKind, 28> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 32> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -423,6 +435,10 @@ inline constexpr std::array<KernelKind, 28> kKernelKindValues = {
     KernelKind::ExpertReduceGrad,
     KernelKind::CvLoss,
     KernelKind::CvLossGrad,
+    KernelKind::RowScale,
+    KernelKind::RowScaleGrad,
+    KernelKind::FiniteOrMin,
+    KernelKind::FiniteOrMinGrad,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -483,6 +499,14 @@ constexpr std::string_view spelling(KernelKind value) {
     return "cv_loss";
   case KernelKind::CvLossGrad:
     return "cv_loss_grad";
+  case KernelKind::RowScale:
+    return "row_scale";
+  case KernelKind::RowScaleGrad:
+    return "row_scale_grad";
+  case KernelKind::FiniteOrMin:
+    return "finite_or_min";
+  case KernelKind::FiniteOrMinGrad:
+    return "finite_or_min_grad";
   }
   return "";
 }
@@ -545,6 +569,14 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "CvLoss";
   case KernelKind::CvLossGrad:
     return "CvLossGrad";
+  case KernelKind::RowScale:
+    return "RowScale";
+  case KernelKind::RowScaleGrad:
+    return "RowScaleGrad";
+  case KernelKind::FiniteOrMin:
+    return "FiniteOrMin";
+  case KernelKind::FiniteOrMinGrad:
+    return "FiniteOrMinGrad";
   }
   return "";
 }
@@ -605,14 +637,22 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::CvLoss;
   if (text == "cv_loss_grad")
     return KernelKind::CvLossGrad;
+  if (text == "row_scale")
+    return KernelKind::RowScale;
+  if (text == "row_scale_grad")
+    return KernelKind::RowScaleGrad;
+  if (text == "finite_or_min")
+    return KernelKind::FiniteOrMin;
+  if (text == "finite_or_min_grad")
+    return KernelKind::FiniteOrMinGrad;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 28> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 32> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -881,6 +921,16 @@ namespace expert_reduce {
 inline constexpr std::string_view kName = "moe.expert_reduce";
 } // namespace expert_reduce
 
+/// moe.finite_or_min_grad: gradient of moe.finite_or_min.
+namespace finite_or_min_grad {
+inline constexpr std::string_view kName = "moe.finite_or_min_grad";
+} // namespace finite_or_min_grad
+
+/// moe.finite_or_min: replaces non-finite entries by the smallest finite one.
+namespace finite_or_min {
+inline constexpr std::string_view kName = "moe.finite_or_min";
+} // namespace finite_or_min
+
 /// moe.global_norm: L2 norm of a list of tensors.
 namespace global_norm {
 inline constexpr std::string_view kName = "moe.global_norm";
@@ -938,6 +988,20 @@ inline constexpr std::string_view kFinalLr = "final_lr";
 inline constexpr double kFinalLrDefault = 0.0;
 } // namespace lr_schedule
 
+/// moe.normalize_rows_grad: gradient of moe.normalize_rows.
+namespace normalize_rows_grad {
+inline constexpr std::string_view kName = "moe.normalize_rows_grad";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-4;
+} // namespace normalize_rows_grad
+
+/// moe.normalize_rows: divides each row by its L2 norm (torch F.normalize).
+namespace normalize_rows {
+inline constexpr std::string_view kName = "moe.normalize_rows";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-4;
+} // namespace normalize_rows
+
 /// moe.param: declares a model parameter.
 namespace param {
 inline constexpr std::string_view kName = "moe.param";
@@ -947,7 +1011,14 @@ inline constexpr std::string_view kInit = "init";
 inline constexpr std::string_view kScale = "scale";
 inline constexpr double kScaleDefault = 1.0;
 inline constexpr std::string_view kFrozen = "frozen";
+inline constexpr std::string_view kRowNorm = "row_norm";
 } // namespace param
+
+/// moe.rescale_rows: rescales each row to a given L2 norm (no gradient).
+namespace rescale_rows {
+inline constexpr std::string_view kName = "moe.rescale_rows";
+inline constexpr std::string_view kNorm = "norm";
+} // namespace rescale_rows
 
 /// moe.rms_norm_grad: gradients of moe.rms_norm.
 namespace rms_norm_grad {
