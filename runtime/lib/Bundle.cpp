@@ -9,6 +9,7 @@
 #include "moec/support/MoeDefs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <set>
 
@@ -95,10 +96,20 @@ ParamInfo readParam(const JsonReader &r) {
     r.field("init").fail("xavier_uniform needs a parameter of rank >= 2");
   if (init == defs::Init::Sinusoidal && p.shape.size() != 2)
     r.field("init").fail("sinusoidal needs a [positions, width] parameter");
+  if (init == defs::Init::Orthogonal && p.shape.size() < 2)
+    r.field("init").fail("orthogonal needs a parameter of rank >= 2");
   p.scale = r.field("scale").number();
   if (!(p.scale >= 0))
     r.field("scale").fail("the init scale must be >= 0");
   p.frozen = r.field("frozen").boolean();
+  if (r.has("row_norm")) {
+    p.rowNorm = r.field("row_norm").number();
+    if (!(p.rowNorm > 0) || !std::isfinite(p.rowNorm))
+      r.field("row_norm").fail("row_norm must be a finite number > 0");
+    if (p.shape.size() != 2 || p.frozen)
+      r.field("row_norm")
+          .fail("row_norm needs a trainable [rows, width] parameter");
+  }
   return p;
 }
 

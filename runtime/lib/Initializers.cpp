@@ -1,6 +1,7 @@
 //===- Initializers.cpp - parameter initial values ------------------------===//
 
 #include "Initializers.h"
+#include "Orthogonal.h"
 #include "moec/Error.h"
 #include "moec/support/MoeDefs.h"
 #include "Philox.h"
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <optional>
+#include <vector>
 
 namespace moec::detail {
 
@@ -56,7 +58,28 @@ void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
     for (int j = 0; j < 4; ++j)
       out[j] = sinusoid(i + j, param.shape.back());
     return;
+  case defs::Init::Orthogonal:
+    return; // a whole-matrix initialiser: see orthogonalValue
   }
+}
+
+/// torch.nn.init.orthogonal_ with gain `scale`: the first dimension is the
+/// rows, the others flattened are the columns, and the normals are the
+/// stream's standard normals in flat order (those `normal` would draw).
+std::vector<double> orthogonalValue(const ParamInfo &param, uint64_t seed,
+                                    uint64_t stream, int64_t n) {
+  const int64_t rows = param.shape.front(), cols = rows ? n / rows : 0;
+  std::vector<double> a(n);
+  for (int64_t b = 0; 2 * b < n; ++b) {
+    PhiloxBlock w = philoxBlock(seed, stream, b);
+    a[2 * b] = normalFromWords(w[0], w[1]);
+    if (2 * b + 1 < n)
+      a[2 * b + 1] = normalFromWords(w[2], w[3]);
+  }
+  std::vector<double> q = orthogonalFactor(a, rows, cols);
+  for (double &v : q)
+    v *= param.scale;
+  return q;
 }
 
 } // namespace
@@ -75,6 +98,13 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
     int64_t fanOut = param.shape.back();
     bound = param.scale * std::sqrt(6.0 / static_cast<double>(fanIn + fanOut));
   }
+  std::vector<double> whole;
+  if (*init == defs::Init::Orthogonal) {
+    if (param.shape.size() < 2)
+      throw Error(fmt::format("parameter '{}': orthogonal needs rank >= 2",
+                              param.name));
+    whole = orthogonalValue(param, seed, stream, n);
+  }
   // Values come four at a time from one Philox block (two for normals);
   // chunks of blocks are drawn in parallel, each value still a function of
   // its index alone.
@@ -86,7 +116,10 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
       const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
       for (int64_t i = begin; i < end; i += 4) {
         double v[4] = {0, 0, 0, 0};
-        valuesAt(*init, param, seed, stream, bound, i, v);
+        if (!whole.empty())
+          std::copy(whole.begin() + i, whole.begin() + std::min(n, i + 4), v);
+        else
+          valuesAt(*init, param, seed, stream, bound, i, v);
         for (int64_t j = i; j < std::min(end, i + 4); ++j)
           out[j] = convert(v[j - i]);
       }

@@ -149,3 +149,37 @@ func.func @bad_tile(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   } : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @row_scale_takes_no_gradient(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %0 = moe.kernel row_scale {
+    // expected-error @+1 {{'moe.normalize_rows_grad' op cannot start a 'row_scale' kernel}}
+    %1 = moe.normalize_rows_grad %x, %x : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    moe.yield %1 : tensor<4x16xf32>
+  } : tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @finite_or_min_alone(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = moe.kernel finite_or_min {
+    %1 = moe.finite_or_min %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    // expected-error @+1 {{'arith.addf' op cannot follow earlier ops in a 'finite_or_min' kernel}}
+    %2 = arith.addf %1, %1 : tensor<4x8xf32>
+    moe.yield %2 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @row_scale_tiles(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'row_scale' kernel needs the tile 'rows_per_block'}}
+  %0 = moe.kernel row_scale tiles <threads = 256> {
+    %1 = moe.normalize_rows %x : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    moe.yield %1 : tensor<4x16xf32>
+  } : tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}

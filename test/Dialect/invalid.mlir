@@ -17,6 +17,26 @@ moe.param @p : tensor<4xf32> {init = #moe.init<xavier_uniform>}
 
 // -----
 
+// expected-error @+1 {{orthogonal needs a parameter of rank >= 2, got 'tensor<4xf32>'}}
+moe.param @p : tensor<4xf32> {init = #moe.init<orthogonal>}
+
+// -----
+
+// expected-error @+1 {{row_norm must be a finite number > 0, got 0}}
+moe.param @p : tensor<4x16xf32> {init = #moe.init<orthogonal>, row_norm = 0.0 : f64}
+
+// -----
+
+// expected-error @+1 {{row_norm needs a [rows, width] parameter, got 'tensor<2x4x16xf32>'}}
+moe.param @p : tensor<2x4x16xf32> {init = #moe.init<normal>, row_norm = 1.5 : f64}
+
+// -----
+
+// expected-error @+1 {{row_norm needs a trainable parameter: a frozen one is never written back}}
+moe.param @p : tensor<4x16xf32> {init = #moe.init<normal>, row_norm = 1.5 : f64, frozen}
+
+// -----
+
 // expected-error @+1 {{init scale must be >= 0, got -1}}
 moe.param @p : tensor<4xf32> {init = #moe.init<normal>, scale = -1.0 : f64}
 
@@ -469,6 +489,9 @@ func.func @router_mask_shape(%logits: tensor<3x4xf32>, %mask: tensor<4xi32>) {
 func.func @split_width(%x: tensor<2x3x10xf32>) {
   // expected-error @+1 {{the feature width 10 of x [2, 3, 10] is not a multiple of parts = 4}}
   %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x10xf32>) -> tensor<*xf32>
+func.func @normalize_rows_eps(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{eps must be > 0, got 0}}
+  %y = moe.normalize_rows %x {eps = 0.0 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
   return
 }
 
@@ -477,6 +500,9 @@ func.func @split_width(%x: tensor<2x3x10xf32>) {
 func.func @merge_rows(%x: tensor<2x6x4xf32>) {
   // expected-error @+1 {{the row count 6 of x [2, 6, 4] is not a multiple of parts = 4}}
   %0 = moe.merge_tokens %x {parts = 4 : i64} : (tensor<2x6x4xf32>) -> tensor<*xf32>
+func.func @normalize_rows_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{x must have rank >= 1, got []}}
+  %y = moe.normalize_rows %x : (tensor<f32>) -> tensor<f32>
   return
 }
 
@@ -485,6 +511,9 @@ func.func @merge_rows(%x: tensor<2x6x4xf32>) {
 func.func @split_result(%x: tensor<2x3x8xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<2x6x4xf32>' but its operands imply shape [2, 12, 2]}}
   %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x8xf32>) -> tensor<2x6x4xf32>
+func.func @normalize_rows_result(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<4x8xf32>' but its operands imply shape [4, 16]}}
+  %y = moe.normalize_rows %x : (tensor<4x16xf32>) -> tensor<4x8xf32>
   return
 }
 
@@ -493,6 +522,9 @@ func.func @split_result(%x: tensor<2x3x8xf32>) {
 func.func @split_rank(%x: tensor<8xf32>) {
   // expected-error @+1 {{x must have rank >= 2, got [8]}}
   %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<8xf32>) -> tensor<*xf32>
+func.func @normalize_rows_grad_dy(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>) {
+  // expected-error @+1 {{dy must have shape [4, 16], got [4, 8]}}
+  %dx = moe.normalize_rows_grad %x, %dy : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
   return
 }
 
@@ -501,5 +533,24 @@ func.func @split_rank(%x: tensor<8xf32>) {
 func.func @routing_stats_parts(%e: tensor<6x2xi32>, %s: tensor<6x2xi32>) {
   // expected-error @+1 {{the rows 6 of expert [6, 2] are not a multiple of parts = 4}}
   %0 = moe.routing_stats %e, %s {parts = 4 : i64, num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<*xf32>
+func.func @rescale_rows_norm(%x: tensor<4x16xf32>) {
+  // expected-error @+1 {{norm must be a finite number > 0, got -1.5}}
+  %y = moe.rescale_rows %x {norm = -1.5 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @finite_or_min_result(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<8x4xf32>' but its operands imply shape [4, 8]}}
+  %y = moe.finite_or_min %x : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @finite_or_min_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<4x7xf32>) {
+  // expected-error @+1 {{dy must have shape [4, 8], got [4, 7]}}
+  %dx = moe.finite_or_min_grad %x, %dy : (tensor<4x8xf32>, tensor<4x7xf32>) -> tensor<4x8xf32>
   return
 }

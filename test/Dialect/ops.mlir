@@ -7,6 +7,8 @@
 moe.param @w : tensor<4x8xf32> {init = #moe.init<xavier_uniform>, scale = 0.5 : f64}
 // CHECK: moe.param @gate : tensor<8x4xf32> {frozen, init = #moe.init<normal>}
 moe.param @gate : tensor<8x4xf32> {init = #moe.init<normal>, frozen}
+// CHECK: moe.param @wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, row_norm = 1.500000e+00 : f64, scale = 3.200000e-01 : f64}
+moe.param @wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, scale = 0.32 : f64, row_norm = 1.5 : f64}
 // CHECK: moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
 moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
 // CHECK: moe.state @opt.m.w : tensor<4x8xf32> {dims = [4, 8], like = @w}
@@ -149,4 +151,20 @@ func.func @split_and_merge(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
   %s = moe.split_tokens %x {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
   %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
   return %m : tensor<?x?x8xf32>
+// CHECK-LABEL: func @gate_scores
+func.func @gate_scores(%x: tensor<?x?x16xf32>, %wg: tensor<8x16xf32>, %l: tensor<?x8xbf16>) -> (tensor<8x16xf32>, tensor<?x8xbf16>) {
+  // CHECK: moe.rescale_rows %{{.*}} {norm = 1.500000e+00 : f64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %r = moe.rescale_rows %wg {norm = 1.5 : f64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  // The default eps is not printed.
+  // CHECK: moe.normalize_rows %{{.*}} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %n = moe.normalize_rows %r : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  // CHECK: moe.normalize_rows %{{.*}} {eps = 1.000000e-02 : f64} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %nx = moe.normalize_rows %x {eps = 1.0e-2 : f64} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  // CHECK: moe.normalize_rows_grad %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %dn = moe.normalize_rows_grad %r, %n : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  // CHECK: moe.finite_or_min %{{.*}} : (tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  %f = moe.finite_or_min %l : (tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  // CHECK: moe.finite_or_min_grad %{{.*}}, %{{.*}} : (tensor<?x8xbf16>, tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  %df = moe.finite_or_min_grad %l, %f : (tensor<?x8xbf16>, tensor<?x8xbf16>) -> tensor<?x8xbf16>
+  return %dn, %df : tensor<8x16xf32>, tensor<?x8xbf16>
 }

@@ -103,6 +103,33 @@ func.func @loss(%w: tensor<4x4xf32> {moe.param = @w},
 
 // -----
 
+// The X-MoE gate's scores: cosine logits against normalised expert
+// embeddings, non-finite logits replaced by the finite minimum. Each gets
+// its grad op, with normalize_rows' eps carried over.
+
+moe.param @wg : tensor<4x16xf32> {init = #moe.init<orthogonal>, scale = 0.32 : f64, row_norm = 1.5 : f64}
+
+func.func @loss(%wg: tensor<4x16xf32> {moe.param = @wg}, %x: tensor<?x16xf32> {moe.input = "x", moe.dims = ["T", 16]})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %n = moe.normalize_rows %wg {eps = 1.0e-3 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %l = moe.linear %x, %n {transpose_weight} : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
+  %f = moe.finite_or_min %l : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %z = moe.z_loss %f : (tensor<?x4xf32>) -> tensor<f32>
+  return %z : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK:      %[[N:.*]] = moe.normalize_rows %[[WG:[^ ]*]] {eps
+// CHECK:      %[[L:.*]] = moe.linear %[[X:[^,]*]], %[[N]] {transpose_weight}
+// CHECK:      %[[F:.*]] = moe.finite_or_min %[[L]]
+// CHECK:      %[[DF:.*]] = moe.z_loss_grad %[[F]]
+// CHECK:      %[[DL:.*]] = moe.finite_or_min_grad %[[L]], %[[DF]] : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+// CHECK:      %{{.*}}, %[[DN:.*]] = moe.linear_grad %[[X]], %[[N]], %[[DL]] {transpose_weight}
+// CHECK:      %[[DWG:.*]] = moe.normalize_rows_grad %[[WG]], %[[DN]] {eps = 1.000000e-03 : f64} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK:      return %{{.*}}, %[[DWG]]
+
+// -----
+
 // The objective must be a scalar.
 
 moe.param @w : tensor<4xf32> {init = #moe.init<normal>}

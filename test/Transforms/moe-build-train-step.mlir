@@ -71,6 +71,45 @@ module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr 
 
 // -----
 
+// A row_norm parameter (the X-MoE gate's expert embeddings) is rescaled at
+// the start of the step; the forward, the backward and the optimizer update
+// read the rescaled value, and the update writes it back.
+
+module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr = 0.1 : f64}} {
+  moe.param @wg : tensor<4x16xf32> {init = #moe.init<orthogonal>, scale = 0.32 : f64, row_norm = 1.5 : f64}
+  moe.param @w : tensor<16x4xf32> {init = #moe.init<normal>}
+  func.func @loss(%wg: tensor<4x16xf32> {moe.param = @wg}, %w: tensor<16x4xf32> {moe.param = @w},
+                  %x: tensor<?x16xf32> {moe.input = "x", moe.dims = ["T", 16]},
+                  %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %n = moe.normalize_rows %wg : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %l = moe.linear %x, %n {transpose_weight} : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
+    %f = moe.finite_or_min %l : (tensor<?x4xf32>) -> tensor<?x4xf32>
+    %h = moe.linear %x, %w : (tensor<?x16xf32>, tensor<16x4xf32>) -> tensor<?x4xf32>
+    %s = arith.addf %f, %h : tensor<?x4xf32>
+    %ce, %count = moe.cross_entropy %s, %t : (tensor<?x4xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+    return %ce : tensor<f32>
+  }
+}
+
+// The backward program reads the parameter as it is.
+// CHECK-LABEL: func.func @backward
+// CHECK-NOT:  moe.rescale_rows
+// CHECK:      return
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[WG:[^:]*]]: tensor<4x16xf32> {moe.param = @wg}
+// CHECK-SAME: %[[W:[^:]*]]: tensor<16x4xf32> {moe.param = @w}
+// CHECK-NEXT: %[[R:.*]] = moe.rescale_rows %[[WG]] {norm = 1.500000e+00 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NOT:  moe.rescale_rows
+// CHECK-NEXT: %[[N:.*]] = moe.normalize_rows %[[R]]
+// CHECK:      moe.finite_or_min_grad
+// CHECK:      %[[DN:.*]] = moe.normalize_rows_grad %[[R]], %{{.*}} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK:      %[[NEW:.*]], %{{.*}} = moe.sgd_update %[[R]], %[[DN]],
+// CHECK:      moe.sgd_update %[[W]],
+// CHECK:      return {{.*}}%[[NEW]]
+
+// -----
+
 // expected-error @+1 {{unknown optimizer 'lion' (adam, adamw, sgd)}}
 module attributes {moe.training = {optimizer = "lion", schedule = "constant", lr = 0.1 : f64}} {
   moe.param @w : tensor<3xf32> {init = #moe.init<normal>}

@@ -67,4 +67,40 @@ module {
     %aux = arith.addf %t1, %t2 : tensor<f32>
     return %out, %aux, %load : tensor<?x8xf32>, tensor<f32>, tensor<4xf32>
   }
+
+  // The X-MoE gate's ops are kernels of their own: row scaling (either op)
+  // and the finite fill take no elementwise neighbours.
+  // CHECK-LABEL: func.func @gate
+  func.func @gate(%wg: tensor<4x8xf32> {moe.input = "wg"},
+                  %x: tensor<?x8xf32> {moe.input = "x", moe.dims = ["T", 8]})
+      -> (tensor<?x4xf32> {moe.output = "s"}, tensor<4x8xf32> {moe.output = "dwg"})
+      attributes {moe.entry = "gate"} {
+    // CHECK: moe.kernel row_scale {
+    // CHECK-NEXT: moe.rescale_rows
+    // CHECK-NEXT: moe.yield
+    %r = moe.rescale_rows %wg {norm = 1.5 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    // CHECK: moe.kernel row_scale {
+    // CHECK-NEXT: moe.normalize_rows
+    // CHECK-NEXT: moe.yield
+    %n = moe.normalize_rows %r : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    // CHECK: moe.kernel gemm {
+    %l = moe.linear %x, %n {transpose_weight} : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+    // CHECK: moe.kernel finite_or_min {
+    // CHECK-NEXT: moe.finite_or_min
+    // CHECK-NEXT: moe.yield
+    %f = moe.finite_or_min %l : (tensor<?x4xf32>) -> tensor<?x4xf32>
+    // CHECK: moe.kernel elementwise {
+    // CHECK-NEXT: arith.addf
+    %s = arith.addf %f, %f : tensor<?x4xf32>
+    // CHECK: moe.kernel finite_or_min_grad {
+    // CHECK-NEXT: moe.finite_or_min_grad
+    // CHECK-NEXT: moe.yield
+    %df = moe.finite_or_min_grad %l, %s : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+    %dx, %dn = moe.linear_grad %x, %n, %df {transpose_weight} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<?x4xf32>) -> (tensor<?x8xf32>, tensor<4x8xf32>)
+    // CHECK: moe.kernel row_scale_grad {
+    // CHECK-NEXT: moe.normalize_rows_grad
+    // CHECK-NEXT: moe.yield
+    %dwg = moe.normalize_rows_grad %r, %dn : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %s, %dwg : tensor<?x4xf32>, tensor<4x8xf32>
+  }
 }

@@ -76,6 +76,33 @@ func.func @late_reader(%p: tensor<8xf32> {moe.param = @p}, %m: tensor<8xf32> {mo
 
 // -----
 
+// A row_norm parameter's step reads it through moe.rescale_rows (in a
+// kernel of its own) and updates the rescaled value: nothing reads the
+// parameter after the rescale, so the update still writes in place.
+
+moe.param @wg : tensor<4x8xf32> {init = #moe.init<orthogonal>, row_norm = 1.5 : f64}
+moe.state @m : tensor<4x8xf32> {dims = [4, 8], like = @wg}
+
+// CHECK-LABEL: func.func @rescaled
+func.func @rescaled(%p: tensor<4x8xf32> {moe.param = @wg}, %m: tensor<4x8xf32> {moe.state = @m},
+                    %lr: tensor<f32> {moe.input = "lr"})
+    -> (tensor<4x8xf32> {moe.update = @wg}, tensor<4x8xf32> {moe.update = @m})
+    attributes {moe.entry = "rescaled"} {
+  // CHECK: moe.rescale_rows {{.*}}moe.in = array<i64: 0>, moe.out = array<i64: 3>
+  %r = moe.kernel row_scale tiles <threads = 256, rows_per_block = 32> {
+    %0 = moe.rescale_rows %p {norm = 1.5 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    moe.yield %0 : tensor<4x8xf32>
+  } : tensor<4x8xf32>
+  // CHECK: moe.sgd_update {{.*}}moe.in = array<i64: 3, 3, 1, 2, 2>, moe.out = array<i64: 0, 1>
+  %p1, %m1 = moe.kernel optimizer tiles <threads = 256, items = 4> {
+    %1:2 = moe.sgd_update %r, %r, %m, %lr, %lr : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+    moe.yield %1#0, %1#1 : tensor<4x8xf32>, tensor<4x8xf32>
+  } : tensor<4x8xf32>, tensor<4x8xf32>
+  return %p1, %m1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 moe.param @p : tensor<8xf32> {init = #moe.init<normal>}
 
 // expected-error @+1 {{argument #1 is bound to nothing: it needs moe.param, moe.state or moe.input}}

@@ -23,6 +23,27 @@ module {
     %m = moe.linear %x, %n : (tensor<?x?x128xf32>, tensor<128x16xf32>) -> tensor<?x?x16xf32>
     return %h, %a, %m : tensor<?x?x512xf32>, tensor<?x?x128xf32>, tensor<?x?x16xf32>
   }
+
+  // Row scaling gives each row a power-of-two group of lanes as wide as
+  // the row, up to a warp, and fills 256 threads with rows.
+  func.func @gate(%wg: tensor<8x16xf32> {moe.input = "wg"},
+                  %v: tensor<?x8xf32> {moe.input = "v", moe.dims = ["T", 8]},
+                  %u: tensor<?x100xf32> {moe.input = "u", moe.dims = ["T", 100]})
+      -> (tensor<8x16xf32> {moe.output = "n"}, tensor<?x8xf32> {moe.output = "f"}, tensor<?x100xf32> {moe.output = "du"})
+      attributes {moe.entry = "gate"} {
+    // SM80: moe.kernel row_scale tiles <threads = 256, rows_per_block = 16>
+    // SM90: moe.kernel row_scale tiles <threads = 256, rows_per_block = 16>
+    %r = moe.rescale_rows %wg {norm = 1.5 : f64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    // SM80: moe.kernel row_scale tiles <threads = 256, rows_per_block = 16>
+    %n = moe.normalize_rows %r : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    // SM80: moe.kernel row_scale tiles <threads = 256, rows_per_block = 32>
+    %nv = moe.normalize_rows %v : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    // SM80: moe.kernel finite_or_min tiles <threads = 256, items = 4>
+    %f = moe.finite_or_min %nv : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    // SM80: moe.kernel row_scale_grad tiles <threads = 256, rows_per_block = 8>
+    %du = moe.normalize_rows_grad %u, %u : (tensor<?x100xf32>, tensor<?x100xf32>) -> tensor<?x100xf32>
+    return %n, %f, %du : tensor<8x16xf32>, tensor<?x8xf32>, tensor<?x100xf32>
+  }
 }
 
 // BAD: error: unsupported architecture 'sm_70' (sm_80 or sm_90)

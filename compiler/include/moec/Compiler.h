@@ -38,6 +38,14 @@ Bundle compileSource(const std::string &source, const std::string &name,
                      const std::string &directory = ".",
                      const CompileOptions &options = {});
 
+/// Compiles a module of the moe dialect as text (what `moec compile --emit
+/// mlir` prints, or a program written by hand): the same passes and bundle
+/// as for a spec, from the module's own settings (options.dtype must be
+/// empty: the module's types are its dtype). `name` stands for the text in
+/// diagnostics.
+Bundle compileModuleSource(const std::string &source, const std::string &name,
+                           const CompileOptions &options = {});
+
 } // namespace moec
 
 #endif // MOEC_COMPILER_H

@@ -12,6 +12,8 @@
 #include "moec/Files.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -43,6 +45,40 @@ Bundle compileSource(const std::string &source, const std::string &name,
   if (mlir::failed(bundle))
     throw Error(diagnostics.empty() ? name + ": compilation failed"
                                     : diagnostics);
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(*bundle));
+  return Bundle::parse(text, name);
+}
+
+Bundle compileModuleSource(const std::string &source, const std::string &name,
+                           const CompileOptions &options) {
+  if (!options.dtype.empty())
+    throw Error(name + ": a module's dtype is in its types; compile it "
+                       "without a dtype");
+  if (llvm::Expected<std::string> tiles =
+          driver::tileArchitecture(options.arch);
+      !tiles)
+    throw Error(llvm::toString(tiles.takeError()));
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());
+  mlir::MLIRContext context;
+  driver::loadDialects(&context);
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  auto fail = [&] {
+    return Error(diagnostics.empty() ? name + ": compilation failed"
+                                     : diagnostics);
+  };
+  if (!module || mlir::failed(mlir::verify(*module)))
+    throw fail();
+  mlir::FailureOr<llvm::json::Object> bundle =
+      driver::compileToBundle(*module, options.arch);
+  if (mlir::failed(bundle))
+    throw fail();
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(*bundle));
   return Bundle::parse(text, name);

@@ -276,6 +276,8 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
       entry["init"] = stringifyInit(param.getInit()).str();
       entry["scale"] = param.getScale().convertToDouble();
       entry["frozen"] = param.getFrozen();
+      if (std::optional<APFloat> rowNorm = param.getRowNorm())
+        entry["row_norm"] = rowNorm->convertToDouble();
       params.push_back(std::move(entry));
     } else if (auto state = dyn_cast<StateOp>(op)) {
       json::Object entry;

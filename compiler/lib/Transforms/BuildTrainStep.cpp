@@ -2,7 +2,9 @@
 //
 // train_step = backward + learning-rate schedule + gradient clipping + one
 // optimizer update per trainable parameter. Optimizer moments become
-// `moe.state` declarations that shadow their parameter.
+// `moe.state` declarations that shadow their parameter. A parameter with a
+// `row_norm` is rescaled first (moe.rescale_rows), and the step reads and
+// updates the rescaled value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +107,32 @@ Value scalarConstant(OpBuilder &b, Location loc, Type elementType, double v) {
       loc, DenseElementsAttr::get(type, FloatAttr::get(elementType, v)));
 }
 
+/// Rescales every `row_norm` parameter of `step` at its entry and makes
+/// every op of the step read the rescaled value instead, as the X-MoE gate
+/// rescales its embeddings in place under no_grad before each forward.
+void rescaleRowNormParams(func::FuncOp step, const ParamTable &params) {
+  OpBuilder b(step.getContext());
+  b.setInsertionPointToStart(&step.getBody().front());
+  for (BlockArgument arg : step.getArguments()) {
+    ParamOp param = params.boundParam(step, arg.getArgNumber());
+    if (!param || !param.getRowNorm())
+      continue;
+    auto rescale = b.create<RescaleRowsOp>(
+        param.getLoc(), arg.getType(), arg,
+        b.getF64FloatAttr(param.getRowNorm()->convertToDouble()));
+    arg.replaceAllUsesExcept(rescale.getResult(), rescale);
+  }
+}
+
+/// What the step reads for a parameter argument: its rescaled value when it
+/// has a row_norm (then its only reader), else the argument.
+Value readValue(BlockArgument arg) {
+  if (arg.hasOneUse())
+    if (auto rescale = dyn_cast<RescaleRowsOp>(*arg.getUsers().begin()))
+      return rescale.getResult();
+  return arg;
+}
+
 LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   FailureOr<Optimizer> opt = readOptimizer(module);
   if (failed(opt))
@@ -162,6 +190,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   indices.assign(types.size(), step.getNumArguments());
   step.insertArguments(indices, types, argAttrs, locs);
   Value stepValue = step.getArguments().back();
+  rescaleRowNormParams(step, params);
 
   Operation *terminator = body.getTerminator();
   b.setInsertionPoint(terminator);
@@ -205,7 +234,7 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
 
   unsigned momentArg = backward.getNumArguments();
   for (auto [i, arg] : llvm::enumerate(paramArgs)) {
-    Value p = step.getArgument(arg), g = grads[i];
+    Value p = readValue(step.getArgument(arg)), g = grads[i];
     ParamOp param = params.boundParam(step, arg);
     SmallVector<Value> updated;
     if (opt->kind == "sgd") {

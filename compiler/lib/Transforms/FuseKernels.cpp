@@ -12,6 +12,7 @@
 //   norm        residual arith.addf + moe.layer_norm / moe.rms_norm
 //   global_norm moe.global_norm + the 0-d arith ops that use it (clipping)
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
+//   row_scale   moe.normalize_rows or moe.rescale_rows
 //   elementwise runs of elementwise ops over the same number of elements
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
 //
@@ -82,6 +83,10 @@ std::optional<KernelKind> kindOf(Operation *op) {
       .Case<AddPositionsGradOp>([](auto) { return K::PositionsGrad; })
       .Case<GlobalNormOp>([](auto) { return K::GlobalNorm; })
       .Case<AdamUpdateOp, SgdUpdateOp>([](auto) { return K::Optimizer; })
+      .Case<NormalizeRowsOp, RescaleRowsOp>([](auto) { return K::RowScale; })
+      .Case<NormalizeRowsGradOp>([](auto) { return K::RowScaleGrad; })
+      .Case<FiniteOrMinOp>([](auto) { return K::FiniteOrMin; })
+      .Case<FiniteOrMinGradOp>([](auto) { return K::FiniteOrMinGrad; })
       .Default([](Operation *) { return std::nullopt; });
 }
 

@@ -298,13 +298,24 @@ private:
     });
   }
 
+  /// Whether `v` is `arg`, or `arg` rescaled by moe.rescale_rows.
+  static bool readsArgument(Value v, Value arg) {
+    if (v == arg)
+      return true;
+    if (auto kernel = v.getDefiningOp<KernelOp>())
+      v = kernel.getYielded(cast<OpResult>(v).getResultNumber());
+    auto rescale = v.getDefiningOp<RescaleRowsOp>();
+    return rescale && rescale.getX() == arg;
+  }
+
   int64_t placeResult(Operation *op, Value result, unsigned index,
                       const llvm::DenseMap<Value, Attribute> &updates) {
-    // An update written over its own argument.
+    // An update written over its own argument (or over the argument a
+    // row_norm rescale read, which nothing reads after that).
     if (auto target = updates.lookup(outerValue(result))) {
       std::optional<unsigned> operand = inPlaceOperand(op, index);
       Value arg = argumentFor(target);
-      if (operand && arg && op->getOperand(*operand) == arg &&
+      if (operand && arg && readsArgument(op->getOperand(*operand), arg) &&
           isLastUser(arg, op))
         return ids.lookup(arg);
     }

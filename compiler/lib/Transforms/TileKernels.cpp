@@ -10,7 +10,8 @@
 //   attention: tile_q queries per block against tile_k-key tiles staged in
 //     shared memory; the tile shrinks until K and V tiles fit the budget.
 //   norm/row kernels and the router: one warp per row, rows_per_block
-//     rows per block.
+//     rows per block; row_scale: a power-of-two group of lanes per row,
+//     as wide as the row up to a warp.
 //   elementwise/gathers/reductions: 256 threads, `items` elements per
 //     thread.
 //
@@ -125,6 +126,17 @@ public:
       fields.rowsPerBlock = 1;
       break;
     }
+    case K::RowScale:
+    case K::RowScaleGrad: {
+      // Rows share a warp when they are short (the X-MoE embeddings are 16
+      // wide): a power-of-two group of up to 32 lanes per row.
+      int64_t width = lastDim(first->getOperand(0)), lanes = 1;
+      while (lanes < 32 && lanes < width)
+        lanes *= 2;
+      fields.threads = 256;
+      fields.rowsPerBlock = 256 / lanes;
+      break;
+    }
     case K::Scalar:
       fields.threads = 1;
       break;
@@ -135,6 +147,8 @@ public:
     case K::KvWrite:
     case K::GlobalNorm:
     case K::Optimizer:
+    case K::FiniteOrMin:
+    case K::FiniteOrMinGrad:
       fields.threads = 256;
       fields.items = 4;
       break;

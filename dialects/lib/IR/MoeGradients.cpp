@@ -257,3 +257,23 @@ LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                           getLabelSmoothingAttr());
   return success();
 }
+
+LogicalResult NormalizeRowsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                             SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  grads[0] = b.create<NormalizeRowsGradOp>(getLoc(), getX().getType(), getX(),
+                                           dys[0], getEpsAttr());
+  return success();
+}
+
+LogicalResult FiniteOrMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                           SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  grads[0] =
+      b.create<FiniteOrMinGradOp>(getLoc(), getX().getType(), getX(), dys[0]);
+  return success();
+}

@@ -90,6 +90,14 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first && isa<CvLossGradOp>(op);
   case KernelKind::RoutingStats:
     return first && isa<RoutingStatsOp>(op);
+  case KernelKind::RowScale:
+    return first && isa<NormalizeRowsOp, RescaleRowsOp>(op);
+  case KernelKind::RowScaleGrad:
+    return first && isa<NormalizeRowsGradOp>(op);
+  case KernelKind::FiniteOrMin:
+    return first && isa<FiniteOrMinOp>(op);
+  case KernelKind::FiniteOrMinGrad:
+    return first && isa<FiniteOrMinGradOp>(op);
   }
   return false;
 }
@@ -122,6 +130,8 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
   case KernelKind::ZLossGrad:
   case KernelKind::CrossEntropy:
   case KernelKind::CrossEntropyGrad:
+  case KernelKind::RowScale:
+  case KernelKind::RowScaleGrad:
     return {"threads", "rows_per_block"};
   case KernelKind::Scalar:
     return {"threads"};
@@ -132,6 +142,8 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
   case KernelKind::KvWrite:
   case KernelKind::GlobalNorm:
   case KernelKind::Optimizer:
+  case KernelKind::FiniteOrMin:
+  case KernelKind::FiniteOrMinGrad:
     return {"threads", "items"};
   }
   return {};

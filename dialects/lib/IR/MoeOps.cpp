@@ -13,6 +13,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -142,9 +144,24 @@ LogicalResult ParamOp::verify() {
   if (getInit() == Init::XavierUniform && type.getRank() < 2)
     return emitOpError("xavier_uniform needs a parameter of rank >= 2, got ")
            << type;
+  if (getInit() == Init::Orthogonal && type.getRank() < 2)
+    return emitOpError("orthogonal needs a parameter of rank >= 2, got ")
+           << type;
   if (getScale().convertToDouble() < 0)
     return emitOpError("init scale must be >= 0, got ")
            << getScale().convertToDouble();
+  if (std::optional<APFloat> rowNorm = getRowNorm()) {
+    double norm = rowNorm->convertToDouble();
+    if (!(norm > 0) || !std::isfinite(norm))
+      return emitOpError("row_norm must be a finite number > 0, got ") << norm;
+    if (type.getRank() != 2)
+      return emitOpError("row_norm needs a [rows, width] parameter, got ")
+             << type;
+    // Only the optimizer update writes the rescaled rows back.
+    if (getFrozen())
+      return emitOpError("row_norm needs a trainable parameter: a frozen one "
+                         "is never written back");
+  }
   return success();
 }
 
@@ -543,6 +560,63 @@ LogicalResult TopKRouterGradOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Gate scores.
+//===----------------------------------------------------------------------===//
+
+/// The result shape of an op that maps a `[..., C]` x (operand 0) to the
+/// same shape, with any further operands of that shape too (dy).
+static LogicalResult sameRowShape(ShapeCheck &c, SmallVectorImpl<SymShape> &r,
+                                  StringRef second = "") {
+  if (failed(c.minRank(0, "x", 1)) ||
+      (!second.empty() && failed(c.shape(1, second, c[0]))))
+    return failure();
+  r.push_back(c[0]);
+  return success();
+}
+
+LogicalResult
+NormalizeRowsOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  return sameRowShape(c, r);
+}
+LogicalResult NormalizeRowsOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+NormalizeRowsGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                         SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  return sameRowShape(c, r, "dy");
+}
+LogicalResult NormalizeRowsGradOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult FiniteOrMinOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                 SmallVectorImpl<SymShape> &r) {
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult FiniteOrMinOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult
+FiniteOrMinGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                       SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.shape(1, "dy", s[0])))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult FiniteOrMinGradOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
 // Experts.
 //===----------------------------------------------------------------------===//
 
@@ -933,6 +1007,18 @@ LogicalResult AdamUpdateOp::verify() {
            << b1 << " and " << b2;
   if (getEps().convertToDouble() <= 0)
     return emitOpError("eps must be > 0");
+  return verifyWithShapes(*this);
+}
+
+LogicalResult RescaleRowsOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                 SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  return sameRowShape(c, r);
+}
+LogicalResult RescaleRowsOp::verify() {
+  double norm = getNorm().convertToDouble();
+  if (!(norm > 0) || !std::isfinite(norm))
+    return emitOpError("norm must be a finite number > 0, got ") << norm;
   return verifyWithShapes(*this);
 }
 

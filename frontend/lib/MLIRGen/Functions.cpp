@@ -280,7 +280,9 @@ OwningOpRef<ModuleOp> ModuleEmitter::run() {
   for (const ParamDecl &p : params)
     b.create<ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type),
                       InitAttr::get(ctx, p.init), b.getF64FloatAttr(p.scale),
-                      p.frozen ? b.getUnitAttr() : UnitAttr());
+                      p.frozen ? b.getUnitAttr() : UnitAttr(),
+                      p.rowNorm > 0 ? b.getF64FloatAttr(p.rowNorm)
+                                    : FloatAttr());
   declareCaches(loc);
   emitFunction(Mode::Loss);
   if (randomInTraining())

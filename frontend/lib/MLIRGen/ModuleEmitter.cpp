@@ -33,7 +33,8 @@ RankedTensorType ModuleEmitter::tensor(ArrayRef<int64_t> shape) {
 }
 
 void ModuleEmitter::addParam(std::string name, ArrayRef<int64_t> shape,
-                             Init init, double scale, bool frozen) {
+                             Init init, double scale, bool frozen,
+                             double rowNorm) {
   // The runtime's limit on the elements of one tensor.
   constexpr int64_t kMaxElements = int64_t(1) << 40;
   int64_t elements = 1;
@@ -43,7 +44,8 @@ void ModuleEmitter::addParam(std::string name, ArrayRef<int64_t> shape,
                 elements > kMaxElements;
   if (tooLarge && !oversizedParam)
     oversizedParam.emplace(name, paramSource);
-  params.push_back({std::move(name), tensor(shape), init, scale, frozen});
+  params.push_back(
+      {std::move(name), tensor(shape), init, scale, frozen, rowNorm});
 }
 
 void ModuleEmitter::addNorm(const std::string &name) {

@@ -34,6 +34,8 @@ struct ParamDecl {
   mlir::moe::Init init;
   double scale;
   bool frozen;
+  /// > 0: moe.param's row_norm (train_step rescales each row to it).
+  double rowNorm = 0;
 };
 
 /// A cache (persistent state) the decode program reads: self-attention K/V
@@ -163,7 +165,8 @@ public:
   mlir::Location locationOf(llvm::SMRange range);
   mlir::RankedTensorType tensor(llvm::ArrayRef<int64_t> shape);
   void addParam(std::string name, llvm::ArrayRef<int64_t> shape,
-                mlir::moe::Init init, double scale = 1.0, bool frozen = false);
+                mlir::moe::Init init, double scale = 1.0, bool frozen = false,
+                double rowNorm = 0);
   void addNorm(const std::string &name);
   void declareMultiHeadMoe(const std::string &prefix, const MoeLayerSpec &e);
   /// Activations (the storage type).

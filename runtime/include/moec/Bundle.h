@@ -32,10 +32,13 @@ struct ParamInfo {
   std::string name;
   DType dtype;
   Shape shape;
-  /// zeros, ones, normal, uniform, xavier_uniform.
+  /// zeros, ones, normal, uniform, xavier_uniform, sinusoidal, orthogonal.
   std::string init;
   double scale;
   bool frozen;
+  /// > 0: train_step rescales each row to this L2 norm before the step
+  /// (moe.param's row_norm; the plan does it, this only describes it).
+  double rowNorm = 0;
 };
 
 struct TrainingConfig {

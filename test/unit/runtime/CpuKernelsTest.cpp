@@ -35,6 +35,9 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.switch_loss",      "moe.switch_loss_grad",
                          "moe.z_loss",           "moe.z_loss_grad",
                          "moe.cross_entropy",    "moe.cross_entropy_grad",
+                         "moe.normalize_rows",   "moe.normalize_rows_grad",
+                         "moe.finite_or_min",    "moe.finite_or_min_grad",
+                         "moe.rescale_rows",
                          "moe.lr_schedule",      "moe.global_norm",
                          "moe.adam_update",      "moe.sgd_update",
                          "arith.addf",           "arith.subf",
@@ -43,7 +46,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 46u);
+  EXPECT_EQ(names.size(), 51u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

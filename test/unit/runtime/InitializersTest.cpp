@@ -44,4 +44,86 @@ TEST(Initializers, XavierBoundAndUnknownNames) {
   EXPECT_THROW(detail::initialValue(param("gaussian", {2}), 0), Error);
 }
 
+/// W W^T (rows x rows) of a row-major [rows, cols] tensor.
+std::vector<double> gram(const Tensor &w, int64_t rows, int64_t cols) {
+  std::vector<double> g(rows * rows, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t c = 0; c < cols; ++c)
+        g[i * rows + j] += w.at(i * cols + c) * w.at(j * cols + c);
+  return g;
+}
+
+TEST(Initializers, OrthogonalRowsWithTheGain) {
+  // The X-MoE expert embeddings: E = 8 rows of 16, W W^T = 0.32^2 I.
+  Tensor w = detail::initialValue(param("orthogonal", {8, 16}, 0.32), 5);
+  std::vector<double> g = gram(w, 8, 16);
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 8; ++j)
+      EXPECT_NEAR(g[i * 8 + j], i == j ? 0.32 * 0.32 : 0.0, 1e-14)
+          << i << ", " << j;
+  // Square: orthogonal both ways.
+  Tensor q = detail::initialValue(param("orthogonal", {16, 16}), 5);
+  std::vector<double> gq = gram(q, 16, 16);
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t j = 0; j < 16; ++j)
+      EXPECT_NEAR(gq[i * 16 + j], i == j ? 1.0 : 0.0, 1e-13);
+}
+
+TEST(Initializers, OrthogonalColumnsWhenRowsOutnumberThem) {
+  // E = 32 > 16: the columns are orthonormal, W^T W = gain^2 I.
+  Tensor w = detail::initialValue(param("orthogonal", {32, 16}, 0.32), 5);
+  for (int64_t a = 0; a < 16; ++a)
+    for (int64_t b = 0; b < 16; ++b) {
+      double dot = 0;
+      for (int64_t r = 0; r < 32; ++r)
+        dot += w.at(r * 16 + a) * w.at(r * 16 + b);
+      EXPECT_NEAR(dot, a == b ? 0.1024 : 0.0, 1e-14) << a << ", " << b;
+    }
+  // Dimensions after the first are flattened, as torch does: [2, 3, 4] is
+  // a [2, 12] matrix with orthonormal rows.
+  Tensor t = detail::initialValue(param("orthogonal", {2, 3, 4}), 5);
+  std::vector<double> g = gram(t, 2, 12);
+  EXPECT_NEAR(g[0], 1.0, 1e-14);
+  EXPECT_NEAR(g[1], 0.0, 1e-14);
+  EXPECT_NEAR(g[3], 1.0, 1e-14);
+}
+
+TEST(Initializers, OrthogonalIsTorchsQOfTheNormalStream) {
+  // The Q of the QR of the stream's normals with R's diagonal made
+  // positive (torch: Q * sign(diag(R))), here by Gram-Schmidt on the
+  // columns of the transposed normals (R_jj = the norm left, > 0).
+  const int64_t rows = 3, cols = 5;
+  Tensor a = detail::initialValue(param("normal", {rows, cols}), 9);
+  Tensor w = detail::initialValue(param("orthogonal", {rows, cols}), 9);
+  std::vector<std::vector<double>> basis;
+  for (int64_t i = 0; i < rows; ++i) {
+    std::vector<double> v(cols);
+    for (int64_t c = 0; c < cols; ++c)
+      v[c] = a.at(i * cols + c);
+    for (const std::vector<double> &u : basis) {
+      double dot = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        dot += u[c] * v[c];
+      for (int64_t c = 0; c < cols; ++c)
+        v[c] -= dot * u[c];
+    }
+    double norm = 0;
+    for (double e : v)
+      norm += e * e;
+    for (double &e : v)
+      e /= std::sqrt(norm);
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_NEAR(w.at(i * cols + c), v[c], 1e-12) << i << ", " << c;
+    basis.push_back(v);
+  }
+  // Deterministic, and the seed matters.
+  Tensor again = detail::initialValue(param("orthogonal", {rows, cols}), 9);
+  Tensor other = detail::initialValue(param("orthogonal", {rows, cols}), 10);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    EXPECT_EQ(w.at(i), again.at(i));
+  EXPECT_NE(w.at(0), other.at(0));
+  EXPECT_THROW(detail::initialValue(param("orthogonal", {6}), 1), Error);
+}
+
 } // namespace

@@ -68,6 +68,14 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
     return emitGlobalNormGroup(e);
   case K::Optimizer:
     return emitOptimizerGroup(e);
+  case K::RowScale:
+    return emitRowScaleGroup(e);
+  case K::RowScaleGrad:
+    return emitRowScaleGradGroup(e);
+  case K::FiniteOrMin:
+    return emitFiniteOrMinGroup(e);
+  case K::FiniteOrMinGrad:
+    return emitFiniteOrMinGradGroup(e);
   }
   return e.error("is in a '")
          << stringifyKernelKind(e.group().kind)

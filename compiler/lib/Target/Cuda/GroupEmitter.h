@@ -173,6 +173,10 @@ LogicalResult emitCrossEntropyGroup(GroupEmitter &e);
 LogicalResult emitCrossEntropyGradGroup(GroupEmitter &e);
 LogicalResult emitGlobalNormGroup(GroupEmitter &e);
 LogicalResult emitOptimizerGroup(GroupEmitter &e);
+LogicalResult emitRowScaleGroup(GroupEmitter &e);
+LogicalResult emitRowScaleGradGroup(GroupEmitter &e);
+LogicalResult emitFiniteOrMinGroup(GroupEmitter &e);
+LogicalResult emitFiniteOrMinGradGroup(GroupEmitter &e);
 
 } // namespace mlir::moe::cuda
 

@@ -171,7 +171,14 @@ def Moe_InitEnum : Moe_I32Enum<"Init", "parameter initialiser", [
     // [sin(p w_0), ..., sin(p w_{h-1}), cos(p w_0), ..., cos(p w_{h-1})]
     // with h = d / 2 and w_i = exp(-i ln(10000) / (h - 1)) (a zero last
     // column when d is odd); scale ignored. Meant for frozen parameters.
-    I32EnumAttrCase<"Sinusoidal", 5, "sinusoidal">]>;
+    I32EnumAttrCase<"Sinusoidal", 5, "sinusoidal">,
+    // torch.nn.init.orthogonal_ with gain = scale: the first dimension is
+    // the rows, the product of the others the columns; a [rows, cols]
+    // matrix of standard normals (the normal initialiser's stream) is
+    // orthonormalised by QR (Q times the signs of diag(R)), over the
+    // transpose when rows < cols, so that rows are orthonormal when rows
+    // <= cols and columns otherwise.
+    I32EnumAttrCase<"Orthogonal", 6, "orthogonal">]>;
 def Moe_InitAttr : Moe_EnumAttr<"init", Moe_InitEnum>;
 
 //===----------------------------------------------------------------------===//

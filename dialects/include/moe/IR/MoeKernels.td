@@ -56,7 +56,13 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     I32EnumAttrCase<"CvLoss", 26, "cv_loss">,
     I32EnumAttrCase<"CvLossGrad", 27, "cv_loss_grad">,
     // moe.routing_stats.
-    I32EnumAttrCase<"RoutingStats", 28, "routing_stats">]>;
+    I32EnumAttrCase<"RoutingStats", 28, "routing_stats">,
+    // moe.normalize_rows or moe.rescale_rows: rows scaled by their norm.
+    I32EnumAttrCase<"RowScale", 29, "row_scale">,
+    I32EnumAttrCase<"RowScaleGrad", 30, "row_scale_grad">,
+    // moe.finite_or_min: a grid-wide arg-min, then the fill.
+    I32EnumAttrCase<"FiniteOrMin", 31, "finite_or_min">,
+    I32EnumAttrCase<"FiniteOrMinGrad", 32, "finite_or_min_grad">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";
@@ -77,8 +83,10 @@ def Moe_TilesAttr : AttrDef<Moe_Dialect, "Tiles"> {
     - attention, attention_grad: `tile_q` queries per block against
       `tile_k` keys at a time, `head_dim`;
     - norm, router and row kernels: `rows_per_block` rows (a warp each);
+    - row_scale and its gradient: `rows_per_block` rows, each on
+      `threads / rows_per_block` lanes (short rows share a warp);
     - cv_loss and its gradient: `threads` (one block);
-    - elementwise and gathers: `items` elements per thread.
+    - elementwise, gathers and finite_or_min: `items` elements per thread.
 
     ```mlir
     #moe.tiles<threads = 256, tile_m = 64, tile_n = 64, tile_k = 16>

@@ -43,17 +43,29 @@ def Moe_ParamOp : Op<Moe_Dialect, "param", [Symbol]> {
     - uniform: U(-scale, scale);
     - xavier_uniform: U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)) over
       the last two dimensions;
-    - sinusoidal: a [L, d] table of fixed positions (see `#moe.init`).
+    - sinusoidal: a [L, d] table of fixed positions (see `#moe.init`);
+    - orthogonal: orthonormal rows (or columns, when there are more rows
+      than columns) times scale (see `#moe.init`).
     A `frozen` parameter gets no gradient and no optimizer update.
+
+    `row_norm` (a 2-D, trainable parameter only) rescales each row to that
+    L2 norm in place at the start of every training step, as the X-MoE
+    gate does with its expert embeddings under no_grad: train_step reads
+    the parameter through `moe.rescale_rows`, so the forward, the gradient
+    and the optimizer update all see the rescaled value, and the update
+    writes the rescaled-and-updated value back. Other programs read the
+    parameter as it is.
 
     ```mlir
     moe.param @embed.tokens : tensor<256x64xf32> {init = #moe.init<normal>, scale = 2.0e-02 : f64}
+    moe.param @gate.wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, scale = 3.2e-01 : f64, row_norm = 1.5 : f64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                        Moe_InitAttr:$init,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
-                       UnitAttr:$frozen);
+                       UnitAttr:$frozen,
+                       OptionalAttr<F64Attr>:$row_norm);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
 }
@@ -427,6 +439,65 @@ def Moe_TopKRouterGradOp : Moe_Op<"topk_router_grad",
 }
 
 //===----------------------------------------------------------------------===//
+// Gate scores (the X-MoE gate of MH-MoE: cosine logits against expert
+// embeddings, non-finite logits replaced).
+//===----------------------------------------------------------------------===//
+
+def Moe_NormalizeRowsOp : Moe_DiffOp<"normalize_rows"> {
+  let summary = "divides each row by its L2 norm (torch F.normalize)";
+  let description = [{
+    x `[..., C]`; `y[r, :] = x[r, :] / max(||x[r, :]||_2, eps)`, the norm
+    accumulated in increasing column order. The X-MoE gate normalises its
+    expert embeddings with it (eps 1e-4).
+  }];
+  let arguments = (ins Moe_FloatTensor:$x,
+                       DefaultValuedAttr<F64Attr, "1e-4">:$eps);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_NormalizeRowsGradOp : Moe_Op<"normalize_rows_grad"> {
+  let summary = "gradient of moe.normalize_rows";
+  let description = [{
+    Per row, with `n = ||x||_2` and `xh = x / n`: `dx = (dy - xh <xh, dy>) /
+    n` when `n > eps`, else `dx = dy / eps` (the Jacobian of x / max(n,
+    eps) on either side of the kink).
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1e-4">:$eps);
+  let results = (outs Moe_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_FiniteOrMinOp : Moe_DiffOp<"finite_or_min"> {
+  let summary = "replaces non-finite entries by the smallest finite one";
+  let description = [{
+    `m = min over every finite entry of the whole tensor` (not per row) and
+    `y[i] = x[i]` where x[i] is finite, `m` where it is +-inf or NaN (the
+    X-MoE gate's `_make_finite`). The arg-min `a` is the lowest flat index
+    holding m, so the gradient (moe.finite_or_min_grad) is well defined.
+    When no entry is finite (where the authors' code fails), moec outputs
+    0 everywhere and the gradient is 0.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_FiniteOrMinGradOp : Moe_Op<"finite_or_min_grad"> {
+  let summary = "gradient of moe.finite_or_min";
+  let description = [{
+    With m and its arg-min a as in moe.finite_or_min: `dx[i] = dy[i]` where
+    x[i] is finite, 0 where it is not, and `dx[a] += sum of dy over the
+    non-finite entries` (every replaced entry is a copy of x[a]). All zero
+    when no entry is finite.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$dy);
+  let results = (outs Moe_FloatTensor:$dx);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Experts.
 //===----------------------------------------------------------------------===//
 
@@ -778,6 +849,21 @@ def Moe_AdamUpdateOp : Moe_Op<"adam_update"> {
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $step `,` $lr `,` $grad_scale attr-dict `:` functional-type(operands, results)
   }];
+}
+
+def Moe_RescaleRowsOp : Moe_Op<"rescale_rows"> {
+  let summary = "rescales each row to a given L2 norm (no gradient)";
+  let description = [{
+    x `[..., C]`; with `n = ||x[r, :]||_2`: `y[r, :] = x[r, :] * (norm / n)`
+    when n > 0, and the row unchanged when n = 0. moe-build-train-step
+    applies it to parameters declared with `row_norm` before the forward,
+    the value every later op of the step (the optimizer update included)
+    reads; the step is taken at the rescaled value, which is not
+    differentiated through (torch's in-place update under no_grad).
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, F64Attr:$norm);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
 }
 
 def Moe_SgdUpdateOp : Moe_Op<"sgd_update"> {

@@ -66,6 +66,13 @@ void zLossGradKernel(KernelContext &ctx);
 void crossEntropyKernel(KernelContext &ctx);
 void crossEntropyGradKernel(KernelContext &ctx);
 
+// Gate.cpp
+void normalizeRowsKernel(KernelContext &ctx);
+void normalizeRowsGradKernel(KernelContext &ctx);
+void rescaleRowsKernel(KernelContext &ctx);
+void finiteOrMinKernel(KernelContext &ctx);
+void finiteOrMinGradKernel(KernelContext &ctx);
+
 // Optimizers.cpp
 void lrScheduleKernel(KernelContext &ctx);
 void globalNormKernel(KernelContext &ctx);

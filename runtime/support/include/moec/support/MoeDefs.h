@@ -308,14 +308,16 @@ enum class Init : int32_t {
   Uniform = 3,
   XavierUniform = 4,
   Sinusoidal = 5,
+  Orthogonal = 6,
 };
-inline constexpr std::array<Init, 6> kInitValues = {
+inline constexpr std::array<Init, 7> kInitValues = {
     Init::Zeros,
     Init::Ones,
     Init::Normal,
     Init::Uniform,
     Init::XavierUniform,
     Init::Sinusoidal,
+    Init::Orthogonal,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(Init value) {
@@ -332,6 +334,8 @@ constexpr std::string_view spelling(Init value) {
     return "xavier_uniform";
   case Init::Sinusoidal:
     return "sinusoidal";
+  case Init::Orthogonal:
+    return "orthogonal";
   }
   return "";
 }
@@ -350,6 +354,8 @@ constexpr std::string_view enumerator(Init value) {
     return "XavierUniform";
   case Init::Sinusoidal:
     return "Sinusoidal";
+  case Init::Orthogonal:
+    return "Orthogonal";
   }
   return "";
 }
@@ -366,14 +372,16 @@ constexpr std::optional<Init> parseInit(std::string_view text) {
     return Init::XavierUniform;
   if (text == "sinusoidal")
     return Init::Sinusoidal;
+  if (text == "orthogonal")
+    return Init::Orthogonal;
   return std::nullopt;
 }
-/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform, sinusoidal".
-inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform, sinusoidal";
+/// Every spelling, for messages: "zeros, ones, normal, uniform, xavier_uniform, sinusoidal, orthogonal".
+inline constexpr std::string_view kInitSpellings = "zeros, ones, normal, uniform, xavier_uniform, sinusoidal, orthogonal";
 template <> struct EnumTraits<Init> {
   static constexpr std::string_view kDescription = "parameter initialiser";
   static constexpr std::string_view kSpellings = kInitSpellings;
-  static constexpr std::array<Init, 6> kValues = kInitValues;
+  static constexpr std::array<Init, 7> kValues = kInitValues;
   static constexpr std::optional<Init> parse(std::string_view text) {
     return parseInit(text);
   }
@@ -410,8 +418,12 @@ enum class KernelKind : int32_t {
   CvLoss = 26,
   CvLossGrad = 27,
   RoutingStats = 28,
+  RowScale = 29,
+  RowScaleGrad = 30,
+  FiniteOrMin = 31,
+  FiniteOrMinGrad = 32,
 };
-inline constexpr std::array<KernelKind, 29> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 33> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -441,6 +453,10 @@ inline constexpr std::array<KernelKind, 29> kKernelKindValues = {
     KernelKind::CvLoss,
     KernelKind::CvLossGrad,
     KernelKind::RoutingStats,
+    KernelKind::RowScale,
+    KernelKind::RowScaleGrad,
+    KernelKind::FiniteOrMin,
+    KernelKind::FiniteOrMinGrad,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -503,6 +519,14 @@ constexpr std::string_view spelling(KernelKind value) {
     return "cv_loss_grad";
   case KernelKind::RoutingStats:
     return "routing_stats";
+  case KernelKind::RowScale:
+    return "row_scale";
+  case KernelKind::RowScaleGrad:
+    return "row_scale_grad";
+  case KernelKind::FiniteOrMin:
+    return "finite_or_min";
+  case KernelKind::FiniteOrMinGrad:
+    return "finite_or_min_grad";
   }
   return "";
 }
@@ -567,6 +591,14 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "CvLossGrad";
   case KernelKind::RoutingStats:
     return "RoutingStats";
+  case KernelKind::RowScale:
+    return "RowScale";
+  case KernelKind::RowScaleGrad:
+    return "RowScaleGrad";
+  case KernelKind::FiniteOrMin:
+    return "FiniteOrMin";
+  case KernelKind::FiniteOrMinGrad:
+    return "FiniteOrMinGrad";
   }
   return "";
 }
@@ -629,14 +661,22 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::CvLossGrad;
   if (text == "routing_stats")
     return KernelKind::RoutingStats;
+  if (text == "row_scale")
+    return KernelKind::RowScale;
+  if (text == "row_scale_grad")
+    return KernelKind::RowScaleGrad;
+  if (text == "finite_or_min")
+    return KernelKind::FiniteOrMin;
+  if (text == "finite_or_min_grad")
+    return KernelKind::FiniteOrMinGrad;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 29> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 33> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -905,6 +945,16 @@ namespace expert_reduce {
 inline constexpr std::string_view kName = "moe.expert_reduce";
 } // namespace expert_reduce
 
+/// moe.finite_or_min_grad: gradient of moe.finite_or_min.
+namespace finite_or_min_grad {
+inline constexpr std::string_view kName = "moe.finite_or_min_grad";
+} // namespace finite_or_min_grad
+
+/// moe.finite_or_min: replaces non-finite entries by the smallest finite one.
+namespace finite_or_min {
+inline constexpr std::string_view kName = "moe.finite_or_min";
+} // namespace finite_or_min
+
 /// moe.global_norm: L2 norm of a list of tensors.
 namespace global_norm {
 inline constexpr std::string_view kName = "moe.global_norm";
@@ -968,6 +1018,20 @@ inline constexpr std::string_view kName = "moe.merge_tokens";
 inline constexpr std::string_view kParts = "parts";
 } // namespace merge_tokens
 
+/// moe.normalize_rows_grad: gradient of moe.normalize_rows.
+namespace normalize_rows_grad {
+inline constexpr std::string_view kName = "moe.normalize_rows_grad";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-4;
+} // namespace normalize_rows_grad
+
+/// moe.normalize_rows: divides each row by its L2 norm (torch F.normalize).
+namespace normalize_rows {
+inline constexpr std::string_view kName = "moe.normalize_rows";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-4;
+} // namespace normalize_rows
+
 /// moe.param: declares a model parameter.
 namespace param {
 inline constexpr std::string_view kName = "moe.param";
@@ -977,7 +1041,14 @@ inline constexpr std::string_view kInit = "init";
 inline constexpr std::string_view kScale = "scale";
 inline constexpr double kScaleDefault = 1.0;
 inline constexpr std::string_view kFrozen = "frozen";
+inline constexpr std::string_view kRowNorm = "row_norm";
 } // namespace param
+
+/// moe.rescale_rows: rescales each row to a given L2 norm (no gradient).
+namespace rescale_rows {
+inline constexpr std::string_view kName = "moe.rescale_rows";
+inline constexpr std::string_view kNorm = "norm";
+} // namespace rescale_rows
 
 /// moe.rms_norm_grad: gradients of moe.rms_norm.
 namespace rms_norm_grad {
