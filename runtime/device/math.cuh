@@ -91,7 +91,7 @@ MOEC_DEVICE double philoxUniform(uint64_t seed, uint64_t stream,
 /// moe.lr_schedule at 1-based step `s`, in double.
 template <LrSchedule K>
 MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
-                                int64_t total, double final) {
+                                int64_t total, double final, double power) {
   double step = static_cast<double>(s), w = static_cast<double>(warmup);
   if (K != LrSchedule::Constant && s < warmup)
     return base * step / w;
@@ -100,9 +100,11 @@ MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
   if (K == LrSchedule::InverseSqrt)
     return warmup > 0 ? base * sqrt(w / step) : base / sqrt(step);
   double span = total - warmup > 1 ? static_cast<double>(total - warmup) : 1.0;
-  if (K == LrSchedule::Linear) {
+  if (K == LrSchedule::Linear || K == LrSchedule::Polynomial) {
     double left = total - s > 0 ? static_cast<double>(total - s) : 0.0;
-    return final + (base - final) * left / span;
+    if (K == LrSchedule::Linear)
+      return final + (base - final) * left / span;
+    return final + (base - final) * pow(left / span, power);
   }
   double progress = (step - w) / span;
   progress = progress < 1.0 ? progress : 1.0;

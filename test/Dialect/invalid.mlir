@@ -402,6 +402,22 @@ func.func @lr_decay(%s: tensor<i64>) {
 
 // -----
 
+func.func @lr_polynomial_decay(%s: tensor<i64>) {
+  // expected-error @+1 {{total_steps (5) must exceed warmup (10) for a decaying schedule}}
+  %0 = moe.lr_schedule %s {kind = #moe.schedule<polynomial>, base_lr = 1.0 : f64, warmup = 10 : i64, total_steps = 5 : i64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lr_power(%s: tensor<i64>) {
+  // expected-error @+1 {{power must be a finite number > 0, got -1}}
+  %0 = moe.lr_schedule %s {kind = #moe.schedule<polynomial>, base_lr = 1.0 : f64, total_steps = 5 : i64, power = -1.0 : f64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @global_norm_empty() {
   // expected-error @+1 {{needs at least one input}}
   %0 = moe.global_norm : () -> tensor<f32>

@@ -116,6 +116,8 @@ func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x
 func.func @optimizers(%p: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   // CHECK: moe.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, kind = #moe.schedule<cosine>, total_steps = 100 : i64, warmup = 10 : i64}
   %lr = moe.lr_schedule %step {kind = #moe.schedule<cosine>, base_lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64} : (tensor<i64>) -> tensor<f32>
+  // CHECK: moe.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, final_lr = 1.000000e-05 : f64, kind = #moe.schedule<polynomial>, power = 2.000000e+00 : f64, total_steps = 100 : i64, warmup = 10 : i64}
+  %lr2 = moe.lr_schedule %step {kind = #moe.schedule<polynomial>, base_lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64, final_lr = 1.0e-5 : f64, power = 2.0 : f64} : (tensor<i64>) -> tensor<f32>
   // CHECK: moe.global_norm
   %n = moe.global_norm %p, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
   // CHECK: moe.adam_update {{.*}} decoupled

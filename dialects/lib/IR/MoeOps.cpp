@@ -12,6 +12,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -839,11 +840,16 @@ LogicalResult LrScheduleOp::verify() {
   int64_t total = static_cast<int64_t>(getTotalSteps());
   if (warmup < 0 || total < 0)
     return emitOpError("warmup and total_steps must be >= 0");
-  if ((getKind() == LrSchedule::Linear || getKind() == LrSchedule::Cosine) &&
+  LrSchedule kind = getKind();
+  if ((kind == LrSchedule::Linear || kind == LrSchedule::Cosine ||
+       kind == LrSchedule::Polynomial) &&
       total <= warmup)
     return emitOpError("total_steps (")
            << total << ") must exceed warmup (" << warmup
            << ") for a decaying schedule";
+  double power = getPower().convertToDouble();
+  if (!(power > 0) || !std::isfinite(power))
+    return emitOpError("power must be a finite number > 0, got ") << power;
   return verifyWithShapes(*this);
 }
 

@@ -546,6 +546,15 @@ std::vector<OwnerInfo> buildSchema() {
   owner("schedule cosine", "schedule 'cosine'",
         "Linear warm-up, then cosine decay to final_lr at the last step.",
         {warmupSetting(), finalLrSetting()});
+  owner("schedule polynomial", "schedule 'polynomial'",
+        "Linear warm-up, then lr = (base - final_lr) * (1 - (step - warmup) "
+        "/ (steps - warmup))^power + final_lr down to final_lr at the last "
+        "step (fairseq's polynomial_decay; power 1 is linear).",
+        {warmupSetting(), finalLrSetting(),
+         range(fallback(setting("power", T::Number,
+                                "the exponent of the decay (> 0)"),
+                        "1"),
+               0.0)});
 
   owner("data", "the data settings",
         "What `moec train` trains on: `data { source = ... }`.",

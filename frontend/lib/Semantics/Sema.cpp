@@ -576,8 +576,7 @@ private:
     t.labelSmoothing = s.getFloat("label_smoothing");
     t.logEvery = s.getInt("log_every");
     s.finish();
-    if ((t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine) &&
-        t.steps <= t.warmup)
+    if (decays(t.schedule) && t.steps <= t.warmup)
       reporter.error(node.range.Start)
           << "a decaying schedule needs steps (" << t.steps
           << ") > warmup (" << t.warmup << ")";
@@ -622,6 +621,12 @@ private:
     s.finish();
   }
 
+  /// Whether a schedule decays to final_lr by the last step.
+  static bool decays(LrSchedule schedule) {
+    return schedule == LrSchedule::Linear || schedule == LrSchedule::Cosine ||
+           schedule == LrSchedule::Polynomial;
+  }
+
   /// The learning-rate schedule of the training settings.
   void analyzeSchedule(Settings &train, TrainSpec &t) {
     std::optional<std::string> name = train.getCallName("schedule");
@@ -634,8 +639,13 @@ private:
                value ? value->range : train.range(), reporter);
     if (t.schedule != LrSchedule::Constant)
       t.warmup = s.getInt("warmup");
-    if (t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine)
+    if (decays(t.schedule))
       t.finalLr = s.getFloat("final_lr");
+    if (t.schedule == LrSchedule::Polynomial) {
+      t.power = s.getFloat("power");
+      if (t.power <= 0 && s.has("power"))
+        reporter.error(s.get("power")->range.Start) << "'power' must be > 0";
+    }
     s.finish();
   }
 

@@ -77,12 +77,13 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
         std::string v = e.fresh();
         w.line(llvm::formatv(
             "const float {0} = static_cast<float>(moec::learningRate<{1}>({2}, "
-            "{3}, {4}LL, {5}LL, {6}));",
+            "{3}, {4}LL, {5}LL, {6}, {7}));",
             v, deviceEnum(lr.getKind()), in[0],
             doubleLiteral(lr.getBaseLr().convertToDouble()),
             static_cast<int64_t>(lr.getWarmup()),
             static_cast<int64_t>(lr.getTotalSteps()),
-            doubleLiteral(lr.getFinalLr().convertToDouble())));
+            doubleLiteral(lr.getFinalLr().convertToDouble()),
+            doubleLiteral(lr.getPower().convertToDouble())));
         names[op->getResult(0)] = v;
         continue;
       }

@@ -682,13 +682,16 @@ def Moe_LrScheduleOp : Moe_Op<"lr_schedule"> {
     `lr = base * s / w` while s < w; then constant `base`; inverse_sqrt
     `base * sqrt(w / s)` (`base / sqrt(s)` when w = 0); linear
     `final + (base - final) * max(0, T - s) / max(1, T - w)`; cosine
-    `final + (base - final) * 0.5 (1 + cos(pi min(1, (s - w) / max(1, T - w))))`.
+    `final + (base - final) * 0.5 (1 + cos(pi min(1, (s - w) / max(1, T - w))))`;
+    polynomial `final + (base - final) * (max(0, T - s) / max(1, T - w))^power`
+    (linear with power 1).
   }];
   let arguments = (ins 0DTensorOf<[I64]>:$step, Moe_LrScheduleAttr:$kind,
                        F64Attr:$base_lr,
                        DefaultValuedAttr<I64Attr, "0">:$warmup,
                        DefaultValuedAttr<I64Attr, "0">:$total_steps,
-                       DefaultValuedAttr<F64Attr, "0.0">:$final_lr);
+                       DefaultValuedAttr<F64Attr, "0.0">:$final_lr,
+                       DefaultValuedAttr<F64Attr, "1.0">:$power);
   let results = (outs 0DTensorOf<[F32]>:$lr);
   let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
 }

@@ -173,6 +173,8 @@ struct TrainSpec {
   mlir::moe::LrSchedule schedule = mlir::moe::LrSchedule::Constant;
   int64_t warmup = 0;
   double finalLr = 0;
+  /// polynomial: the exponent of the remaining share.
+  double power = 1;
   double clipNorm = 0;
   int64_t batch = 8;
   int64_t seqLen = 0;

@@ -624,12 +624,14 @@ enum class LrSchedule : int32_t {
   Linear = 1,
   InverseSqrt = 2,
   Cosine = 3,
+  Polynomial = 4,
 };
-inline constexpr std::array<LrSchedule, 4> kLrScheduleValues = {
+inline constexpr std::array<LrSchedule, 5> kLrScheduleValues = {
     LrSchedule::Constant,
     LrSchedule::Linear,
     LrSchedule::InverseSqrt,
     LrSchedule::Cosine,
+    LrSchedule::Polynomial,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(LrSchedule value) {
@@ -642,6 +644,8 @@ constexpr std::string_view spelling(LrSchedule value) {
     return "inverse_sqrt";
   case LrSchedule::Cosine:
     return "cosine";
+  case LrSchedule::Polynomial:
+    return "polynomial";
   }
   return "";
 }
@@ -656,6 +660,8 @@ constexpr std::string_view enumerator(LrSchedule value) {
     return "InverseSqrt";
   case LrSchedule::Cosine:
     return "Cosine";
+  case LrSchedule::Polynomial:
+    return "Polynomial";
   }
   return "";
 }
@@ -668,14 +674,16 @@ constexpr std::optional<LrSchedule> parseLrSchedule(std::string_view text) {
     return LrSchedule::InverseSqrt;
   if (text == "cosine")
     return LrSchedule::Cosine;
+  if (text == "polynomial")
+    return LrSchedule::Polynomial;
   return std::nullopt;
 }
-/// Every spelling, for messages: "constant, linear, inverse_sqrt, cosine".
-inline constexpr std::string_view kLrScheduleSpellings = "constant, linear, inverse_sqrt, cosine";
+/// Every spelling, for messages: "constant, linear, inverse_sqrt, cosine, polynomial".
+inline constexpr std::string_view kLrScheduleSpellings = "constant, linear, inverse_sqrt, cosine, polynomial";
 template <> struct EnumTraits<LrSchedule> {
   static constexpr std::string_view kDescription = "learning-rate schedule";
   static constexpr std::string_view kSpellings = kLrScheduleSpellings;
-  static constexpr std::array<LrSchedule, 4> kValues = kLrScheduleValues;
+  static constexpr std::array<LrSchedule, 5> kValues = kLrScheduleValues;
   static constexpr std::optional<LrSchedule> parse(std::string_view text) {
     return parseLrSchedule(text);
   }
@@ -936,6 +944,8 @@ inline constexpr std::string_view kTotalSteps = "total_steps";
 inline constexpr int64_t kTotalStepsDefault = 0;
 inline constexpr std::string_view kFinalLr = "final_lr";
 inline constexpr double kFinalLrDefault = 0.0;
+inline constexpr std::string_view kPower = "power";
+inline constexpr double kPowerDefault = 1.0;
 } // namespace lr_schedule
 
 /// moe.param: declares a model parameter.
