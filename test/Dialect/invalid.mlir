@@ -82,6 +82,46 @@ func.func @positions_width(%x: tensor<2x3x4xf32>, %t: tensor<8x5xf32>, %s: tenso
 
 // -----
 
+func.func @rope_odd(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{rotary_dim (3) must be even and at most head_dim (4)}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 3 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_too_wide(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{rotary_dim (6) must be even and at most head_dim (4)}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 6 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_width(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{x width (num_heads * head_dim) must be 12, got 8}}
+  %0 = moe.rope %x, %s {num_heads = 3 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<6x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{x must have rank 3, got [6, 8]}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<6x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_base(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{base must be a finite number > 0, got 0}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, base = 0.0 : f64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
 func.func @linear_k(%x: tensor<?x4xf32>, %w: tensor<5x6xf32>) {
   // expected-error @+1 {{weight input dimension must be 4, got 5}}
   %0 = moe.linear %x, %w : (tensor<?x4xf32>, tensor<5x6xf32>) -> tensor<*xf32>

@@ -25,6 +25,15 @@ func.func @embeddings(%ids: tensor<2x3xi32>, %table: tensor<10x4xf32>, %pos: ten
   return %dt, %dp : tensor<10x4xf32>, tensor<8x4xf32>
 }
 
+// CHECK-LABEL: func @rope
+func.func @rope(%q: tensor<?x?x8xf32>, %start: tensor<i64>) -> tensor<?x?x8xf32> {
+  // CHECK: moe.rope %{{.*}}, %{{.*}} {head_dim = 4 : i64, num_heads = 2 : i64, rotary_dim = 2 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  %y = moe.rope %q, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 2 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  // CHECK: moe.rope %{{.*}}, %{{.*}} {base = 5.000000e+05 : f64, head_dim = 4 : i64, inverse, num_heads = 2 : i64, rotary_dim = 4 : i64}
+  %dy = moe.rope %y, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, base = 5.0e5 : f64, inverse} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  return %dy : tensor<?x?x8xf32>
+}
+
 // CHECK-LABEL: func @dense
 func.func @dense(%x: tensor<?x?x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, %g: tensor<4xf32>, %seed: tensor<i64>) -> tensor<?x?x4xf32> {
   // CHECK: moe.linear %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x?x6xf32>

@@ -226,6 +226,32 @@ AddPositionsGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 }
 LogicalResult AddPositionsGradOp::verify() { return verifyWithShapes(*this); }
 
+LogicalResult RopeOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                          SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "x", 3)) || failed(c.rank(1, "start", 0)))
+    return failure();
+  int64_t heads = static_cast<int64_t>(getNumHeads());
+  int64_t headDim = static_cast<int64_t>(getHeadDim());
+  if (failed(c.dim(s[0][2], SymDim(heads * headDim),
+                   "x width (num_heads * head_dim)")))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult RopeOp::verify() {
+  int64_t headDim = static_cast<int64_t>(getHeadDim());
+  int64_t rotary = static_cast<int64_t>(getRotaryDim());
+  if (rotary % 2 != 0 || rotary > headDim)
+    return emitOpError("rotary_dim (")
+           << rotary << ") must be even and at most head_dim (" << headDim
+           << ")";
+  double base = getBase().convertToDouble();
+  if (!(base > 0) || !std::isfinite(base))
+    return emitOpError("base must be a finite number > 0, got ") << base;
+  return verifyWithShapes(*this);
+}
+
 //===----------------------------------------------------------------------===//
 // Dense layers.
 //===----------------------------------------------------------------------===//

@@ -973,6 +973,17 @@ inline constexpr std::string_view kEps = "eps";
 inline constexpr double kEpsDefault = 1e-6;
 } // namespace rms_norm
 
+/// moe.rope: rotary position embedding of attention heads.
+namespace rope {
+inline constexpr std::string_view kName = "moe.rope";
+inline constexpr std::string_view kNumHeads = "num_heads";
+inline constexpr std::string_view kHeadDim = "head_dim";
+inline constexpr std::string_view kRotaryDim = "rotary_dim";
+inline constexpr std::string_view kBase = "base";
+inline constexpr double kBaseDefault = 10000.0;
+inline constexpr std::string_view kInverse = "inverse";
+} // namespace rope
+
 /// moe.sgd_update: one SGD step (with optional momentum) for one parameter.
 namespace sgd_update {
 inline constexpr std::string_view kName = "moe.sgd_update";
