@@ -59,6 +59,11 @@ const Variant kVariants[] = {
      "gate = raw, capacity = switch(factor = 0.75), "
      "balance = any_topk)\n ffn(hidden = 8, activation = gelu_erf, glu = true)\n}",
      "balance_loss = 0.2"},
+    {"RopeGroupedQuery",
+     "positions = rope(base = 100, fraction = 0.5)\n"
+     "repeat 2 {\n attention(heads = 2, kv_heads = 1)\n"
+     " moe(experts = 3, k = 2, hidden = 6)\n}",
+     ""},
     {"UnitGateMultiQuery",
      "block {\n attention(heads = 2, kv_heads = 1)\n"
      " moe(experts = 4, k = 3, hidden = 4, activation = tanh, gate = unit)\n}",
