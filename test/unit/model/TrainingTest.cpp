@@ -221,6 +221,58 @@ INSTANTIATE_TEST_SUITE_P(Positions, KvCache,
                                       : std::string("HalfRope");
                          });
 
+// An encoder-decoder with rotary positions (encoder and decoder
+// self-attention turn, cross-attention does not) decodes from its caches
+// what teacher forcing computes.
+TEST(Decoding, RopeEncoderDecoderMatchesTeacherForcing) {
+  Bundle bundle = compileSource(R"(moe 1
+model t {
+  kind = encoder_decoder
+  vocab = 96
+  d_model = 16
+  max_seq = 10
+  positions = rope(fraction = 0.5)
+  share_embeddings = true
+  encoder {
+    repeat 1 {
+      attention(heads = 2)
+      ffn(hidden = 32)
+    }
+  }
+  decoder {
+    repeat 1 {
+      attention(heads = 2)
+      cross_attention(heads = 2)
+      ffn(hidden = 32)
+    }
+  }
+}
+data {
+  source = synthetic("translate")
+}
+)",
+                                "t.moe");
+  Session session(bundle);
+  // Sharp self-attention, so that positions matter.
+  for (const char *w : {"encoder.layers.0.attn.wq", "encoder.layers.0.attn.wk",
+                        "decoder.layers.0.attn.wq", "decoder.layers.0.attn.wk"})
+    session.setParam(w, test::randomWeights({16, 16}, w[0] + w[23], 1.0));
+  std::vector<int32_t> ids = {1, 40, 7, 33, 12, 5},
+                       src = {9, 21, 60, 2, 17, 44, 3, 0};
+  Tensor source = Tensor::of<int32_t>({1, 8}, src);
+  Tensor sourceMask = Tensor::of<int32_t>({1, 8}, {1, 1, 1, 1, 1, 1, 1, 0});
+  Batch batch;
+  batch.tokens = Tensor::of<int32_t>({1, 6}, ids);
+  batch.inputs = {{"source", source},
+                  {"source_mask", sourceMask},
+                  {"mask", Tensor::of<int32_t>({1, 6}, {1, 1, 1, 1, 1, 1})}};
+  std::vector<double> full = tensorValues(session.logits(batch));
+  session.run("encode", {{"source", source}, {"source_mask", sourceMask}});
+  expectAllClose(
+      decodeIncrementally(session, ids, 1, {{"source_mask", sourceMask}}),
+      full);
+}
+
 // Rotary positions reach the logits: the same weights without them give
 // others, and a token's logits depend on where it stands.
 TEST(Decoding, RopeMovesTheLogits) {
