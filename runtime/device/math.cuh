@@ -2,7 +2,8 @@
 //
 // Activations and their derivatives (the formulas of moe.activation), the
 // Philox-4x32-10 generator (bit-identical to runtime/lib/Philox.cpp, so
-// dropout masks agree with the cpu device), and the learning-rate schedule.
+// dropout masks agree with the cpu device), the learning-rate schedule and
+// the rotation of moe.rope.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,7 +92,7 @@ MOEC_DEVICE double philoxUniform(uint64_t seed, uint64_t stream,
 /// moe.lr_schedule at 1-based step `s`, in double.
 template <LrSchedule K>
 MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
-                                int64_t total, double final) {
+                                int64_t total, double final, double power) {
   double step = static_cast<double>(s), w = static_cast<double>(warmup);
   if (K != LrSchedule::Constant && s < warmup)
     return base * step / w;
@@ -100,13 +101,44 @@ MOEC_DEVICE double learningRate(int64_t s, double base, int64_t warmup,
   if (K == LrSchedule::InverseSqrt)
     return warmup > 0 ? base * sqrt(w / step) : base / sqrt(step);
   double span = total - warmup > 1 ? static_cast<double>(total - warmup) : 1.0;
-  if (K == LrSchedule::Linear) {
+  if (K == LrSchedule::Linear || K == LrSchedule::Polynomial) {
     double left = total - s > 0 ? static_cast<double>(total - s) : 0.0;
-    return final + (base - final) * left / span;
+    if (K == LrSchedule::Linear)
+      return final + (base - final) * left / span;
+    return final + (base - final) * pow(left / span, power);
   }
   double progress = (step - w) / span;
   progress = progress < 1.0 ? progress : 1.0;
   return final + (base - final) * 0.5 * (1.0 + cos(3.141592653589793 * progress));
+}
+
+/// cos and sin of moe.rope's angle for pair `pair` of a `rotaryDim`-wide
+/// rotation at position p: f32 values computed as the op defines them, so
+/// every device gets the bits the cpu device gets.
+MOEC_DEVICE void ropeCosSin(int64_t p, int64_t pair, int64_t rotaryDim,
+                            double base, float &c, float &s) {
+  float inv = static_cast<float>(pow(base, -2.0 * static_cast<double>(pair) /
+                                               static_cast<double>(rotaryDim)));
+  double angle = static_cast<double>(static_cast<float>(p) * inv);
+  c = static_cast<float>(cos(angle));
+  s = static_cast<float>(sin(angle));
+}
+
+/// Element i of moe.rope over x [rows, heads * HeadDim] whose row is at
+/// position p: x[i] * cos + partner * (-sin in the first half, +sin in the
+/// second), the sign flipped by Inverse.
+template <int64_t HeadDim, int64_t RotaryDim, bool Inverse, typename T>
+MOEC_DEVICE float rope(gptr<const T> x, int64_t i, int64_t p, double base) {
+  const float v = toFloat(x[i]);
+  const int64_t j = i % HeadDim;
+  if (j >= RotaryDim)
+    return v;
+  constexpr int64_t kHalf = RotaryDim / 2;
+  const bool first = j < kHalf;
+  const float partner = toFloat(x[first ? i + kHalf : i - kHalf]);
+  float c, s;
+  ropeCosSin(p, first ? j : j - kHalf, RotaryDim, base, c, s);
+  return v * c + partner * (first != Inverse ? -s : s);
 }
 
 } // namespace moec

@@ -16,6 +16,30 @@ func.func @wrong_start(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf
 
 // -----
 
+func.func @rope_of_a_register(%x: tensor<2x3x8xf32>, %s: tensor<i64>) -> tensor<2x3x8xf32> {
+  %0 = moe.kernel elementwise {
+    %1 = arith.addf %x, %x : tensor<2x3x8xf32>
+    // expected-error @+1 {{'moe.rope' op reads x at two elements, so x must come from before its kernel}}
+    %2 = moe.rope %1, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<2x3x8xf32>
+    moe.yield %2 : tensor<2x3x8xf32>
+  } : tensor<2x3x8xf32>
+  return %0 : tensor<2x3x8xf32>
+}
+
+// -----
+
+func.func @rope_in_a_gemm(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32>, %s: tensor<i64>) -> tensor<2x3x8xf32> {
+  %0 = moe.kernel gemm {
+    %1 = moe.linear %x, %w : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    // expected-error @+1 {{'moe.rope' op cannot follow earlier ops in a 'gemm' kernel}}
+    %2 = moe.rope %1, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<2x3x8xf32>
+    moe.yield %2 : tensor<2x3x8xf32>
+  } : tensor<2x3x8xf32>
+  return %0 : tensor<2x3x8xf32>
+}
+
+// -----
+
 func.func @wrong_member(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %0 = moe.kernel experts {
     // expected-error @+1 {{'moe.linear' op cannot start a 'experts' kernel}}

@@ -102,6 +102,46 @@ func.func @positions_width(%x: tensor<2x3x4xf32>, %t: tensor<8x5xf32>, %s: tenso
 
 // -----
 
+func.func @rope_odd(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{rotary_dim (3) must be even and at most head_dim (4)}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 3 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_too_wide(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{rotary_dim (6) must be even and at most head_dim (4)}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 6 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_width(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{x width (num_heads * head_dim) must be 12, got 8}}
+  %0 = moe.rope %x, %s {num_heads = 3 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<6x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{x must have rank 3, got [6, 8]}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<6x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @rope_base(%x: tensor<2x3x8xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{base must be a finite number > 0, got 0}}
+  %0 = moe.rope %x, %s {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, base = 0.0 : f64} : (tensor<2x3x8xf32>, tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
 func.func @linear_k(%x: tensor<?x4xf32>, %w: tensor<5x6xf32>) {
   // expected-error @+1 {{weight input dimension must be 4, got 5}}
   %0 = moe.linear %x, %w : (tensor<?x4xf32>, tensor<5x6xf32>) -> tensor<*xf32>
@@ -422,6 +462,22 @@ func.func @lr_decay(%s: tensor<i64>) {
 
 // -----
 
+func.func @lr_polynomial_decay(%s: tensor<i64>) {
+  // expected-error @+1 {{total_steps (5) must exceed warmup (10) for a decaying schedule}}
+  %0 = moe.lr_schedule %s {kind = #moe.schedule<polynomial>, base_lr = 1.0 : f64, warmup = 10 : i64, total_steps = 5 : i64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @lr_power(%s: tensor<i64>) {
+  // expected-error @+1 {{power must be a finite number > 0, got -1}}
+  %0 = moe.lr_schedule %s {kind = #moe.schedule<polynomial>, base_lr = 1.0 : f64, total_steps = 5 : i64, power = -1.0 : f64} : (tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @global_norm_empty() {
   // expected-error @+1 {{needs at least one input}}
   %0 = moe.global_norm : () -> tensor<f32>
@@ -486,9 +542,6 @@ func.func @router_mask_shape(%logits: tensor<3x4xf32>, %mask: tensor<4xi32>) {
 
 // -----
 
-func.func @split_width(%x: tensor<2x3x10xf32>) {
-  // expected-error @+1 {{the feature width 10 of x [2, 3, 10] is not a multiple of parts = 4}}
-  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x10xf32>) -> tensor<*xf32>
 func.func @normalize_rows_eps(%x: tensor<4x16xf32>) {
   // expected-error @+1 {{eps must be > 0, got 0}}
   %y = moe.normalize_rows %x {eps = 0.0 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
@@ -497,9 +550,6 @@ func.func @normalize_rows_eps(%x: tensor<4x16xf32>) {
 
 // -----
 
-func.func @merge_rows(%x: tensor<2x6x4xf32>) {
-  // expected-error @+1 {{the row count 6 of x [2, 6, 4] is not a multiple of parts = 4}}
-  %0 = moe.merge_tokens %x {parts = 4 : i64} : (tensor<2x6x4xf32>) -> tensor<*xf32>
 func.func @normalize_rows_scalar(%x: tensor<f32>) {
   // expected-error @+1 {{x must have rank >= 1, got []}}
   %y = moe.normalize_rows %x : (tensor<f32>) -> tensor<f32>
@@ -508,9 +558,6 @@ func.func @normalize_rows_scalar(%x: tensor<f32>) {
 
 // -----
 
-func.func @split_result(%x: tensor<2x3x8xf32>) {
-  // expected-error @+1 {{result #0 has type 'tensor<2x6x4xf32>' but its operands imply shape [2, 12, 2]}}
-  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x8xf32>) -> tensor<2x6x4xf32>
 func.func @normalize_rows_result(%x: tensor<4x16xf32>) {
   // expected-error @+1 {{result #0 has type 'tensor<4x8xf32>' but its operands imply shape [4, 16]}}
   %y = moe.normalize_rows %x : (tensor<4x16xf32>) -> tensor<4x8xf32>
@@ -519,9 +566,6 @@ func.func @normalize_rows_result(%x: tensor<4x16xf32>) {
 
 // -----
 
-func.func @split_rank(%x: tensor<8xf32>) {
-  // expected-error @+1 {{x must have rank >= 2, got [8]}}
-  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<8xf32>) -> tensor<*xf32>
 func.func @normalize_rows_grad_dy(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>) {
   // expected-error @+1 {{dy must have shape [4, 16], got [4, 8]}}
   %dx = moe.normalize_rows_grad %x, %dy : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<4x16xf32>
@@ -530,9 +574,6 @@ func.func @normalize_rows_grad_dy(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>) {
 
 // -----
 
-func.func @routing_stats_parts(%e: tensor<6x2xi32>, %s: tensor<6x2xi32>) {
-  // expected-error @+1 {{the rows 6 of expert [6, 2] are not a multiple of parts = 4}}
-  %0 = moe.routing_stats %e, %s {parts = 4 : i64, num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<*xf32>
 func.func @rescale_rows_norm(%x: tensor<4x16xf32>) {
   // expected-error @+1 {{norm must be a finite number > 0, got -1.5}}
   %y = moe.rescale_rows %x {norm = -1.5 : f64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
@@ -552,5 +593,45 @@ func.func @finite_or_min_result(%x: tensor<4x8xf32>) {
 func.func @finite_or_min_grad_dy(%x: tensor<4x8xf32>, %dy: tensor<4x7xf32>) {
   // expected-error @+1 {{dy must have shape [4, 8], got [4, 7]}}
   %dx = moe.finite_or_min_grad %x, %dy : (tensor<4x8xf32>, tensor<4x7xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @split_width(%x: tensor<2x3x10xf32>) {
+  // expected-error @+1 {{the feature width 10 of x [2, 3, 10] is not a multiple of parts = 4}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x10xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @merge_rows(%x: tensor<2x6x4xf32>) {
+  // expected-error @+1 {{the row count 6 of x [2, 6, 4] is not a multiple of parts = 4}}
+  %0 = moe.merge_tokens %x {parts = 4 : i64} : (tensor<2x6x4xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @split_result(%x: tensor<2x3x8xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<2x6x4xf32>' but its operands imply shape [2, 12, 2]}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<2x3x8xf32>) -> tensor<2x6x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_rank(%x: tensor<8xf32>) {
+  // expected-error @+1 {{x must have rank >= 2, got [8]}}
+  %0 = moe.split_tokens %x {parts = 4 : i64} : (tensor<8xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+func.func @routing_stats_parts(%e: tensor<6x2xi32>, %s: tensor<6x2xi32>) {
+  // expected-error @+1 {{the rows 6 of expert [6, 2] are not a multiple of parts = 4}}
+  %0 = moe.routing_stats %e, %s {parts = 4 : i64, num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<*xf32>
   return
 }

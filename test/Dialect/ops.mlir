@@ -27,6 +27,15 @@ func.func @embeddings(%ids: tensor<2x3xi32>, %table: tensor<10x4xf32>, %pos: ten
   return %dt, %dp : tensor<10x4xf32>, tensor<8x4xf32>
 }
 
+// CHECK-LABEL: func @rope
+func.func @rope(%q: tensor<?x?x8xf32>, %start: tensor<i64>) -> tensor<?x?x8xf32> {
+  // CHECK: moe.rope %{{.*}}, %{{.*}} {head_dim = 4 : i64, num_heads = 2 : i64, rotary_dim = 2 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  %y = moe.rope %q, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 2 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  // CHECK: moe.rope %{{.*}}, %{{.*}} {base = 5.000000e+05 : f64, head_dim = 4 : i64, inverse, num_heads = 2 : i64, rotary_dim = 4 : i64}
+  %dy = moe.rope %y, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, base = 5.0e5 : f64, inverse} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  return %dy : tensor<?x?x8xf32>
+}
+
 // CHECK-LABEL: func @dense
 func.func @dense(%x: tensor<?x?x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, %g: tensor<4xf32>, %seed: tensor<i64>) -> tensor<?x?x4xf32> {
   // CHECK: moe.linear %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<?x?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x?x6xf32>
@@ -118,6 +127,8 @@ func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x
 func.func @optimizers(%p: tensor<4x8xf32>, %step: tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   // CHECK: moe.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, kind = #moe.schedule<cosine>, total_steps = 100 : i64, warmup = 10 : i64}
   %lr = moe.lr_schedule %step {kind = #moe.schedule<cosine>, base_lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64} : (tensor<i64>) -> tensor<f32>
+  // CHECK: moe.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, final_lr = 1.000000e-05 : f64, kind = #moe.schedule<polynomial>, power = 2.000000e+00 : f64, total_steps = 100 : i64, warmup = 10 : i64}
+  %lr2 = moe.lr_schedule %step {kind = #moe.schedule<polynomial>, base_lr = 1.0e-3 : f64, warmup = 10 : i64, total_steps = 100 : i64, final_lr = 1.0e-5 : f64, power = 2.0 : f64} : (tensor<i64>) -> tensor<f32>
   // CHECK: moe.global_norm
   %n = moe.global_norm %p, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
   // CHECK: moe.adam_update {{.*}} decoupled
@@ -143,14 +154,6 @@ func.func @fused_kernel(%x: tensor<4x8xf32>, %w: tensor<8x32xf32>) -> tensor<4x3
   return %y : tensor<4x32xf32>
 }
 
-// MH-MoE's token split and merge: [B, S, 8] as [B, 4*S, 2] and back.
-// CHECK-LABEL: func.func @split_and_merge
-// CHECK: moe.split_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
-// CHECK: moe.merge_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
-func.func @split_and_merge(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
-  %s = moe.split_tokens %x {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
-  %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
-  return %m : tensor<?x?x8xf32>
 // CHECK-LABEL: func @gate_scores
 func.func @gate_scores(%x: tensor<?x?x16xf32>, %wg: tensor<8x16xf32>, %l: tensor<?x8xbf16>) -> (tensor<8x16xf32>, tensor<?x8xbf16>) {
   // CHECK: moe.rescale_rows %{{.*}} {norm = 1.500000e+00 : f64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -167,4 +170,14 @@ func.func @gate_scores(%x: tensor<?x?x16xf32>, %wg: tensor<8x16xf32>, %l: tensor
   // CHECK: moe.finite_or_min_grad %{{.*}}, %{{.*}} : (tensor<?x8xbf16>, tensor<?x8xbf16>) -> tensor<?x8xbf16>
   %df = moe.finite_or_min_grad %l, %f : (tensor<?x8xbf16>, tensor<?x8xbf16>) -> tensor<?x8xbf16>
   return %dn, %df : tensor<8x16xf32>, tensor<?x8xbf16>
+}
+
+// MH-MoE's token split and merge: [B, S, 8] as [B, 4*S, 2] and back.
+// CHECK-LABEL: func.func @split_and_merge
+// CHECK: moe.split_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
+// CHECK: moe.merge_tokens %{{.*}} {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+func.func @split_and_merge(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+  %s = moe.split_tokens %x {parts = 4 : i64} : (tensor<?x?x8xf32>) -> tensor<?x?x2xf32>
+  %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+  return %m : tensor<?x?x8xf32>
 }

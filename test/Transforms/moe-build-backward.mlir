@@ -157,3 +157,28 @@ func.func @loss(%w: tensor<f32> {moe.param = @w}) -> (tensor<f32> {moe.output = 
 // expected-error @+1 {{no objective function: expected a function with moe.entry = "loss"}}
 module {
 }
+
+// -----
+
+// A rotation's gradient is the rotation back (moe.rope with `inverse`) from
+// the same start; the start itself gets no gradient.
+
+moe.param @wq : tensor<4x8xf32> {init = #moe.init<normal>}
+
+func.func @loss(%wq: tensor<4x8xf32> {moe.param = @wq},
+                %x: tensor<?x?x4xf32> {moe.input = "x", moe.dims = ["B", "S", 4]})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %start = arith.constant dense<0> : tensor<i64>
+  %q = moe.linear %x, %wq : (tensor<?x?x4xf32>, tensor<4x8xf32>) -> tensor<?x?x8xf32>
+  %rq = moe.rope %q, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 2 : i64, base = 100.0 : f64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+  %l = moe.z_loss %rq : (tensor<?x?x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK:      %[[START:.*]] = arith.constant dense<0> : tensor<i64>
+// CHECK:      %[[Q:.*]] = moe.linear
+// CHECK:      %[[RQ:.*]] = moe.rope %[[Q]], %[[START]] {base = 1.000000e+02 : f64, head_dim = 4 : i64, num_heads = 2 : i64, rotary_dim = 2 : i64}
+// CHECK:      %[[DRQ:.*]] = moe.z_loss_grad %[[RQ]]
+// CHECK:      %[[DQ:.*]] = moe.rope %[[DRQ]], %[[START]] {base = 1.000000e+02 : f64, head_dim = 4 : i64, inverse, num_heads = 2 : i64, rotary_dim = 2 : i64}
+// CHECK:      moe.linear_grad %{{.*}}, %{{.*}}, %[[DQ]]

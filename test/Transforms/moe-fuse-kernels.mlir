@@ -103,4 +103,27 @@ module {
     %dwg = moe.normalize_rows_grad %r, %dn : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     return %s, %dwg : tensor<?x4xf32>, tensor<4x8xf32>
   }
+
+  // moe.rope joins an elementwise run, the queries' and the keys' side by
+  // side, but only when its x comes from before the run: a rope of a value
+  // the run computes starts a kernel of its own.
+  // CHECK-LABEL: func.func @rotary
+  func.func @rotary(%q: tensor<?x?x8xf32> {moe.input = "q", moe.dims = ["B", "S", 8]},
+                    %k: tensor<?x?x8xf32> {moe.input = "k", moe.dims = ["B", "S", 8]},
+                    %start: tensor<i64> {moe.input = "start"})
+      -> (tensor<?x?x8xf32> {moe.output = "q"}, tensor<?x?x8xf32> {moe.output = "k"})
+      attributes {moe.entry = "rotary"} {
+    // CHECK: %[[QK:.*]]:2 = moe.kernel elementwise {
+    // CHECK-NEXT: moe.rope %{{.*}}, %{{.*}} {head_dim = 4 : i64, num_heads = 2
+    %rq = moe.rope %q, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+    // CHECK-NEXT: moe.rope %{{.*}}, %{{.*}} {head_dim = 8 : i64, num_heads = 1
+    %rk = moe.rope %k, %start {num_heads = 1 : i64, head_dim = 8 : i64, rotary_dim = 4 : i64} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+    // CHECK-NEXT: %[[S:.*]] = arith.addf
+    // CHECK-NEXT: moe.yield
+    %sum = arith.addf %rq, %rk : tensor<?x?x8xf32>
+    // CHECK: moe.kernel elementwise {
+    // CHECK-NEXT: moe.rope %[[QK]]#1, %{{.*}} {head_dim = 4 : i64, inverse
+    %back = moe.rope %sum, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, inverse} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
+    return %back, %rq : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+  }
 }

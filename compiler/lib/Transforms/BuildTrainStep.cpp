@@ -56,7 +56,7 @@ struct Optimizer {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
          momentum = 0, clipNorm = 0;
   LrSchedule schedule = LrSchedule::Constant;
-  double lr = 0, finalLr = 0;
+  double lr = 0, finalLr = 0, power = 1;
   int64_t warmup = 0, totalSteps = 0;
 
   unsigned numMoments() const { return kind == "sgd" ? 1 : 2; }
@@ -92,9 +92,9 @@ FailureOr<Optimizer> readOptimizer(ModuleOp module) {
   if (!get("lr", o.lr, {}) || !get("beta1", o.beta1, o.beta1) ||
       !get("beta2", o.beta2, o.beta2) || !get("eps", o.eps, o.eps) ||
       !get("weight_decay", o.weightDecay, 0.0) ||
-      !get("momentum", o.momentum, 0.0) ||
-      !get("clip_norm", o.clipNorm, 0.0) || !get("warmup", warmup, 0.0) ||
-      !get("total_steps", total, 0.0) || !get("final_lr", o.finalLr, 0.0))
+      !get("momentum", o.momentum, 0.0) || !get("clip_norm", o.clipNorm, 0.0) ||
+      !get("warmup", warmup, 0.0) || !get("total_steps", total, 0.0) ||
+      !get("final_lr", o.finalLr, 0.0) || !get("power", o.power, 1.0))
     return failure();
   o.warmup = static_cast<int64_t>(warmup);
   o.totalSteps = static_cast<int64_t>(total);
@@ -201,7 +201,10 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
       loc, RankedTensorType::get({}, b.getF32Type()), stepValue,
       LrScheduleAttr::get(ctx, opt->schedule), b.getF64FloatAttr(opt->lr),
       b.getI64IntegerAttr(opt->warmup), b.getI64IntegerAttr(opt->totalSteps),
-      b.getF64FloatAttr(opt->finalLr));
+      b.getF64FloatAttr(opt->finalLr),
+      // The default stays implicit, so plans of other schedules read as
+      // before.
+      opt->power == 1.0 ? FloatAttr() : b.getF64FloatAttr(opt->power));
   Type floatType = b.getF32Type();
   if (!grads.empty())
     floatType = cast<TensorType>(grads.front().getType()).getElementType();

@@ -14,6 +14,7 @@
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
 //   row_scale   moe.normalize_rows or moe.rescale_rows
 //   elementwise runs of elementwise ops over the same number of elements
+//               (moe.rope among them, when its x comes from before the run)
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
 //
 // and every other op forms a group of its own. A group is a contiguous run
@@ -45,7 +46,7 @@ namespace {
 /// The kind of the group an op starts, if it starts one.
 std::optional<KernelKind> kindOf(Operation *op) {
   using K = KernelKind;
-  if (isElementwiseOp(op) || isa<LrScheduleOp>(op))
+  if (isElementwiseOp(op) || isa<LrScheduleOp, RopeOp>(op))
     return op->getNumResults() == 1 && isScalarTensor(op->getResult(0))
                ? K::Scalar
                : K::Elementwise;
@@ -189,7 +190,8 @@ private:
       return kind == K::Scalar && available(op);
     if (groupKind == K::Elementwise)
       return kind == K::Elementwise && available(op) &&
-             sameElements(op->getResult(0), group.front()->getResult(0));
+             sameElements(op->getResult(0), group.front()->getResult(0)) &&
+             !(isa<RopeOp>(op) && inGroup(op->getOperand(0)));
     if (groupKind == K::Optimizer)
       return isa<AdamUpdateOp, SgdUpdateOp>(op);
     if (!feedsFromGroup(op))

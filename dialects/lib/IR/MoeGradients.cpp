@@ -44,6 +44,20 @@ LogicalResult AddPositionsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+/// A rotation's transpose is the rotation back: the same op with
+/// `inverse` flipped.
+LogicalResult RopeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                    SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  grads[0] = b.create<RopeOp>(getLoc(), getX().getType(), dys[0], getStart(),
+                              getNumHeadsAttr(), getHeadDimAttr(),
+                              getRotaryDimAttr(), getBaseAttr(),
+                              getInverse() ? UnitAttr() : b.getUnitAttr());
+  return success();
+}
+
 LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                       SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);

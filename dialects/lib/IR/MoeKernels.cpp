@@ -26,7 +26,8 @@ bool producesScalar(Operation *op) {
 bool kindAccepts(KernelKind kind, Operation *op, bool first) {
   switch (kind) {
   case KernelKind::Elementwise:
-    return isElementwiseOp(op) && !producesScalar(op);
+    // moe.rope reads a partner element of its x (verify() keeps x outside).
+    return (isElementwiseOp(op) || isa<RopeOp>(op)) && !producesScalar(op);
   case KernelKind::Scalar:
     return (isElementwiseOp(op) || isa<LrScheduleOp>(op)) &&
            producesScalar(op);
@@ -257,6 +258,13 @@ LogicalResult KernelOp::verify() {
       return op.emitOpError("cannot ")
              << (first ? "start" : "follow earlier ops in") << " a '"
              << stringifyKernelKind(getKind()) << "' kernel";
+    // A kernel holds one element of a value in registers, but moe.rope
+    // reads two elements of x: x must be in memory already.
+    if (auto rope = dyn_cast<RopeOp>(op))
+      if (Operation *def = rope.getX().getDefiningOp())
+        if (def->getParentOp() == getOperation())
+          return op.emitOpError("reads x at two elements, so x must come "
+                                "from before its kernel");
     first = false;
     planned = planned || op.hasAttr(attrs::kStep);
   }

@@ -12,6 +12,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include <cmath>
 
 #include <cmath>
 
@@ -241,6 +242,32 @@ AddPositionsGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   return success();
 }
 LogicalResult AddPositionsGradOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult RopeOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                          SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "x", 3)) || failed(c.rank(1, "start", 0)))
+    return failure();
+  int64_t heads = static_cast<int64_t>(getNumHeads());
+  int64_t headDim = static_cast<int64_t>(getHeadDim());
+  if (failed(c.dim(s[0][2], SymDim(heads * headDim),
+                   "x width (num_heads * head_dim)")))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult RopeOp::verify() {
+  int64_t headDim = static_cast<int64_t>(getHeadDim());
+  int64_t rotary = static_cast<int64_t>(getRotaryDim());
+  if (rotary % 2 != 0 || rotary > headDim)
+    return emitOpError("rotary_dim (")
+           << rotary << ") must be even and at most head_dim (" << headDim
+           << ")";
+  double base = getBase().convertToDouble();
+  if (!(base > 0) || !std::isfinite(base))
+    return emitOpError("base must be a finite number > 0, got ") << base;
+  return verifyWithShapes(*this);
+}
 
 //===----------------------------------------------------------------------===//
 // Dense layers.
@@ -970,11 +997,16 @@ LogicalResult LrScheduleOp::verify() {
   int64_t total = static_cast<int64_t>(getTotalSteps());
   if (warmup < 0 || total < 0)
     return emitOpError("warmup and total_steps must be >= 0");
-  if ((getKind() == LrSchedule::Linear || getKind() == LrSchedule::Cosine) &&
+  LrSchedule kind = getKind();
+  if ((kind == LrSchedule::Linear || kind == LrSchedule::Cosine ||
+       kind == LrSchedule::Polynomial) &&
       total <= warmup)
     return emitOpError("total_steps (")
            << total << ") must exceed warmup (" << warmup
            << ") for a decaying schedule";
+  double power = getPower().convertToDouble();
+  if (!(power > 0) || !std::isfinite(power))
+    return emitOpError("power must be a finite number > 0, got ") << power;
   return verifyWithShapes(*this);
 }
 

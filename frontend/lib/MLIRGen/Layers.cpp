@@ -11,6 +11,7 @@
 #include "ModuleEmitter.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include <cmath>
+#include <tuple>
 
 using namespace moec::frontend;
 using namespace mlir;
@@ -22,16 +23,11 @@ Value ModuleEmitter::embed(Function &fn, const StackSpec &stack, Value ids,
   Value x = b.create<EmbeddingOp>(loc, unranked(), ids,
                                   param(fn, tokenTable(stack)),
                                   b.getF64FloatAttr(scale));
-  if (model.positions != Positions::None) {
-    Value start = fn.past;
-    if (!start) {
-      auto type = RankedTensorType::get({}, b.getI64Type());
-      start = b.create<arith::ConstantOp>(
-          loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(0)));
-    }
+  if (model.positions == Positions::Learned ||
+      model.positions == Positions::Sinusoidal)
     x = b.create<AddPositionsOp>(loc, unranked(), x,
-                                 param(fn, positionTable(stack)), start);
-  }
+                                 param(fn, positionTable(stack)),
+                                 firstPosition(fn, loc));
   if (segments)
     x = b.create<arith::AddFOp>(
         loc, x,
@@ -80,25 +76,48 @@ Value ModuleEmitter::sublayer(Function &fn, const StackContext &sc,
   llvm_unreachable("unknown sublayer kind");
 }
 
+Value ModuleEmitter::firstPosition(Function &fn, Location loc) {
+  if (fn.past)
+    return fn.past;
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  return b.create<arith::ConstantOp>(
+      loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(0)));
+}
+
 std::pair<Value, Value>
-ModuleEmitter::keysAndValues(Function &fn, const StackContext &sc, bool cross,
-                             const std::string &p, Value h, Location loc) {
+ModuleEmitter::projectKeysAndValues(Function &fn, const StackContext &sc,
+                                    bool cross, const std::string &p, Value h,
+                                    Location loc) {
   if (cross && fn.mode == Mode::Decode)
     return {fn.cacheArgs.at("xkv." + p + ".k"),
             fn.cacheArgs.at("xkv." + p + ".v")};
   Value source = cross ? sc.memory : h;
-  Value k = linear(fn, source, p + ".wk", p + ".bk", loc);
-  Value v = linear(fn, source, p + ".wv", p + ".bv", loc);
-  if (!cross && fn.mode == Mode::Decode) {
-    std::string cache = "kv." + p;
-    k = b.create<KvCacheWriteOp>(loc, unranked(), fn.cacheArgs.at(cache + ".k"),
-                                 k, fn.past);
-    v = b.create<KvCacheWriteOp>(loc, unranked(), fn.cacheArgs.at(cache + ".v"),
-                                 v, fn.past);
-    fn.updates.push_back({cache + ".k", k});
-    fn.updates.push_back({cache + ".v", v});
-  }
+  return {linear(fn, source, p + ".wk", p + ".bk", loc),
+          linear(fn, source, p + ".wv", p + ".bv", loc)};
+}
+
+std::pair<Value, Value> ModuleEmitter::cacheKeysAndValues(Function &fn,
+                                                          bool cross,
+                                                          const std::string &p,
+                                                          Value k, Value v,
+                                                          Location loc) {
+  if (cross || fn.mode != Mode::Decode)
+    return {k, v};
+  std::string cache = "kv." + p;
+  k = b.create<KvCacheWriteOp>(loc, unranked(), fn.cacheArgs.at(cache + ".k"),
+                               k, fn.past);
+  v = b.create<KvCacheWriteOp>(loc, unranked(), fn.cacheArgs.at(cache + ".v"),
+                               v, fn.past);
+  fn.updates.push_back({cache + ".k", k});
+  fn.updates.push_back({cache + ".v", v});
   return {k, v};
+}
+
+std::pair<Value, Value>
+ModuleEmitter::keysAndValues(Function &fn, const StackContext &sc, bool cross,
+                             const std::string &p, Value h, Location loc) {
+  auto [k, v] = projectKeysAndValues(fn, sc, cross, p, h, loc);
+  return cacheKeysAndValues(fn, cross, p, k, v, loc);
 }
 
 namespace {
@@ -118,7 +137,15 @@ Value ModuleEmitter::attention(Function &fn, const StackContext &sc,
                                const AttentionSpec &a, const std::string &p,
                                Value h, Location loc) {
   Value q = linear(fn, h, p + ".wq", p + ".bq", loc);
-  auto [k, v] = keysAndValues(fn, sc, a.cross, p, h, loc);
+  auto [k, v] = projectKeysAndValues(fn, sc, a.cross, p, h, loc);
+  if (!a.cross && a.rotaryDim > 0) {
+    // Side by side, so that one kernel rotates both (when their widths
+    // agree); the cache then holds rotated keys, as a full pass computes.
+    Value start = firstPosition(fn, loc);
+    q = rope(q, start, a.heads, a, loc);
+    k = rope(k, start, a.kvHeads, a, loc);
+  }
+  std::tie(k, v) = cacheKeysAndValues(fn, a.cross, p, k, v, loc);
   Value past = !a.cross && fn.mode == Mode::Decode ? fn.past : Value();
   auto op = b.create<AttentionOp>(
       loc, TypeRange{unranked(), unrankedMaster()}, q, k, v, past,
@@ -126,6 +153,14 @@ Value ModuleEmitter::attention(Function &fn, const StackContext &sc,
       b.getI64IntegerAttr(a.kvHeads), b.getF64FloatAttr(a.scale),
       a.causal ? b.getUnitAttr() : UnitAttr());
   return linear(fn, op.getResult(), p + ".wo", p + ".bo", loc);
+}
+
+Value ModuleEmitter::rope(Value x, Value start, int64_t heads,
+                          const AttentionSpec &a, Location loc) {
+  return b.create<RopeOp>(loc, unranked(), x, start, b.getI64IntegerAttr(heads),
+                          b.getI64IntegerAttr(a.headDim),
+                          b.getI64IntegerAttr(a.rotaryDim),
+                          b.getF64FloatAttr(model.rope.base), UnitAttr());
 }
 
 Value ModuleEmitter::moa(Function &fn, const StackContext &sc,

@@ -144,6 +144,21 @@ public:
   std::pair<mlir::Value, mlir::Value>
   keysAndValues(Function &fn, const StackContext &sc, bool cross,
                 const std::string &p, mlir::Value h, mlir::Location loc);
+  /// keysAndValues in two steps, so that keys can rotate in between: the
+  /// projections (the cross-attention caches when decoding), then the
+  /// self-attention KV cache writes of decode programs.
+  std::pair<mlir::Value, mlir::Value>
+  projectKeysAndValues(Function &fn, const StackContext &sc, bool cross,
+                       const std::string &p, mlir::Value h, mlir::Location loc);
+  std::pair<mlir::Value, mlir::Value>
+  cacheKeysAndValues(Function &fn, bool cross, const std::string &p,
+                     mlir::Value k, mlir::Value v, mlir::Location loc);
+  /// moe.rope of queries or keys (`heads` heads) of a self-attention layer.
+  mlir::Value rope(mlir::Value x, mlir::Value start, int64_t heads,
+                   const AttentionSpec &a, mlir::Location loc);
+  /// The position of the program's first token: the cache length when
+  /// decoding, else 0.
+  mlir::Value firstPosition(Function &fn, mlir::Location loc);
   mlir::Value ffn(Function &fn, const FfnSpec &f, const std::string &p,
                   mlir::Value h, mlir::Location loc);
   mlir::Value moeLayer(Function &fn, const MoeLayerSpec &e,

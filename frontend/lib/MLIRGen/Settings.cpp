@@ -93,31 +93,33 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
                     b.getNamedAttr("max_predictions",
                                    i(model.mlm.maxPredictions))})));
   module->setAttr(attrs::kModel, b.getDictionaryAttr(modelAttrs));
-  module->setAttr(
-      attrs::kTraining,
-      b.getDictionaryAttr({
-          b.getNamedAttr("optimizer", s(t.optimizer)),
-          b.getNamedAttr("lr", f(t.lr)),
-          b.getNamedAttr("beta1", f(t.beta1)),
-          b.getNamedAttr("beta2", f(t.beta2)),
-          b.getNamedAttr("eps", f(t.eps)),
-          b.getNamedAttr("weight_decay", f(t.weightDecay)),
-          b.getNamedAttr("momentum", f(t.momentum)),
-          b.getNamedAttr("schedule", s(stringifyLrSchedule(t.schedule))),
-          b.getNamedAttr("warmup", i(t.warmup)),
-          b.getNamedAttr("total_steps", i(t.steps)),
-          b.getNamedAttr("final_lr", f(t.finalLr)),
-          b.getNamedAttr("clip_norm", f(t.clipNorm)),
-          b.getNamedAttr("batch", i(t.batch)),
-          b.getNamedAttr("seq_len", i(t.seqLen)),
-          b.getNamedAttr("steps", i(t.steps)),
-          b.getNamedAttr("seed", i(t.seed)),
-          b.getNamedAttr("log_every", i(t.logEvery)),
-          b.getNamedAttr("balance_loss", f(t.balanceLoss)),
-          b.getNamedAttr("z_loss", f(t.zLoss)),
-          b.getNamedAttr("cv_loss", f(t.cvLoss)),
-          b.getNamedAttr("label_smoothing", f(t.labelSmoothing)),
-      }));
+  SmallVector<NamedAttribute> trainingAttrs = {
+      b.getNamedAttr("optimizer", s(t.optimizer)),
+      b.getNamedAttr("lr", f(t.lr)),
+      b.getNamedAttr("beta1", f(t.beta1)),
+      b.getNamedAttr("beta2", f(t.beta2)),
+      b.getNamedAttr("eps", f(t.eps)),
+      b.getNamedAttr("weight_decay", f(t.weightDecay)),
+      b.getNamedAttr("momentum", f(t.momentum)),
+      b.getNamedAttr("schedule", s(stringifyLrSchedule(t.schedule))),
+      b.getNamedAttr("warmup", i(t.warmup)),
+      b.getNamedAttr("total_steps", i(t.steps)),
+      b.getNamedAttr("final_lr", f(t.finalLr)),
+      b.getNamedAttr("clip_norm", f(t.clipNorm)),
+      b.getNamedAttr("batch", i(t.batch)),
+      b.getNamedAttr("seq_len", i(t.seqLen)),
+      b.getNamedAttr("steps", i(t.steps)),
+      b.getNamedAttr("seed", i(t.seed)),
+      b.getNamedAttr("log_every", i(t.logEvery)),
+      b.getNamedAttr("balance_loss", f(t.balanceLoss)),
+      b.getNamedAttr("z_loss", f(t.zLoss)),
+      b.getNamedAttr("cv_loss", f(t.cvLoss)),
+      b.getNamedAttr("label_smoothing", f(t.labelSmoothing)),
+  };
+  // Only the schedule that has a power names one.
+  if (t.schedule == LrSchedule::Polynomial)
+    trainingAttrs.push_back(b.getNamedAttr("power", f(t.power)));
+  module->setAttr(attrs::kTraining, b.getDictionaryAttr(trainingAttrs));
   const DataSourceSpec &d = spec.data;
   module->setAttr(attrs::kData,
                   b.getDictionaryAttr({

@@ -269,12 +269,14 @@ std::vector<OwnerInfo> buildSchema() {
                                      "f(x))"),
                              "pre"),
                     {"pre", "post"}),
-            choices(fallback(setting("positions", T::Name,
-                                     "absolute positions: learned "
-                                     "embeddings, fixed sinusoids (fairseq's "
-                                     "layout), or none"),
+            choices(fallback(setting("positions", T::Call,
+                                     "how tokens know their position: "
+                                     "learned or fixed sinusoidal (fairseq's "
+                                     "layout) absolute embeddings, rotary "
+                                     "embeddings of the self-attention "
+                                     "queries and keys, or none"),
                              "learned"),
-                    {"learned", "sinusoidal", "none"}),
+                    {"learned", "sinusoidal", "none", "rope"}),
             range(fallback(setting("segments", T::Integer,
                                    "segment (token type) embeddings for "
                                    "sentence pairs, 2 as in BERT; 0: none "
@@ -324,6 +326,32 @@ std::vector<OwnerInfo> buildSchema() {
                                 "added to the mean square"),
                         "1e-6"),
                1e-30)});
+
+  owner("positions learned", "positions 'learned'",
+        "A trained [max_seq, d_model] table added to the token embeddings "
+        "(per stack in encoder_decoder models).",
+        {});
+  owner("positions sinusoidal", "positions 'sinusoidal'",
+        "Fixed sinusoids added to the token embeddings: sines in the first "
+        "half of the width, cosines in the second (fairseq).",
+        {});
+  owner("positions none", "positions 'none'", "No position information.", {});
+  owner("positions rope", "positions 'rope'",
+        "Rotary position embeddings (RoPE, LLaMA's layout): in every head of "
+        "every self-attention layer, query and key feature i < D/2 turns "
+        "with feature i + D/2 by the angle p * base^(-2i/D), p the token's "
+        "position and D = fraction * head_dim (the rotary width, even); the "
+        "KV cache holds rotated keys. Cross-attention is not rotated; moa "
+        "layers cannot use it.",
+        {range(fallback(setting("base", T::Number,
+                                "the base of the rotation frequencies"),
+                        "10000"),
+               1.0),
+         range(fallback(setting("fraction", T::Number,
+                                "the share of each head's features that "
+                                "rotate (the rest pass through)"),
+                        "1"),
+               0.0, 1.0)});
 
   owner("objective lm", "objective 'lm'",
         "Next-token prediction (decoders): the cross-entropy of every "
@@ -625,6 +653,15 @@ std::vector<OwnerInfo> buildSchema() {
   owner("schedule cosine", "schedule 'cosine'",
         "Linear warm-up, then cosine decay to final_lr at the last step.",
         {warmupSetting(), finalLrSetting()});
+  owner("schedule polynomial", "schedule 'polynomial'",
+        "Linear warm-up, then lr = (base - final_lr) * (1 - (step - warmup) "
+        "/ (steps - warmup))^power + final_lr down to final_lr at the last "
+        "step (fairseq's polynomial_decay; power 1 is linear).",
+        {warmupSetting(), finalLrSetting(),
+         range(fallback(setting("power", T::Number,
+                                "the exponent of the decay (> 0)"),
+                        "1"),
+               0.0)});
 
   owner("data", "the data settings",
         "What `moec train` trains on: `data { source = ... }`.",
@@ -869,6 +906,7 @@ std::string languageReference() {
   for (CallGroup g : {CallGroup{"objective (model)", "objective "},
                       CallGroup{"tokenizer (model)", "tokenizer "},
                       CallGroup{"norm (model)", "norm "},
+                      CallGroup{"positions (model)", "positions "},
                       CallGroup{"capacity and eval_capacity (moe and mh_moe "
                                 "layers)",
                                 "capacity "},

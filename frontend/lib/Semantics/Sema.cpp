@@ -97,7 +97,7 @@ private:
     m.maxSeq = s.getInt("max_seq");
     m.norm = analyzeNorm(s);
     m.preNorm = s.getChoice("norm_position") == 0;
-    m.positions = static_cast<Positions>(s.getChoice("positions"));
+    analyzePositions(s, m);
     m.segments = s.getInt("segments");
     if (m.segments > 0 && m.kind != ModelKind::Encoder)
       reporter.error(s.get("segments")->range.Start)
@@ -333,6 +333,47 @@ private:
     return stack;
   }
 
+  /// The positions setting of the model: a name, or rope(...) with its
+  /// base and rotated share.
+  void analyzePositions(Settings &model, ModelSpec &m) {
+    std::optional<std::string> name = model.getCallName("positions");
+    if (!name)
+      return;
+    const SpecValue *value = model.get("positions");
+    Settings s(callArguments(value), schemaOf("positions " + *name),
+               value ? value->range : model.range(), reporter);
+    const std::vector<std::string> &names =
+        model.schema().find("positions")->choices;
+    m.positions =
+        static_cast<Positions>(llvm::find(names, *name) - names.begin());
+    if (m.positions == Positions::Rope) {
+      m.rope.base = s.getFloat("base");
+      m.rope.fraction = s.getFloat("fraction");
+      if (m.rope.fraction <= 0 && s.has("fraction"))
+        reporter.error(s.get("fraction")->range.Start)
+            << "'fraction' must be > 0: rope rotates some features of "
+               "every head";
+    }
+    s.finish();
+  }
+
+  /// The rotated width of a self-attention layer's heads under positions =
+  /// rope: fraction * head_dim, which must be an even whole number.
+  int64_t analyzeRotaryDim(const SpecNode &node, const ModelSpec &m,
+                           int64_t headDim) {
+    double width = m.rope.fraction * static_cast<double>(headDim);
+    int64_t rotary = static_cast<int64_t>(std::llround(width));
+    if (headDim > 0 && m.rope.fraction > 0 &&
+        (std::fabs(width - static_cast<double>(rotary)) > 1e-9 ||
+         rotary % 2 != 0 || rotary < 2))
+      reporter.error(node.range.Start)
+          << "positions = rope turns features in pairs, but this layer's "
+             "rotary width (fraction "
+          << limitText(m.rope.fraction) << " of head_dim " << headDim << " = "
+          << limitText(width) << ") is not an even whole number";
+    return rotary;
+  }
+
   /// The norm setting of the model: a name or a call (its eps).
   NormSpec analyzeNorm(Settings &model) {
     NormSpec norm;
@@ -464,6 +505,8 @@ private:
     double defaultScale = a.headDim > 0 ? 1.0 / std::sqrt(a.headDim) : 1.0;
     a.scale = s.getFloat("scale", defaultScale);
     s.finish();
+    if (!cross && m.positions == Positions::Rope)
+      a.rotaryDim = analyzeRotaryDim(node, m, a.headDim);
     return a;
   }
 
@@ -471,6 +514,13 @@ private:
                      StackSpec::Role role, bool cross) {
     MoaSpec a;
     a.cross = cross;
+    if (m.positions == Positions::Rope)
+      reporter.error(node.range.Start)
+          << "positions = rope rotates the queries and keys of attention "
+             "heads, which '"
+          << node.kind
+          << "' routes per token: use positions = learned or sinusoidal "
+             "with moa layers";
     Settings s(node.settings,
                schemaOf(cross ? "layer cross_moa" : "layer moa"), node.range,
                reporter);
@@ -616,8 +666,7 @@ private:
     t.labelSmoothing = s.getFloat("label_smoothing");
     t.logEvery = s.getInt("log_every");
     s.finish();
-    if ((t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine) &&
-        t.steps <= t.warmup)
+    if (decays(t.schedule) && t.steps <= t.warmup)
       reporter.error(node.range.Start)
           << "a decaying schedule needs steps (" << t.steps
           << ") > warmup (" << t.warmup << ")";
@@ -662,6 +711,12 @@ private:
     s.finish();
   }
 
+  /// Whether a schedule decays to final_lr by the last step.
+  static bool decays(LrSchedule schedule) {
+    return schedule == LrSchedule::Linear || schedule == LrSchedule::Cosine ||
+           schedule == LrSchedule::Polynomial;
+  }
+
   /// The learning-rate schedule of the training settings.
   void analyzeSchedule(Settings &train, TrainSpec &t) {
     std::optional<std::string> name = train.getCallName("schedule");
@@ -674,8 +729,13 @@ private:
                value ? value->range : train.range(), reporter);
     if (t.schedule != LrSchedule::Constant)
       t.warmup = s.getInt("warmup");
-    if (t.schedule == LrSchedule::Linear || t.schedule == LrSchedule::Cosine)
+    if (decays(t.schedule))
       t.finalLr = s.getFloat("final_lr");
+    if (t.schedule == LrSchedule::Polynomial) {
+      t.power = s.getFloat("power");
+      if (t.power <= 0 && s.has("power"))
+        reporter.error(s.get("power")->range.Start) << "'power' must be > 0";
+    }
     s.finish();
   }
 

@@ -13,6 +13,7 @@ const std::vector<KernelEntry> &kernelTable() {
       {ops::embedding_grad::kName, embeddingGradKernel},
       {ops::add_positions::kName, addPositionsKernel},
       {ops::add_positions_grad::kName, addPositionsGradKernel},
+      {ops::rope::kName, ropeKernel},
       {ops::linear::kName, linearKernel},
       {ops::linear_grad::kName, linearGradKernel},
       {ops::layer_norm::kName, layerNormKernel},

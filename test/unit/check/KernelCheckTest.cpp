@@ -1,7 +1,8 @@
 //===- KernelCheckTest.cpp - every example's kernels on the emu device ----===//
 //
-// Every spec in examples/ is compiled and each of its generated kernels is
-// run on the emu device and compared with the cpu device, buffer by buffer
+// Every spec in examples/ (and in test/unit/check/specs, for what no
+// example uses) is compiled and each of its generated kernels is run on
+// the emu device and compared with the cpu device, buffer by buffer
 // (moec/KernelCheck.h). A new example or a new kernel is checked without
 // anyone writing a test for it; a kernel no comparison exercised fails.
 //
@@ -24,19 +25,21 @@ using namespace moec;
 
 namespace {
 
-/// An example compiled with the dtype its spec names (dtype empty) or with
+/// A checked spec compiled with the dtype it names (dtype empty) or with
 /// bf16 storage.
 struct Case {
-  std::string spec;
+  test::SpecFile spec;
   std::string dtype;
-  std::string name() const { return dtype.empty() ? spec : spec + "_" + dtype; }
+  std::string name() const {
+    return dtype.empty() ? spec.name : spec.name + "_" + dtype;
+  }
 };
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name(); }
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const std::string &spec : test::exampleSpecs())
+  for (const test::SpecFile &spec : test::checkedSpecs())
     for (const char *dtype : {"", "bf16"})
       all.push_back({spec, dtype});
   return all;
@@ -45,7 +48,7 @@ std::vector<Case> cases() {
 Bundle compileCase(const Case &c) {
   CompileOptions options;
   options.dtype = c.dtype;
-  return compileFile(MOEC_SOURCE_DIR "/examples/" + c.spec + ".moe", options);
+  return compileFile(c.spec.path, options);
 }
 
 class ExampleKernels : public ::testing::TestWithParam<Case> {};
@@ -89,6 +92,9 @@ TEST(KernelCheck, FindsEveryExample) {
   for (const char *name : {"glu_moe_lm", "moe_lm", "switch_lm"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), name), specs.end())
         << name;
+  std::vector<test::SpecFile> checked = test::checkedSpecs();
+  EXPECT_TRUE(std::any_of(checked.begin(), checked.end(),
+                          [](auto &spec) { return spec.name == "rope_lm"; }));
 }
 
 TEST(KernelCheck, OtherSizesAndSeeds) {

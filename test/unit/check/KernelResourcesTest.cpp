@@ -1,6 +1,7 @@
 //===- KernelResourcesTest.cpp - every kernel through NVRTC and ptxas -----===//
 //
-// Every kernel of every example compiles with NVRTC for sm_80 and sm_90
+// Every kernel of every example (and of the specs in test/unit/check/specs)
+// compiles with NVRTC for sm_80 and sm_90
 // with its kernels tiled for that architecture; the test prints ptxas's
 // registers, shared memory and stack for each (the record of what the
 // generated code costs) and fails on any spill. No GPU is needed.
@@ -20,14 +21,14 @@ using namespace moec;
 
 namespace {
 
-/// An example for one architecture, with the dtype its spec names (dtype
+/// A checked spec for one architecture, with the dtype it names (dtype
 /// empty) or with bf16 storage.
 struct Case {
-  std::string spec;
+  test::SpecFile spec;
   std::string arch;
   std::string dtype;
   std::string name() const {
-    return spec + "_" + arch + (dtype.empty() ? "" : "_" + dtype);
+    return spec.name + "_" + arch + (dtype.empty() ? "" : "_" + dtype);
   }
 };
 
@@ -35,7 +36,7 @@ void PrintTo(const Case &c, std::ostream *os) { *os << c.name(); }
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const std::string &spec : test::exampleSpecs())
+  for (const test::SpecFile &spec : test::checkedSpecs())
     for (const char *arch : {"sm_80", "sm_90"})
       for (const char *dtype : {"", "bf16"})
         all.push_back({spec, arch, dtype});
@@ -52,8 +53,7 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   CompileOptions options;
   options.arch = c.arch;
   options.dtype = c.dtype;
-  Bundle bundle =
-      compileFile(MOEC_SOURCE_DIR "/examples/" + c.spec + ".moe", options);
+  Bundle bundle = compileFile(c.spec.path, options);
   std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, c.arch);
   ASSERT_FALSE(kernels.empty());
   std::cout << fmt::format("{}: {} kernels\n", c.name(), kernels.size());

@@ -65,6 +65,11 @@ const Variant kVariants[] = {
      " mh_moe(heads = 2, experts = 3, k = 2, hidden = 4, gate = renorm, "
      "capacity = none)\n}",
      "balance_loss = 0.3"},
+    {"RopeGroupedQuery",
+     "positions = rope(base = 100, fraction = 0.5)\n"
+     "repeat 2 {\n attention(heads = 2, kv_heads = 1)\n"
+     " moe(experts = 3, k = 2, hidden = 6)\n}",
+     ""},
     {"UnitGateMultiQuery",
      "block {\n attention(heads = 2, kv_heads = 1)\n"
      " moe(experts = 4, k = 3, hidden = 4, activation = tanh, gate = unit)\n}",

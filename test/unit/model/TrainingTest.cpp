@@ -6,6 +6,7 @@
 #include "moec/Session.h"
 #include "moec/ModelData.h"
 #include "Decoding.h"
+#include "RandomWeights.h"
 
 #include <cmath>
 #include <cstdio>
@@ -179,10 +180,24 @@ TEST(Training, NewBatchShapesNeedNoRecompile) {
                Error); // longer than max_seq
 }
 
+/// kTinySpec with other positions than learned ones.
+std::string tinySpecWith(const std::string &positions) {
+  std::string spec = kTinySpec;
+  std::string at = "  max_seq = 24\n";
+  spec.insert(spec.find(at) + at.size(), "  positions = " + positions + "\n");
+  return spec;
+}
+
 // Decoding with the KV cache, one token at a time after a prefill, gives the
-// logits of the full causal forward pass at every position.
-TEST(Decoding, KvCacheMatchesFullForward) {
-  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+// logits of the full causal forward pass at every position: with learned
+// positions, and with rotary ones (the cache holds rotated keys; grouped
+// queries; whole and half heads turning).
+class KvCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KvCache, DecodingMatchesFullForward) {
+  Bundle bundle = compileSource(GetParam().empty() ? std::string(kTinySpec)
+                                                   : tinySpecWith(GetParam()),
+                                "tiny.moe");
   Session session(bundle);
   auto data = openDataSource(bundle.data(), 256, session.seed());
   for (int i = 0; i < 5; ++i)
@@ -194,6 +209,95 @@ TEST(Decoding, KvCacheMatchesFullForward) {
   std::vector<int32_t> ids(tokens.data<int32_t>(),
                            tokens.data<int32_t>() + tokens.numel());
   expectAllClose(decodeIncrementally(session, ids, 5), full);
+}
+
+INSTANTIATE_TEST_SUITE_P(Positions, KvCache,
+                         ::testing::Values("", "rope",
+                                           "rope(base = 100, fraction = 0.5)"),
+                         [](const auto &info) {
+                           return info.param.empty() ? std::string("Learned")
+                                  : info.param == "rope"
+                                      ? std::string("Rope")
+                                      : std::string("HalfRope");
+                         });
+
+// An encoder-decoder with rotary positions (encoder and decoder
+// self-attention turn, cross-attention does not) decodes from its caches
+// what teacher forcing computes.
+TEST(Decoding, RopeEncoderDecoderMatchesTeacherForcing) {
+  Bundle bundle = compileSource(R"(moe 1
+model t {
+  kind = encoder_decoder
+  vocab = 96
+  d_model = 16
+  max_seq = 10
+  positions = rope(fraction = 0.5)
+  share_embeddings = true
+  encoder {
+    repeat 1 {
+      attention(heads = 2)
+      ffn(hidden = 32)
+    }
+  }
+  decoder {
+    repeat 1 {
+      attention(heads = 2)
+      cross_attention(heads = 2)
+      ffn(hidden = 32)
+    }
+  }
+}
+data {
+  source = synthetic("translate")
+}
+)",
+                                "t.moe");
+  Session session(bundle);
+  // Sharp self-attention, so that positions matter.
+  for (const char *w : {"encoder.layers.0.attn.wq", "encoder.layers.0.attn.wk",
+                        "decoder.layers.0.attn.wq", "decoder.layers.0.attn.wk"})
+    session.setParam(w, test::randomWeights({16, 16}, w[0] + w[23], 1.0));
+  std::vector<int32_t> ids = {1, 40, 7, 33, 12, 5},
+                       src = {9, 21, 60, 2, 17, 44, 3, 0};
+  Tensor source = Tensor::of<int32_t>({1, 8}, src);
+  Tensor sourceMask = Tensor::of<int32_t>({1, 8}, {1, 1, 1, 1, 1, 1, 1, 0});
+  Batch batch;
+  batch.tokens = Tensor::of<int32_t>({1, 6}, ids);
+  batch.inputs = {{"source", source},
+                  {"source_mask", sourceMask},
+                  {"mask", Tensor::of<int32_t>({1, 6}, {1, 1, 1, 1, 1, 1})}};
+  std::vector<double> full = tensorValues(session.logits(batch));
+  session.run("encode", {{"source", source}, {"source_mask", sourceMask}});
+  expectAllClose(
+      decodeIncrementally(session, ids, 1, {{"source_mask", sourceMask}}),
+      full);
+}
+
+// Rotary positions reach the logits: the same weights without them give
+// others, and a token's logits depend on where it stands.
+TEST(Decoding, RopeMovesTheLogits) {
+  Bundle rope = compileSource(tinySpecWith("rope"), "tiny.moe");
+  Bundle none = compileSource(tinySpecWith("none"), "tiny.moe");
+  Session a(rope), b(none);
+  EXPECT_EQ(rope.params().size(), none.params().size());
+  // Sharp attention, so that where the keys stand matters.
+  for (const char *w : {"layers.0.attn.wq", "layers.0.attn.wk",
+                        "layers.1.attn.wq", "layers.1.attn.wk"}) {
+    Tensor big = test::randomWeights(a.param(w).shape(), w[7] + w[13], 1.0);
+    a.setParam(w, big);
+    b.setParam(w, big);
+  }
+  Tensor tokens = Tensor::of<int32_t>({1, 6}, {84, 104, 101, 32, 99, 97});
+  std::vector<double> x =
+      tensorValues(a.run("forward", {{"tokens", tokens}}).at("logits"));
+  std::vector<double> y =
+      tensorValues(b.run("forward", {{"tokens", tokens}}).at("logits"));
+  // Position 0 turns by nothing: its logits agree.
+  double first = 0, later = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    (i < 256 ? first : later) += std::fabs(x[i] - y[i]);
+  EXPECT_LT(first, 1e-9);
+  EXPECT_GT(later, 1e-3);
 }
 
 TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {

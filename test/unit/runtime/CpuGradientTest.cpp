@@ -48,6 +48,27 @@ TEST(CpuGradients, AddPositions) {
   expectGradient(loss, x, r, "dx = dy");
 }
 
+TEST(CpuGradients, Rope) {
+  // The gradient is the inverse rotation (moe.rope with `inverse`), with
+  // part of each head passing through and a start past 0.
+  for (int64_t rotary : {2, 6}) {
+    SCOPED_TRACE(rotary);
+    Tensor x = randomTensor(F64, {2, 3, 12}, 1);
+    Tensor start = scalarI64(4), r = randomTensor(F64, {2, 3, 12}, 2);
+    Json attrs = {{"num_heads", 2},
+                  {"head_dim", 6},
+                  {"rotary_dim", rotary},
+                  {"base", 50.0}};
+    auto loss = [&] {
+      return dotProduct(runKernel1("moe.rope", {x, start}, like(x), attrs), r);
+    };
+    Json inverse = attrs;
+    inverse["inverse"] = true;
+    Tensor dx = runKernel1("moe.rope", {r, start}, like(x), inverse);
+    expectGradient(loss, x, dx, "dx");
+  }
+}
+
 TEST(CpuGradients, Linear) {
   for (bool transposed : {false, true}) {
     for (bool bias : {false, true}) {

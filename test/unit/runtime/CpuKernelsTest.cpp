@@ -19,6 +19,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
   std::vector<std::string> names = cpu::kernelNames();
   for (const char *op : {"moe.embedding",        "moe.embedding_grad",
                          "moe.add_positions",    "moe.add_positions_grad",
+                         "moe.rope",
                          "moe.linear",           "moe.linear_grad",
                          "moe.layer_norm",       "moe.layer_norm_grad",
                          "moe.rms_norm",         "moe.rms_norm_grad",
@@ -46,7 +47,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 51u);
+  EXPECT_EQ(names.size(), 53u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

@@ -52,6 +52,27 @@ TEST(CpuOptimizer, LrSchedules) {
   EXPECT_EQ(lrAt(cosine, 12), 0.1f);
   EXPECT_EQ(lrAt(cosine, 30), 0.1f);
 
+  // polynomial, power 2: 0.1 + 0.9 ((12 - s) / 8)^2 after the warm-up.
+  Json polynomial = common;
+  polynomial["kind"] = "polynomial";
+  polynomial["power"] = 2.0;
+  EXPECT_EQ(lrAt(polynomial, 1), 0.25f);
+  EXPECT_EQ(lrAt(polynomial, 4), 1.0f);
+  EXPECT_EQ(lrAt(polynomial, 6), 0.60625f);  // 0.1 + 0.9 * 0.75^2
+  EXPECT_EQ(lrAt(polynomial, 8), 0.325f);    // 0.1 + 0.9 * 0.5^2
+  EXPECT_EQ(lrAt(polynomial, 10), 0.15625f); // 0.1 + 0.9 * 0.25^2
+  EXPECT_EQ(lrAt(polynomial, 12), 0.1f);
+  EXPECT_EQ(lrAt(polynomial, 20), 0.1f);
+  // power 1 (the default) is linear; power 0.5 decays slower at first.
+  polynomial.erase("power");
+  for (int64_t s : {1, 4, 5, 8, 11, 12, 13})
+    EXPECT_EQ(lrAt(polynomial, s), lrAt(linear, s)) << s;
+  polynomial["power"] = 0.5;
+  EXPECT_EQ(lrAt(polynomial, 8),
+            static_cast<float>(0.1 + 0.9 * std::pow(0.5, 0.5)));
+  polynomial["power"] = 0.0;
+  EXPECT_THROW(lrAt(polynomial, 8), Error);
+
   EXPECT_THROW(lrAt(linear, 0), Error);
   Json bad = common;
   bad["kind"] = "step";

@@ -4,7 +4,8 @@
 // every input is read once, every op is an expression on registers, and
 // only the values other groups read are stored. Scalar (0-d) operands are
 // broadcast. A scalar group is the same loop over one element, plus the
-// learning-rate schedule.
+// learning-rate schedule. moe.rope joins a run as a load of its x at the
+// element and at its partner, the position from the element's row.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <map>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -30,8 +32,15 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
   CodeWriter w;
   w.indent();
   e.declareScalar(w, "n", n);
-  // Inputs: declared once; scalars loaded before the loop.
-  llvm::DenseMap<Value, std::string> names;
+  // Inputs: declared once; scalars loaded before the loop, and elements in
+  // it unless only moe.rope reads the value (it loads what it needs).
+  auto readAtElement = [&](Value v) {
+    return llvm::any_of(v.getUses(), [&](OpOperand &use) {
+      return llvm::is_contained(g.ops, use.getOwner()) &&
+             !(isa<RopeOp>(use.getOwner()) && use.getOperandNumber() == 0);
+    });
+  };
+  llvm::DenseMap<Value, std::string> names, pointers;
   llvm::SmallVector<std::pair<Value, std::string>> perElement;
   for (Operation *op : g.ops)
     for (Value v : op->getOperands()) {
@@ -39,6 +48,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
         continue;
       std::string ptr = e.fresh("in");
       e.declare(w, ptr, v, /*writable=*/false);
+      pointers[v] = ptr;
       Type element = cast<TensorType>(v.getType()).getElementType();
       if (isScalarTensor(v)) {
         std::string local = e.fresh("s");
@@ -46,9 +56,24 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
                              local, ptr));
         names[v] = local;
       } else {
-        perElement.push_back({v, ptr});
+        if (readAtElement(v))
+          perElement.push_back({v, ptr});
         names[v] = "";
       }
+    }
+  // moe.rope: the sequence length of its x, for the position of a row (one
+  // local per distinct length).
+  llvm::DenseMap<Operation *, std::string> seqLens;
+  std::map<std::string, std::string> seqLenNames;
+  for (Operation *op : g.ops)
+    if (auto rope = dyn_cast<RopeOp>(op)) {
+      const SymDim &seq = e.shapeOf(rope.getX())[1];
+      auto [it, inserted] = seqLenNames.try_emplace(seq.str(), "");
+      if (inserted) {
+        it->second = e.fresh("S");
+        e.declareScalar(w, it->second, seq);
+      }
+      seqLens[op] = it->second;
     }
   llvm::SmallVector<std::pair<Value, std::string>> outputs;
   for (Operation *op : g.ops)
@@ -77,12 +102,33 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
         std::string v = e.fresh();
         w.line(llvm::formatv(
             "const float {0} = static_cast<float>(moec::learningRate<{1}>({2}, "
-            "{3}, {4}LL, {5}LL, {6}));",
+            "{3}, {4}LL, {5}LL, {6}, {7}));",
             v, deviceEnum(lr.getKind()), in[0],
             doubleLiteral(lr.getBaseLr().convertToDouble()),
             static_cast<int64_t>(lr.getWarmup()),
             static_cast<int64_t>(lr.getTotalSteps()),
-            doubleLiteral(lr.getFinalLr().convertToDouble())));
+            doubleLiteral(lr.getFinalLr().convertToDouble()),
+            doubleLiteral(lr.getPower().convertToDouble())));
+        names[op->getResult(0)] = v;
+        continue;
+      }
+      if (auto rope = dyn_cast<RopeOp>(op)) {
+        // The fuser keeps x in memory: the partner element is a load.
+        int64_t headDim = static_cast<int64_t>(rope.getHeadDim());
+        int64_t width = headDim * static_cast<int64_t>(rope.getNumHeads());
+        std::string v = e.fresh();
+        w.line(
+            fill("const float ${v} = moec::rope<${hd}, ${rd}, ${inv}>("
+                 "${x}, i, ${start} + i / ${width} % ${S}, ${base});",
+                 {{"v", v},
+                  {"hd", headDim},
+                  {"rd", static_cast<int64_t>(rope.getRotaryDim())},
+                  {"inv", rope.getInverse()},
+                  {"x", pointers.lookup(rope.getX())},
+                  {"start", in[1]},
+                  {"width", width},
+                  {"S", seqLens.lookup(op)},
+                  {"base", doubleLiteral(rope.getBase().convertToDouble())}}));
         names[op->getResult(0)] = v;
         continue;
       }

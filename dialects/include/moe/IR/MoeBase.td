@@ -154,7 +154,10 @@ def Moe_LrScheduleEnum : Moe_I32Enum<"LrSchedule", "learning-rate schedule", [
     // Linear warm-up, then base * sqrt(warmup / step) (fairseq inverse_sqrt).
     I32EnumAttrCase<"InverseSqrt", 2, "inverse_sqrt">,
     // Linear warm-up, then cosine decay to final_lr at total_steps.
-    I32EnumAttrCase<"Cosine", 3, "cosine">]>;
+    I32EnumAttrCase<"Cosine", 3, "cosine">,
+    // Linear warm-up, then decay to final_lr at total_steps along
+    // (remaining share)^power (fairseq polynomial_decay).
+    I32EnumAttrCase<"Polynomial", 4, "polynomial">]>;
 def Moe_LrScheduleAttr : Moe_EnumAttr<"schedule", Moe_LrScheduleEnum>;
 
 def Moe_InitEnum : Moe_I32Enum<"Init", "parameter initialiser", [

@@ -16,7 +16,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     "what a fused kernel group computes", [
-    // Runs of elementwise ops over the same number of elements.
+    // Runs of elementwise ops over the same number of elements (and
+    // moe.rope, whose x must come from before the kernel).
     I32EnumAttrCase<"Elementwise", 0, "elementwise">,
     // Runs of 0-d ops (loss weighting, the learning-rate schedule).
     I32EnumAttrCase<"Scalar", 1, "scalar">,

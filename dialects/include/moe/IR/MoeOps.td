@@ -145,6 +145,38 @@ def Moe_AddPositionsGradOp : Moe_Op<"add_positions_grad"> {
   let assemblyFormat = "$dy `,` $start attr-dict `:` functional-type(operands, results)";
 }
 
+def Moe_RopeOp : Moe_DiffOp<"rope"> {
+  let summary = "rotary position embedding of attention heads";
+  let description = [{
+    x `[B, S, num_heads * head_dim]` (queries or keys) and the scalar
+    `start` (i64: 0 in training, the cache length when decoding). In every
+    head, with D = `rotary_dim` (even, at most head_dim) and h = D / 2,
+    feature i < h (a) and feature i + h (b) of the token at position
+    p = start + s turn by theta_i = p * base^(-2i/D) (LLaMA's halves
+    layout, as in the MH-MoE authors' code):
+
+      [a, b] -> [a cos - b sin, b cos + a sin]
+
+    and features D .. head_dim - 1 pass through. cos and sin are f32 on
+    every device and for every dtype: inv_i = f32(base^(-2i/D)) (in
+    double), angle = f32(p) * inv_i (in f32), then cos and sin of the angle
+    in double, rounded to f32. Each output is `x_self * cos + x_partner *
+    (-sin for a, +sin for b)` in the compute type.
+
+    With `inverse` the rotation is by -theta (`[a, b] -> [a cos + b sin,
+    b cos - a sin]`): the transpose, so moe.rope with `inverse` is the
+    op's gradient and the other way round. `start < 0` is a run-time error.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, 0DTensorOf<[I64]>:$start,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$rotary_dim,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$base,
+                       UnitAttr:$inverse);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $start attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Dense layers.
 //===----------------------------------------------------------------------===//
@@ -807,13 +839,16 @@ def Moe_LrScheduleOp : Moe_Op<"lr_schedule"> {
     `lr = base * s / w` while s < w; then constant `base`; inverse_sqrt
     `base * sqrt(w / s)` (`base / sqrt(s)` when w = 0); linear
     `final + (base - final) * max(0, T - s) / max(1, T - w)`; cosine
-    `final + (base - final) * 0.5 (1 + cos(pi min(1, (s - w) / max(1, T - w))))`.
+    `final + (base - final) * 0.5 (1 + cos(pi min(1, (s - w) / max(1, T - w))))`;
+    polynomial `final + (base - final) * (max(0, T - s) / max(1, T - w))^power`
+    (linear with power 1).
   }];
   let arguments = (ins 0DTensorOf<[I64]>:$step, Moe_LrScheduleAttr:$kind,
                        F64Attr:$base_lr,
                        DefaultValuedAttr<I64Attr, "0">:$warmup,
                        DefaultValuedAttr<I64Attr, "0">:$total_steps,
-                       DefaultValuedAttr<F64Attr, "0.0">:$final_lr);
+                       DefaultValuedAttr<F64Attr, "0.0">:$final_lr,
+                       DefaultValuedAttr<F64Attr, "1.0">:$power);
   let results = (outs 0DTensorOf<[F32]>:$lr);
   let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
 }

@@ -33,6 +33,8 @@ struct AttentionSpec {
   bool cross = false;
   bool bias = false;
   double scale = 0;
+  /// With positions = rope (self-attention): the rotated width of a head.
+  int64_t rotaryDim = 0;
 };
 
 /// Mixture of attention heads: self-attention, or cross-attention (`cross`).
@@ -122,7 +124,15 @@ struct StackSpec {
 
 enum class ModelKind { Decoder, Encoder, EncoderDecoder };
 enum class Objective { Lm, Mlm, Classify, Translate };
-enum class Positions { Learned, Sinusoidal, None };
+enum class Positions { Learned, Sinusoidal, None, Rope };
+
+/// Rotary position embeddings of self-attention queries and keys.
+struct RopeSpec {
+  double base = 10000;
+  /// The share of each head's features that rotate (rotary_dim =
+  /// fraction * head_dim, even).
+  double fraction = 1.0;
+};
 
 struct MlmSpec {
   double rate = 0.15;
@@ -156,6 +166,7 @@ struct ModelSpec {
   NormSpec norm;
   bool preNorm = true;
   Positions positions = Positions::Learned;
+  RopeSpec rope;
   int64_t segments = 0;
   bool tieEmbeddings = false;
   bool shareEmbeddings = false;
@@ -191,6 +202,8 @@ struct TrainSpec {
   mlir::moe::LrSchedule schedule = mlir::moe::LrSchedule::Constant;
   int64_t warmup = 0;
   double finalLr = 0;
+  /// polynomial: the exponent of the remaining share.
+  double power = 1;
   double clipNorm = 0;
   int64_t batch = 8;
   int64_t seqLen = 0;

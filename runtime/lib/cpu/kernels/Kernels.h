@@ -18,6 +18,9 @@ void embeddingGradKernel(KernelContext &ctx);
 void addPositionsKernel(KernelContext &ctx);
 void addPositionsGradKernel(KernelContext &ctx);
 
+// Rope.cpp
+void ropeKernel(KernelContext &ctx);
+
 // Linear.cpp
 void linearKernel(KernelContext &ctx);
 void linearGradKernel(KernelContext &ctx);

@@ -25,9 +25,12 @@ double scheduledLr(const KernelContext &ctx, int64_t step) {
   int64_t warmup = ctx.attrs.getInt(lr::kWarmup, lr::kWarmupDefault);
   int64_t total = ctx.attrs.getInt(lr::kTotalSteps, lr::kTotalStepsDefault);
   double finalLr = ctx.attrs.getFloat(lr::kFinalLr, lr::kFinalLrDefault);
+  double power = ctx.attrs.getFloat(lr::kPower, lr::kPowerDefault);
   if (warmup < 0 || total < 0)
     ctx.fail(fmt::format("warmup = {} and total_steps = {} must be >= 0",
                          warmup, total));
+  if (!(power > 0) || !std::isfinite(power))
+    ctx.fail(fmt::format("power = {} must be a finite number > 0", power));
   double s = static_cast<double>(step), w = static_cast<double>(warmup);
   if (kind == LrSchedule::Constant)
     return base;
@@ -36,10 +39,11 @@ double scheduledLr(const KernelContext &ctx, int64_t step) {
   if (kind == LrSchedule::InverseSqrt)
     return warmup == 0 ? base / std::sqrt(s) : base * std::sqrt(w / s);
   double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
+  double left = static_cast<double>(std::max<int64_t>(0, total - step));
   if (kind == LrSchedule::Linear)
-    return finalLr +
-           (base - finalLr) *
-               static_cast<double>(std::max<int64_t>(0, total - step)) / span;
+    return finalLr + (base - finalLr) * left / span;
+  if (kind == LrSchedule::Polynomial)
+    return finalLr + (base - finalLr) * std::pow(left / span, power);
   double progress = std::min(1.0, (s - w) / span);
   return finalLr + (base - finalLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }

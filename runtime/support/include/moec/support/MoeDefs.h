@@ -688,12 +688,14 @@ enum class LrSchedule : int32_t {
   Linear = 1,
   InverseSqrt = 2,
   Cosine = 3,
+  Polynomial = 4,
 };
-inline constexpr std::array<LrSchedule, 4> kLrScheduleValues = {
+inline constexpr std::array<LrSchedule, 5> kLrScheduleValues = {
     LrSchedule::Constant,
     LrSchedule::Linear,
     LrSchedule::InverseSqrt,
     LrSchedule::Cosine,
+    LrSchedule::Polynomial,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(LrSchedule value) {
@@ -706,6 +708,8 @@ constexpr std::string_view spelling(LrSchedule value) {
     return "inverse_sqrt";
   case LrSchedule::Cosine:
     return "cosine";
+  case LrSchedule::Polynomial:
+    return "polynomial";
   }
   return "";
 }
@@ -720,6 +724,8 @@ constexpr std::string_view enumerator(LrSchedule value) {
     return "InverseSqrt";
   case LrSchedule::Cosine:
     return "Cosine";
+  case LrSchedule::Polynomial:
+    return "Polynomial";
   }
   return "";
 }
@@ -732,14 +738,16 @@ constexpr std::optional<LrSchedule> parseLrSchedule(std::string_view text) {
     return LrSchedule::InverseSqrt;
   if (text == "cosine")
     return LrSchedule::Cosine;
+  if (text == "polynomial")
+    return LrSchedule::Polynomial;
   return std::nullopt;
 }
-/// Every spelling, for messages: "constant, linear, inverse_sqrt, cosine".
-inline constexpr std::string_view kLrScheduleSpellings = "constant, linear, inverse_sqrt, cosine";
+/// Every spelling, for messages: "constant, linear, inverse_sqrt, cosine, polynomial".
+inline constexpr std::string_view kLrScheduleSpellings = "constant, linear, inverse_sqrt, cosine, polynomial";
 template <> struct EnumTraits<LrSchedule> {
   static constexpr std::string_view kDescription = "learning-rate schedule";
   static constexpr std::string_view kSpellings = kLrScheduleSpellings;
-  static constexpr std::array<LrSchedule, 4> kValues = kLrScheduleValues;
+  static constexpr std::array<LrSchedule, 5> kValues = kLrScheduleValues;
   static constexpr std::optional<LrSchedule> parse(std::string_view text) {
     return parseLrSchedule(text);
   }
@@ -1010,6 +1018,8 @@ inline constexpr std::string_view kTotalSteps = "total_steps";
 inline constexpr int64_t kTotalStepsDefault = 0;
 inline constexpr std::string_view kFinalLr = "final_lr";
 inline constexpr double kFinalLrDefault = 0.0;
+inline constexpr std::string_view kPower = "power";
+inline constexpr double kPowerDefault = 1.0;
 } // namespace lr_schedule
 
 /// moe.merge_tokens: joins every `parts` consecutive sub-tokens into a token (a view).
@@ -1063,6 +1073,17 @@ inline constexpr std::string_view kName = "moe.rms_norm";
 inline constexpr std::string_view kEps = "eps";
 inline constexpr double kEpsDefault = 1e-6;
 } // namespace rms_norm
+
+/// moe.rope: rotary position embedding of attention heads.
+namespace rope {
+inline constexpr std::string_view kName = "moe.rope";
+inline constexpr std::string_view kNumHeads = "num_heads";
+inline constexpr std::string_view kHeadDim = "head_dim";
+inline constexpr std::string_view kRotaryDim = "rotary_dim";
+inline constexpr std::string_view kBase = "base";
+inline constexpr double kBaseDefault = 10000.0;
+inline constexpr std::string_view kInverse = "inverse";
+} // namespace rope
 
 /// moe.routing_stats: counts of kept assignments, active sub-tokens and reached experts.
 namespace routing_stats {
