@@ -80,7 +80,14 @@ def mh_moe(h, p, cfg, training):
         x = x @ p["head_proj.w"] + p["head_proj.b"]
     xs = x.reshape(B * T * heads, m)               # row n * heads + j
     S = xs.shape[0]
-    logits = xs @ p["router"]
+    if "router_embed" in p:
+        # X-MoE: the projection against L2-normalised expert embeddings
+        # (torch.nn.functional.normalize, eps 1e-4).
+        unit = torch.nn.functional.normalize(p["router_embed"], dim=1,
+                                             eps=1e-4)
+        logits = (xs @ p["router_reduce"]) @ unit.T
+    else:
+        logits = xs @ p["router"]
     probs = torch.softmax(logits, dim=-1)
     order = torch.sort(probs.detach(), dim=-1, descending=True, stable=True)
     index = order.indices[:, :k]                    # [S, k]

@@ -28,7 +28,14 @@ void ModuleEmitter::declareMultiHeadMoe(const std::string &p,
     addParam(p + ".head_proj.w", {d, d}, Init::XavierUniform, M_SQRT1_2);
     addParam(p + ".head_proj.b", {d}, Init::Uniform, linearDefault(d));
   }
-  addParam(p + ".router", {m, e.experts}, Init::Uniform, linearDefault(m));
+  if (e.xmoeDim > 0) {
+    addParam(p + ".router_reduce", {m, e.xmoeDim}, Init::Uniform,
+             linearDefault(m));
+    addParam(p + ".router_embed", {e.experts, e.xmoeDim}, Init::Orthogonal,
+             0.32, /*frozen=*/false, /*rowNorm=*/1.5);
+  } else {
+    addParam(p + ".router", {m, e.experts}, Init::Uniform, linearDefault(m));
+  }
   addParam(p + ".w1", {e.experts, m, f}, Init::Uniform, linearDefault(m));
   if (e.bias)
     addParam(p + ".b1", {e.experts, f}, Init::Uniform, linearDefault(m));

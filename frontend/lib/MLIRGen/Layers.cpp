@@ -232,6 +232,23 @@ Value ModuleEmitter::ffn(Function &fn, const FfnSpec &f, const std::string &p,
   return linear(fn, a, p + ".w2", p + ".b2", loc);
 }
 
+/// The X-MoE gate: the sub-token projected to the embedding width, scored
+/// against L2-normalised expert embeddings (their rows rescaled to norm 1.5
+/// before each training step: `row_norm`), non-finite scores replaced by
+/// the smallest finite one.
+Value ModuleEmitter::xmoeLogits(Function &fn, const std::string &p, Value x,
+                                Location loc) {
+  Value reduced = b.create<LinearOp>(loc, unrankedMaster(), x,
+                                     masterParam(fn, p + ".router_reduce"),
+                                     Value(), UnitAttr());
+  Value embed = masterParam(fn, p + ".router_embed");
+  Value unit = b.create<NormalizeRowsOp>(loc, embed.getType(), embed,
+                                         b.getF64FloatAttr(1e-4));
+  Value scores = b.create<LinearOp>(loc, unrankedMaster(), reduced, unit,
+                                    Value(), b.getUnitAttr());
+  return b.create<FiniteOrMinOp>(loc, unrankedMaster(), scores);
+}
+
 Value ModuleEmitter::moeLayer(Function &fn, const MoeLayerSpec &e,
                               const std::string &p, Value h, Location loc) {
   // MH-MoE: the multi-head layer, then each token viewed as `heads`
@@ -243,10 +260,13 @@ Value ModuleEmitter::moeLayer(Function &fn, const MoeLayerSpec &e,
                                 b.getI64IntegerAttr(e.heads));
   // The router runs in the master type (Switch Transformer's selective
   // precision): its softmax and top-k decide where every token goes.
-  Value logits = b.create<LinearOp>(
-      loc, unrankedMaster(), convert(h, masterType, loc),
-      masterParam(fn, p + ".router"),
-      optionalMasterParam(fn, p + ".router_b"), UnitAttr());
+  Value logits = e.xmoeDim > 0
+                     ? xmoeLogits(fn, p, convert(h, masterType, loc), loc)
+                     : b.create<LinearOp>(
+                           loc, unrankedMaster(), convert(h, masterType, loc),
+                           masterParam(fn, p + ".router"),
+                           optionalMasterParam(fn, p + ".router_b"),
+                           UnitAttr());
   bool training = fn.training();
   auto router = b.create<TopKRouterOp>(
       loc,

@@ -161,6 +161,8 @@ public:
   mlir::Value firstPosition(Function &fn, mlir::Location loc);
   mlir::Value ffn(Function &fn, const FfnSpec &f, const std::string &p,
                   mlir::Value h, mlir::Location loc);
+  mlir::Value xmoeLogits(Function &fn, const std::string &prefix,
+                         mlir::Value x, mlir::Location loc);
   mlir::Value moeLayer(Function &fn, const MoeLayerSpec &e,
                        const std::string &p, mlir::Value h,
                        mlir::Location loc);

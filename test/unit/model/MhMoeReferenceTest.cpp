@@ -135,6 +135,17 @@ INSTANTIATE_TEST_SUITE_P(
               {"activation", "\"gelu_erf\""},
               {"glu", "false"},
               {"capacity_factor", "0.5"},
+              {"expect_drops", "true"}}},
+        // The X-MoE gate (gradients at the stored embedding: the rescale
+        // to norm 1.5 belongs to the training step, not to `backward`).
+        Case{"xmoe_top2",
+             "heads = 4, experts = 4, k = 2, hidden = 8, router = xmoe(dim = 6)",
+             {{"heads", "4"},
+              {"experts", "4"},
+              {"k", "2"},
+              {"activation", "\"silu\""},
+              {"glu", "true"},
+              {"capacity_factor", "1.0"},
               {"expect_drops", "true"}}}),
     [](const auto &info) { return info.param.name; });
 
