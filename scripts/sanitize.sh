@@ -25,7 +25,7 @@ tests=(moec-support-tests moec-driver-tests moec-runtime-tests
        moec-cuda-tests moec-cuda-device-tests moec-emu-tests
        moec-frontend-tests moec-defs-tests moec-model-tests)
 declare -A filters=(
-  [moec-model-tests]=-Training.ExampleLossHalvesWithin300Steps:Training.MoaMaskedLanguageModelHalvesItsLoss:Training.MoaTranslationReachesBleu50
+  [moec-model-tests]=-Examples/ExampleTraining.*:Training.MoaMaskedLanguageModelHalvesItsLoss:Training.MoaTranslationReachesBleu50
 )
 fuzzers=(spec bundle checkpoint tokenizer sentencepiece)
 

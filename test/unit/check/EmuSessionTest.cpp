@@ -148,6 +148,23 @@ TEST(EmuSession, RejectsPositionsBeyondMaxSeq) {
 
 namespace {
 
+// The MH-MoE example's first steps on the emu device follow the cpu
+// device's: sub-token views, capacity, rotary positions and all.
+TEST(EmuSession, MhMoeExampleTracksTheCpuDevice) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/mhmoe_lm.moe");
+  ModelData run = openModelData(bundle, "", 1);
+  SessionOptions emuOptions;
+  emuOptions.device = "emu";
+  Session cpu(bundle), emu(bundle, emuOptions);
+  const TrainingConfig &c = bundle.training();
+  for (int64_t i = 0; i < 3; ++i) {
+    Batch batch = run.source->batch(i, c.batch, c.seqLen);
+    double a = cpu.trainStep(batch).scalars.at("loss");
+    double b = emu.trainStep(batch).scalars.at("loss");
+    EXPECT_NEAR(b, a, 1e-4 * std::fabs(a)) << "step " << i + 1;
+  }
+}
+
 // The MoA examples' first steps on the emu device (the generated CUDA)
 // follow the cpu device's, and the trained translator decodes the same
 // sentences on both.

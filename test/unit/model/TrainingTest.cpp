@@ -60,8 +60,11 @@ std::string tempPath(const std::string &name) {
 
 // The acceptance criterion of the example: within its 300 steps the
 // synthetic-task loss falls under half of its first value.
-TEST(Training, ExampleLossHalvesWithin300Steps) {
-  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+class ExampleTraining : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleTraining, LossHalvesWithin300Steps) {
+  Bundle bundle =
+      compileFile(MOEC_SOURCE_DIR "/examples/" + GetParam() + ".moe");
   Session session(bundle, oneThread());
   const TrainingConfig &config = bundle.training();
   ASSERT_LE(config.steps, 300);
@@ -87,6 +90,10 @@ TEST(Training, ExampleLossHalvesWithin300Steps) {
     for (double f : layer.fractions())
       EXPECT_GT(f, 0.0) << layer.layer;
 }
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleTraining,
+                         ::testing::Values("moe_lm", "mhmoe_lm"),
+                         [](const auto &info) { return info.param; });
 
 // bf16 storage keeps f32 master parameters and f32 losses, and trains like
 // f32: the same seed gives a loss curve within 1.5% of f32's.
