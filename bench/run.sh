@@ -13,6 +13,17 @@ section=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$section" "$work"' EXIT
 threads=2
+# MH-MoE and a plain MoE of the same parameter count, trained side by side.
+mhmoeSection() {
+  echo "### MH-MoE against a plain MoE of the same parameter count (cpu, $1 threads)"
+  echo
+  echo "\`bench/mhmoe_vs_moe.sh $1\`: examples/mhmoe_lm.moe (300 steps) and the"
+  echo "same model with each mh_moe layer replaced by a SwiGLU top-1 moe layer"
+  echo "whose expert width gives the layer as many parameters; training loss"
+  echo "(mean of the last 25 steps) and the mean time per step."
+  echo
+  bash bench/mhmoe_vs_moe.sh "$1"
+}
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
 {
   echo "## bench/run.sh ($(date -u +%Y-%m-%d), $(nproc) cores, $threads threads)"
@@ -40,7 +51,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo
   echo "| example | kernels | FLOPs | fused | op by op | ratio | H100 time | layers (fused/op-by-op) |"
   echo "|---|---|---|---|---|---|---|---|"
-  for example in moe_lm switch_lm glu_moe_lm moa_mlm moa_translate; do
+  for example in moe_lm switch_lm glu_moe_lm moa_mlm moa_translate mhmoe_lm; do
     "$moec" compile "examples/$example.moe" --report > "$work/report.txt"
     total=$(awk '$1 == "train_step" && $3 == "kernels"' "$work/report.txt")
     layers=$(awk '/by kernel kind/ { on = 1; next } on && NF == 0 { exit }
@@ -77,6 +88,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
     --valid-batches 0 | sed -n 's/.*, \([0-9.]*M\) parameters.*/\1/p')
   t1=$(date +%s.%N)
   echo "| \`moec train --steps 0\` on the cpu: load and draw $params initial weights | $(elapsed "$t0" "$t1") |"
+  echo
+  mhmoeSection "$threads"
 } > "$section"
 
 python3 - "$section" <<'PY'
