@@ -635,3 +635,13 @@ func.func @routing_stats_parts(%e: tensor<6x2xi32>, %s: tensor<6x2xi32>) {
   %0 = moe.routing_stats %e, %s {parts = 4 : i64, num_experts = 3 : i64} : (tensor<6x2xi32>, tensor<6x2xi32>) -> tensor<*xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{a frozen parameter is trained by no group, got group "gate"}}
+moe.param @p : tensor<4x4xf32> {init = #moe.init<zeros>, frozen, group = "gate"}
+
+// -----
+
+// expected-error @+1 {{group must be a non-empty name}}
+moe.param @p : tensor<4x4xf32> {init = #moe.init<zeros>, group = ""}

@@ -9,6 +9,8 @@ moe.param @w : tensor<4x8xf32> {init = #moe.init<xavier_uniform>, scale = 0.5 : 
 moe.param @gate : tensor<8x4xf32> {init = #moe.init<normal>, frozen}
 // CHECK: moe.param @wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, row_norm = 1.500000e+00 : f64, scale = 3.200000e-01 : f64}
 moe.param @wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, scale = 0.32 : f64, row_norm = 1.5 : f64}
+// CHECK: moe.param @router : tensor<8x4xf32> {group = "gate", init = #moe.init<normal>}
+moe.param @router : tensor<8x4xf32> {init = #moe.init<normal>, group = "gate"}
 // CHECK: moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
 moe.state @cache : tensor<?x16x8xf32> {dims = ["B", 16, 8]}
 // CHECK: moe.state @opt.m.w : tensor<4x8xf32> {dims = [4, 8], like = @w}

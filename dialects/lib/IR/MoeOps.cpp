@@ -163,6 +163,14 @@ LogicalResult ParamOp::verify() {
       return emitOpError("row_norm needs a trainable parameter: a frozen one "
                          "is never written back");
   }
+  if (std::optional<StringRef> group = getGroup()) {
+    if (group->empty())
+      return emitOpError("group must be a non-empty name");
+    if (getFrozen())
+      return emitOpError("a frozen parameter is trained by no group, got "
+                         "group \"")
+             << *group << "\"";
+  }
   return success();
 }
 

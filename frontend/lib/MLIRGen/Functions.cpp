@@ -34,6 +34,8 @@ const char *modeName(Mode mode) {
     return "decode";
   case Mode::Encode:
     return "encode";
+  case Mode::GateLoss:
+    return "loss_g";
   }
   return "";
 }
@@ -83,7 +85,7 @@ void ModuleEmitter::emitFunction(Mode mode) {
     input(name, tokensType, dims({"B", "T"}));
   };
 
-  bool random = mode == Mode::Loss && randomInTraining();
+  bool random = fn.training() && randomInTraining();
   if (encDec && mode != Mode::Decode) {
     source("source");
     source("source_mask");
@@ -277,14 +279,19 @@ OwningOpRef<ModuleOp> ModuleEmitter::run() {
            "have; make the layer smaller";
     return nullptr;
   }
+  if (!assignGroups())
+    return nullptr;
   for (const ParamDecl &p : params)
-    b.create<ParamOp>(loc, b.getStringAttr(p.name), TypeAttr::get(p.type),
-                      InitAttr::get(ctx, p.init), b.getF64FloatAttr(p.scale),
-                      p.frozen ? b.getUnitAttr() : UnitAttr(),
-                      p.rowNorm > 0 ? b.getF64FloatAttr(p.rowNorm)
-                                    : FloatAttr());
+    b.create<ParamOp>(
+        loc, b.getStringAttr(p.name), TypeAttr::get(p.type),
+        InitAttr::get(ctx, p.init), b.getF64FloatAttr(p.scale),
+        p.frozen ? b.getUnitAttr() : UnitAttr(),
+        p.rowNorm > 0 ? b.getF64FloatAttr(p.rowNorm) : FloatAttr(),
+        p.group.empty() ? StringAttr() : b.getStringAttr(p.group));
   declareCaches(loc);
   emitFunction(Mode::Loss);
+  if (spec.train.phases)
+    emitFunction(Mode::GateLoss);
   if (randomInTraining())
     emitFunction(Mode::EvalLoss);
   emitFunction(Mode::Forward);

@@ -24,9 +24,11 @@ namespace moec::frontend {
 
 /// The entry functions: the training objective, the same objective without
 /// dropout for evaluation, logits, logits with a KV cache (decoders and
-/// encoder_decoder models), and the encoder pass that fills the decoder's
-/// cross-attention caches (encoder_decoder models).
-enum class Mode { Loss, EvalLoss, Forward, Decode, Encode };
+/// encoder_decoder models), the encoder pass that fills the decoder's
+/// cross-attention caches (encoder_decoder models), and, under block
+/// coordinate descent, the objective of G steps ("loss_g"; `loss` is that of
+/// F steps).
+enum class Mode { Loss, EvalLoss, Forward, Decode, Encode, GateLoss };
 
 struct ParamDecl {
   std::string name;
@@ -36,6 +38,8 @@ struct ParamDecl {
   bool frozen;
   /// > 0: moe.param's row_norm (train_step rescales each row to it).
   double rowNorm = 0;
+  /// The parameter group whose optimizer trains it (empty: the main one).
+  std::string group;
 };
 
 /// A cache (persistent state) the decode program reads: self-attention K/V
@@ -76,9 +80,10 @@ struct Function {
     auto it = inputs.find(name);
     return it == inputs.end() ? mlir::Value() : it->second;
   }
-  bool training() const { return mode == Mode::Loss; }
+  bool training() const { return mode == Mode::Loss || mode == Mode::GateLoss; }
   bool objective() const {
-    return mode == Mode::Loss || mode == Mode::EvalLoss;
+    return mode == Mode::Loss || mode == Mode::EvalLoss ||
+           mode == Mode::GateLoss;
   }
 };
 
@@ -112,6 +117,10 @@ public:
   //===--- Settings.cpp -------------------------------------------------===//
 
   void setModuleAttributes(mlir::ModuleOp module);
+  /// Puts every trainable parameter in the group whose pattern matches its
+  /// name; reports a pattern that matches none and a parameter that two
+  /// groups claim, at the pattern. False after an error.
+  bool assignGroups();
 
   //===--- Functions.cpp ------------------------------------------------===//
 

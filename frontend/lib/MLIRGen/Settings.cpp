@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModuleEmitter.h"
+#include "moec/Frontend/ReadSpec.h"
 
 using namespace moec::frontend;
 using namespace mlir;
@@ -40,7 +41,109 @@ const char *objectiveName(Objective objective) {
   return "";
 }
 
+/// Whether `name` matches `pattern`, in which `*` stands for any run of
+/// characters (dots included) and every other character for itself.
+bool globMatches(StringRef pattern, StringRef name) {
+  // Greedy with backtracking to the last star: linear in practice.
+  size_t p = 0, n = 0, star = StringRef::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != StringRef::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*')
+    ++p;
+  return p == pattern.size();
+}
+
+/// An optimizer and its schedule as moe.training spells them (the main
+/// optimizer's keys, which moe-build-train-step reads).
+SmallVector<NamedAttribute> optimizerAttrs(OpBuilder &b, const OptimizerSpec &o,
+                                           int64_t totalSteps) {
+  auto f = [&](double v) { return b.getF64FloatAttr(v); };
+  SmallVector<NamedAttribute> attrs = {
+      b.getNamedAttr("optimizer", b.getStringAttr(o.optimizer)),
+      b.getNamedAttr("lr", f(o.lr)),
+      b.getNamedAttr("beta1", f(o.beta1)),
+      b.getNamedAttr("beta2", f(o.beta2)),
+      b.getNamedAttr("eps", f(o.eps)),
+      b.getNamedAttr("weight_decay", f(o.weightDecay)),
+      b.getNamedAttr("momentum", f(o.momentum)),
+      b.getNamedAttr("schedule",
+                     b.getStringAttr(stringifyLrSchedule(o.schedule))),
+      b.getNamedAttr("warmup", b.getI64IntegerAttr(o.warmup)),
+      b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
+      b.getNamedAttr("final_lr", f(o.finalLr)),
+  };
+  // Only the schedule that has a power names one.
+  if (o.schedule == LrSchedule::Polynomial)
+    attrs.push_back(b.getNamedAttr("power", f(o.power)));
+  return attrs;
+}
+
 } // namespace
+
+bool ModuleEmitter::assignGroups() {
+  bool ok = true;
+  std::vector<std::string> names;
+  for (const ParamDecl &p : params)
+    names.push_back(p.name);
+  for (const ParamGroupSpec &g : spec.train.groups)
+    for (const ParamGroupSpec::Pattern &pattern : g.patterns) {
+      size_t matched = 0, frozen = 0;
+      std::vector<std::pair<std::string, std::string>> taken;
+      for (ParamDecl &p : params) {
+        if (!globMatches(pattern.glob, p.name))
+          continue;
+        if (p.frozen) {
+          ++frozen;
+          continue;
+        }
+        ++matched;
+        if (!p.group.empty() && p.group != g.name)
+          taken.push_back({p.name, p.group});
+        else
+          p.group = g.name;
+      }
+      if (!taken.empty()) {
+        auto diag = emitError(locationOf(pattern.range))
+                    << "pattern \"" << pattern.glob << "\" of group '" << g.name
+                    << "' matches parameter '" << taken[0].first << "'";
+        if (taken.size() > 1)
+          diag << " (and " << taken.size() - 1 << " more)";
+        diag << ", which group '" << taken[0].second
+             << "' holds already; a parameter belongs to one group";
+        ok = false;
+      }
+      if (matched == 0) {
+        auto diag = emitError(locationOf(pattern.range))
+                    << "pattern \"" << pattern.glob << "\" of group '" << g.name
+                    << "' matches no trainable parameter";
+        std::string near = pattern.glob.find('*') == std::string::npos
+                               ? nearestName(pattern.glob, names)
+                               : std::string();
+        if (frozen > 0)
+          diag << ", only frozen ones, which no group trains";
+        else if (!near.empty())
+          diag << "; did you mean \"" << near << "\"?";
+        else if (!names.empty())
+          diag << " (`*` stands for any run of characters; parameter paths "
+                  "read like '"
+               << names.back() << "')";
+        ok = false;
+      }
+    }
+  return ok;
+}
 
 void ModuleEmitter::setModuleAttributes(ModuleOp module) {
   const TrainSpec &t = spec.train;
@@ -93,18 +196,13 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
                     b.getNamedAttr("max_predictions",
                                    i(model.mlm.maxPredictions))})));
   module->setAttr(attrs::kModel, b.getDictionaryAttr(modelAttrs));
-  SmallVector<NamedAttribute> trainingAttrs = {
-      b.getNamedAttr("optimizer", s(t.optimizer)),
-      b.getNamedAttr("lr", f(t.lr)),
-      b.getNamedAttr("beta1", f(t.beta1)),
-      b.getNamedAttr("beta2", f(t.beta2)),
-      b.getNamedAttr("eps", f(t.eps)),
-      b.getNamedAttr("weight_decay", f(t.weightDecay)),
-      b.getNamedAttr("momentum", f(t.momentum)),
-      b.getNamedAttr("schedule", s(stringifyLrSchedule(t.schedule))),
-      b.getNamedAttr("warmup", i(t.warmup)),
-      b.getNamedAttr("total_steps", i(t.steps)),
-      b.getNamedAttr("final_lr", f(t.finalLr)),
+  // Each optimizer's schedule runs over its own updates: under coordinate
+  // descent the group phi trains in G steps, every other parameter in F
+  // steps.
+  int64_t gSteps = t.phases ? t.phases->gSteps.gStepsIn(t.steps) : 0;
+  SmallVector<NamedAttribute> trainingAttrs =
+      optimizerAttrs(b, t, t.steps - gSteps);
+  trainingAttrs.append({
       b.getNamedAttr("clip_norm", f(t.clipNorm)),
       b.getNamedAttr("batch", i(t.batch)),
       b.getNamedAttr("seq_len", i(t.seqLen)),
@@ -115,10 +213,38 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
       b.getNamedAttr("z_loss", f(t.zLoss)),
       b.getNamedAttr("cv_loss", f(t.cvLoss)),
       b.getNamedAttr("label_smoothing", f(t.labelSmoothing)),
-  };
-  // Only the schedule that has a power names one.
-  if (t.schedule == LrSchedule::Polynomial)
-    trainingAttrs.push_back(b.getNamedAttr("power", f(t.power)));
+  });
+  if (!t.groups.empty()) {
+    SmallVector<Attribute> groups;
+    for (const ParamGroupSpec &g : t.groups) {
+      bool phi = t.phases && t.phases->group == g.name;
+      SmallVector<NamedAttribute> group =
+          optimizerAttrs(b, g, phi ? gSteps : t.steps - gSteps);
+      std::vector<std::string> patterns;
+      for (const ParamGroupSpec::Pattern &p : g.patterns)
+        patterns.push_back(p.glob);
+      group.push_back(b.getNamedAttr("name", s(g.name)));
+      group.push_back(b.getNamedAttr("patterns", strings(patterns)));
+      groups.push_back(b.getDictionaryAttr(group));
+    }
+    trainingAttrs.push_back(b.getNamedAttr("groups", b.getArrayAttr(groups)));
+  }
+  if (t.phases) {
+    const moec::support::PhaseSchedule &g = t.phases->gSteps;
+    bool every = g.kind == moec::support::PhaseSchedule::Kind::Every;
+    SmallVector<NamedAttribute> phases = {
+        b.getNamedAttr("kind", s("coordinate_descent")),
+        b.getNamedAttr("group", s(t.phases->group)),
+        b.getNamedAttr("g_steps", s(every ? "every" : "first"))};
+    if (every)
+      phases.append({b.getNamedAttr("period", i(g.period)),
+                     b.getNamedAttr("length", i(g.length)),
+                     b.getNamedAttr("offset", i(g.offset))});
+    else
+      phases.push_back(b.getNamedAttr("first", i(g.first)));
+    trainingAttrs.push_back(
+        b.getNamedAttr("phases", b.getDictionaryAttr(phases)));
+  }
   module->setAttr(attrs::kTraining, b.getDictionaryAttr(trainingAttrs));
   const DataSourceSpec &d = spec.data;
   module->setAttr(attrs::kData,

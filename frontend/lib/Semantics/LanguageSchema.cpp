@@ -634,7 +634,71 @@ std::vector<OwnerInfo> buildSchema() {
                                    "steps between progress lines"),
                            "10"),
                   1.0, kMaxSteps),
+            choices(fallback(setting("groups", T::CallList,
+                                     "parameter groups with optimizers of "
+                                     "their own (see below); every other "
+                                     "trainable parameter uses the optimizer "
+                                     "and schedule above"),
+                             "[]"),
+                    {"group"}),
+            choices(fallback(setting("phases", T::Call,
+                                     "block coordinate descent between one "
+                                     "group and the rest (see below); none: "
+                                     "every group trains at every step"),
+                             "none"),
+                    {"coordinate_descent"}),
         });
+  owner("groups group", "group(...)",
+        "A parameter group: `group(\"NAME\", params = [\"PATTERN\", ...], "
+        "settings)`. NAME (letters, digits and _) names the group in "
+        "`phases`, in progress lines and in checkpoints. A pattern matches "
+        "parameter paths, `*` standing for any run of characters "
+        "(`\"*.router\"`: the router of every moe layer); each pattern must "
+        "match a trainable parameter, and no parameter may be in two "
+        "groups. The group's parameters train with its own optimizer and "
+        "schedule, which count the group's own updates (the schedule's "
+        "steps, Adam's bias correction).",
+        {required(setting("params", T::TextList,
+                          "the patterns of the group's parameters")),
+         choices(computed(setting("optimizer", T::Call,
+                                  "the group's optimizer and its settings"),
+                          "train's optimizer"),
+                 {"adam", "adamw", "sgd"}),
+         choices(fallback(setting("schedule", T::Call,
+                                  "the group's learning-rate schedule over "
+                                  "its own updates"),
+                          "constant"),
+                 spellings<defs::LrSchedule>())});
+  owner("phases coordinate_descent", "coordinate_descent(...)",
+        "Block coordinate descent (MAE): the named group is phi, every other "
+        "trainable parameter theta. An F step trains theta on the objective "
+        "`loss` with phi frozen; a G step trains only phi on `loss_g`. "
+        "Steps are numbered from 1; `g_steps` says which are G steps.",
+        {required(setting("group", T::Text, "the group phi, by name")),
+         choices(required(setting("g_steps", T::Call,
+                                  "which steps are G steps")),
+                 {"every", "first"})});
+  owner("g_steps every", "g_steps 'every'",
+        "In every window of `period` steps the last `length` are G steps: "
+        "step n is a G step when (n - 1 - offset) mod period >= period - "
+        "length. One G step in five: `every(period = 5)`; G steps for one "
+        "epoch of E steps in every fifth epoch: `every(period = 5 * E, "
+        "length = E)`.",
+        {range(required(setting("period", T::Integer,
+                                "the steps of a window")),
+               1.0, kMaxSteps),
+         range(fallback(setting("length", T::Integer,
+                                "the G steps at the end of each window (at "
+                                "most period)"),
+                        "1"),
+               1.0, kMaxSteps),
+         range(fallback(setting("offset", T::Integer,
+                                "shifts the windows by this many steps "
+                                "(less than period)"),
+                        "0"),
+               0.0, kMaxSteps)});
+  owner("g_steps first", "g_steps 'first'",
+        "`first(N)`: steps 1 to N are G steps, then only F steps.", {});
   owner("optimizer adam", "optimizer 'adam'", "Adam (Kingma and Ba).",
         optimizerSettings(true));
   owner("optimizer adamw", "optimizer 'adamw'",
@@ -766,6 +830,8 @@ std::string typeName(const SettingInfo &s) {
     return "[number, number]";
   case SettingType::TextList:
     return "[string, ...]";
+  case SettingType::CallList:
+    return "[call, ...]";
   }
   return "";
 }
@@ -913,6 +979,9 @@ std::string languageReference() {
                       CallGroup{"router (mh_moe layer)", "router "},
                       CallGroup{"optimizer (train)", "optimizer "},
                       CallGroup{"schedule (train)", "schedule "},
+                      CallGroup{"groups (train)", "groups "},
+                      CallGroup{"phases (train)", "phases "},
+                      CallGroup{"g_steps (coordinate_descent)", "g_steps "},
                       CallGroup{"source (data)", "source "}}) {
     md += std::string("### ") + g.setting + "\n\n";
     for (const OwnerInfo &o : languageSchema()) {

@@ -665,15 +665,245 @@ private:
     t.cvLoss = s.getFloat("cv_loss");
     t.labelSmoothing = s.getFloat("label_smoothing");
     t.logEvery = s.getInt("log_every");
+    analyzeGroups(s, t);
+    analyzePhases(s, t);
     s.finish();
-    if (decays(t.schedule) && t.steps <= t.warmup)
-      reporter.error(node.range.Start)
-          << "a decaying schedule needs steps (" << t.steps
-          << ") > warmup (" << t.warmup << ")";
+    checkDecayingSchedules(node, t);
   }
 
-  /// The optimizer of the training settings and its hyper-parameters.
-  void analyzeOptimizer(Settings &train, TrainSpec &t) {
+  /// A decaying schedule reaches final_lr at its last update: it needs more
+  /// updates than warm-up steps. Each group counts its own updates.
+  void checkDecayingSchedules(const SpecNode &node, const TrainSpec &t) {
+    int64_t gSteps = t.phases ? t.phases->gSteps.gStepsIn(t.steps) : 0;
+    if (decays(t.schedule) && t.steps - gSteps <= t.warmup) {
+      if (!t.phases)
+        reporter.error(node.range.Start)
+            << "a decaying schedule needs steps (" << t.steps << ") > warmup ("
+            << t.warmup << ")";
+      else
+        reporter.error(node.range.Start)
+            << "a decaying schedule needs more updates than warmup ("
+            << t.warmup << "), but the parameters outside group '"
+            << t.phases->group << "' train in " << t.steps - gSteps
+            << " F steps of " << t.steps;
+    }
+    for (const ParamGroupSpec &g : t.groups) {
+      bool phi = t.phases && t.phases->group == g.name;
+      int64_t updates = phi ? gSteps : t.steps - gSteps;
+      if (decays(g.schedule) && updates <= g.warmup)
+        reporter.error(g.range.Start)
+            << "a decaying schedule needs more updates than warmup ("
+            << g.warmup << "), but group '" << g.name << "' trains in "
+            << updates
+            << (phi        ? " G steps"
+                : t.phases ? " F steps"
+                           : " steps")
+            << " of " << t.steps;
+    }
+  }
+
+  /// `groups = [group("name", params = [...], optimizer = ..., schedule =
+  /// ...), ...]`. Which parameters the patterns match is known once the
+  /// model's parameters are declared (MLIRGen checks that).
+  void analyzeGroups(Settings &train, TrainSpec &t) {
+    const SpecValue *value = train.get("groups");
+    if (!value)
+      return;
+    if (value->kind != SpecValue::Kind::List) {
+      reporter.error(value->range.Start)
+          << "'groups' must be a list of group(...) calls, e.g. "
+             "[group(\"gate\", params = [\"*.router\"])], got "
+          << describeValue(*value);
+      return;
+    }
+    for (const SpecValue &item : value->list) {
+      if (item.kind != SpecValue::Kind::Call || item.text != "group") {
+        auto diag = reporter.error(item.range.Start)
+                    << "a parameter group is written group(\"NAME\", "
+                       "params = [\"PATTERN\", ...]), got "
+                    << describeValue(item);
+        if (item.kind == SpecValue::Kind::Call &&
+            !nearestName(item.text, {"group"}).empty())
+          diag << "; did you mean 'group'?";
+        continue;
+      }
+      t.groups.push_back(analyzeGroup(item, t));
+    }
+  }
+
+  ParamGroupSpec analyzeGroup(const SpecValue &call, const TrainSpec &t) {
+    ParamGroupSpec g;
+    g.range = call.range;
+    std::vector<SpecSetting> named;
+    std::vector<const SpecValue *> positional;
+    splitArguments(&call, named, positional);
+    if (positional.size() != 1 ||
+        positional.front()->kind != SpecValue::Kind::String) {
+      reporter.error(call.range.Start)
+          << "group(...) needs its name as a string first, e.g. "
+             "group(\"gate\", params = [\"*.router\"])";
+    } else {
+      const SpecValue &name = *positional.front();
+      g.name = name.text;
+      bool valid = !g.name.empty() && llvm::all_of(g.name, [](char c) {
+        return llvm::isAlnum(c) || c == '_';
+      });
+      if (!valid)
+        reporter.error(name.range.Start)
+            << "a group's name is letters, digits and _, got \"" << g.name
+            << "\"";
+      for (const ParamGroupSpec &other : t.groups)
+        if (other.name == g.name)
+          reporter.error(name.range.Start)
+              << "the group \"" << g.name << "\" is declared twice";
+    }
+    Settings s(named, schemaOf("groups group"), call.range, reporter);
+    analyzePatterns(s, g);
+    if (s.has("optimizer")) {
+      analyzeOptimizer(s, g);
+    } else {
+      // Without its own, the group trains with a copy of the main
+      // optimizer (its own moments and update count).
+      static_cast<OptimizerSpec &>(g) = t;
+    }
+    g.schedule = LrSchedule::Constant;
+    g.warmup = 0;
+    g.finalLr = 0;
+    g.power = 1;
+    analyzeSchedule(s, g);
+    s.finish();
+    return g;
+  }
+
+  void analyzePatterns(Settings &s, ParamGroupSpec &g) {
+    const SpecValue *params = s.require("params");
+    if (!params)
+      return;
+    if (params->kind != SpecValue::Kind::List || params->list.empty()) {
+      reporter.error(params->range.Start)
+          << "'params' must be a list of patterns, e.g. [\"*.router\"], got "
+          << describeValue(*params);
+      return;
+    }
+    for (const SpecValue &item : params->list) {
+      if (item.kind != SpecValue::Kind::String || item.text.empty()) {
+        reporter.error(item.range.Start)
+            << "a pattern is a non-empty string of a parameter path, `*` "
+               "standing for any run of characters, got "
+            << describeValue(item);
+        continue;
+      }
+      g.patterns.push_back({item.text, item.range});
+    }
+  }
+
+  /// `phases = coordinate_descent(group = "g", g_steps = every(...) |
+  /// first(N))`.
+  void analyzePhases(Settings &train, TrainSpec &t) {
+    if (!train.has("phases"))
+      return;
+    std::optional<std::string> name = train.getCallName("phases");
+    if (!name)
+      return;
+    const SpecValue *value = train.get("phases");
+    Settings s(callArguments(value), schemaOf("phases " + *name), value->range,
+               reporter);
+    PhaseSpec phases;
+    bool valid = analyzePhaseGroup(s, t, phases);
+    valid &= analyzeGSteps(s, phases);
+    s.finish();
+    if (valid)
+      t.phases = phases;
+  }
+
+  bool analyzePhaseGroup(Settings &s, const TrainSpec &t, PhaseSpec &phases) {
+    const SpecValue *group = s.require("group");
+    if (!group)
+      return false;
+    if (group->kind != SpecValue::Kind::String) {
+      reporter.error(group->range.Start)
+          << "'group' of coordinate_descent(...) must be a group's name as a "
+             "string, e.g. \"gate\", got "
+          << describeValue(*group);
+      return false;
+    }
+    std::vector<std::string> names;
+    for (const ParamGroupSpec &g : t.groups)
+      names.push_back(g.name);
+    if (!llvm::is_contained(names, group->text)) {
+      auto diag = reporter.error(group->range.Start)
+                  << "unknown group \"" << group->text << "\"";
+      if (names.empty()) {
+        diag << "; declare it in 'groups', e.g. groups = [group(\""
+             << group->text << "\", params = [\"*.router\"])]";
+      } else {
+        diag << " (groups: " << llvm::join(names, ", ") << ")";
+        std::string near = nearestName(group->text, names);
+        if (!near.empty())
+          diag << "; did you mean \"" << near << "\"?";
+      }
+      return false;
+    }
+    phases.group = group->text;
+    return true;
+  }
+
+  bool analyzeGSteps(Settings &phaseSettings, PhaseSpec &phases) {
+    if (!phaseSettings.require("g_steps"))
+      return false;
+    std::optional<std::string> name = phaseSettings.getCallName("g_steps");
+    if (!name)
+      return false;
+    const SpecValue *value = phaseSettings.get("g_steps");
+    moec::support::PhaseSchedule &g = phases.gSteps;
+    std::vector<SpecSetting> named;
+    std::vector<const SpecValue *> positional;
+    splitArguments(value, named, positional);
+    Settings s(*name == "first" ? named : callArguments(value),
+               schemaOf("g_steps " + *name), value->range, reporter);
+    bool valid = true;
+    if (*name == "every") {
+      g.kind = moec::support::PhaseSchedule::Kind::Every;
+      g.period = s.getInt("period");
+      g.length = s.getInt("length");
+      g.offset = s.getInt("offset");
+      valid = g.period >= 1;
+      if (valid && g.length > g.period) {
+        reporter.error(s.get("length")->range.Start)
+            << "length (" << g.length << ") exceeds period (" << g.period
+            << "): a window of " << g.period << " steps holds at most "
+            << g.period << " G steps";
+        valid = false;
+      }
+      if (valid && g.offset >= g.period) {
+        reporter.error(s.get("offset")->range.Start)
+            << "offset (" << g.offset << ") must be less than period ("
+            << g.period << ")";
+        valid = false;
+      }
+    } else {
+      g.kind = moec::support::PhaseSchedule::Kind::First;
+      const SpecValue *count =
+          positional.size() == 1 ? positional.front() : nullptr;
+      constexpr int64_t kMaxSteps = int64_t(1) << 40;
+      if (!count || count->kind != SpecValue::Kind::Int ||
+          count->intValue < 1 || count->intValue > kMaxSteps) {
+        reporter.error(count ? count->range.Start : value->range.Start)
+            << "first(N) needs the number of G steps, an integer in [1, "
+               "2^40], e.g. first(100)"
+            << (count ? ", got " + describeValue(*count) : std::string());
+        valid = false;
+      } else {
+        g.first = count->intValue;
+      }
+    }
+    s.finish();
+    return valid;
+  }
+
+  /// An optimizer setting (of the training settings or of a group) and its
+  /// hyper-parameters.
+  void analyzeOptimizer(Settings &train, OptimizerSpec &t) {
     std::optional<std::string> name = train.getCallName("optimizer");
     if (!name)
       return;
@@ -717,8 +947,8 @@ private:
            schedule == LrSchedule::Polynomial;
   }
 
-  /// The learning-rate schedule of the training settings.
-  void analyzeSchedule(Settings &train, TrainSpec &t) {
+  /// The learning-rate schedule of the training settings or of a group.
+  void analyzeSchedule(Settings &train, OptimizerSpec &t) {
     std::optional<std::string> name = train.getCallName("schedule");
     if (!name)
       return;

@@ -56,16 +56,24 @@ def Moe_ParamOp : Op<Moe_Dialect, "param", [Symbol]> {
     writes the rescaled-and-updated value back. Other programs read the
     parameter as it is.
 
+    `group` names the parameter group (the `train` section's `groups`) whose
+    optimizer, schedule and update counter train it; without it the main
+    optimizer does. Under block coordinate descent the group the phases
+    name is trained only by `train_step_g`, every other parameter only by
+    `train_step`.
+
     ```mlir
     moe.param @embed.tokens : tensor<256x64xf32> {init = #moe.init<normal>, scale = 2.0e-02 : f64}
     moe.param @gate.wg : tensor<8x16xf32> {init = #moe.init<orthogonal>, scale = 3.2e-01 : f64, row_norm = 1.5 : f64}
+    moe.param @layers.0.moe.router : tensor<32x4xf32> {init = #moe.init<normal>, group = "gate"}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                        Moe_InitAttr:$init,
                        DefaultValuedAttr<F64Attr, "1.0">:$scale,
                        UnitAttr:$frozen,
-                       OptionalAttr<F64Attr>:$row_norm);
+                       OptionalAttr<F64Attr>:$row_norm,
+                       OptionalAttr<StrAttr>:$group);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
 }

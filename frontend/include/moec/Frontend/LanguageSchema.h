@@ -27,6 +27,7 @@ enum class SettingType {
   Call,    ///< one of `choices`, bare or called with settings: adamw(lr = 1e-3)
   Pair,    ///< a list of two numbers: [0.9, 0.98]
   TextList, ///< a list of strings: ["neg", "pos"]
+  CallList, ///< a list of calls of one of `choices`: [group("g", ...)]
 };
 
 /// A range limit as messages and the reference print it: "0.5", "2^31".

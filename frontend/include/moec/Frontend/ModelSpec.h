@@ -10,6 +10,7 @@
 #define MOEC_FRONTEND_MODELSPEC_H
 
 #include "moe/IR/MoeOps.h"
+#include "moec/support/PhaseSchedule.h"
 #include "llvm/Support/SMLoc.h"
 #include <cstdint>
 #include <optional>
@@ -193,7 +194,9 @@ struct ModelSpec {
   }
 };
 
-struct TrainSpec {
+/// An optimizer with its hyper-parameters and learning-rate schedule: the
+/// training settings' own, or a parameter group's.
+struct OptimizerSpec {
   std::string optimizer = "adamw";
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -204,6 +207,30 @@ struct TrainSpec {
   double finalLr = 0;
   /// polynomial: the exponent of the remaining share.
   double power = 1;
+};
+
+/// `group("name", params = ["glob", ...], optimizer = ..., schedule = ...)`:
+/// the trainable parameters whose names match one of the patterns (`*`
+/// matches any run of characters), trained with their own optimizer.
+struct ParamGroupSpec : OptimizerSpec {
+  std::string name;
+  llvm::SMRange range;
+  struct Pattern {
+    std::string glob;
+    llvm::SMRange range;
+  };
+  std::vector<Pattern> patterns;
+};
+
+/// `phases = coordinate_descent(group = "g", g_steps = ...)`: block
+/// coordinate descent. A G step trains only `group` (phi) on the `loss_g`
+/// objective, an F step every other trainable parameter on `loss`.
+struct PhaseSpec {
+  std::string group;
+  moec::support::PhaseSchedule gSteps;
+};
+
+struct TrainSpec : OptimizerSpec {
   double clipNorm = 0;
   int64_t batch = 8;
   int64_t seqLen = 0;
@@ -214,6 +241,12 @@ struct TrainSpec {
   double cvLoss = 0;
   double labelSmoothing = 0;
   int64_t logEvery = 10;
+  /// Parameter groups with optimizers of their own; every trainable
+  /// parameter outside them uses the settings above.
+  std::vector<ParamGroupSpec> groups;
+  /// Block coordinate descent over one group; without it every group
+  /// trains at every step (joint training).
+  std::optional<PhaseSpec> phases;
 };
 
 struct DataSourceSpec {
