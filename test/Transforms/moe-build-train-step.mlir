@@ -118,3 +118,99 @@ module attributes {moe.training = {optimizer = "lion", schedule = "constant", lr
     return %z : tensor<f32>
   }
 }
+
+// -----
+
+// Block coordinate descent: train_step trains the parameters outside the
+// phases' group with the main optimizer, counted by the input "step";
+// train_step_g trains only the group's with its own, counted by
+// "step:gate" and reported as "lr:gate". Each parameter has one set of
+// moments, and neither step builds the other block's weight gradient into
+// its results.
+
+module attributes {moe.training = {optimizer = "adam", schedule = "constant", lr = 1.0e-3 : f64, total_steps = 6 : i64,
+    groups = [{name = "gate", patterns = ["r"], optimizer = "sgd", schedule = "constant", lr = 1.0 : f64, total_steps = 4 : i64}],
+    phases = {kind = "coordinate_descent", group = "gate", g_steps = "every", period = 5 : i64, length = 2 : i64, offset = 0 : i64}}} {
+  moe.param @w : tensor<4x3xf32> {init = #moe.init<normal>}
+  moe.param @r : tensor<4x3xf32> {init = #moe.init<normal>, group = "gate"}
+  func.func @loss(%w: tensor<4x3xf32> {moe.param = @w}, %r: tensor<4x3xf32> {moe.param = @r},
+                  %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                  %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %a = moe.linear %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %b = moe.linear %x, %r : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %s = arith.addf %a, %b : tensor<?x3xf32>
+    %ce, %count = moe.cross_entropy %s, %t : (tensor<?x3xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+    return %ce : tensor<f32>
+  }
+  func.func @loss_g(%w: tensor<4x3xf32> {moe.param = @w}, %r: tensor<4x3xf32> {moe.param = @r},
+                    %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                    %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss_g"} {
+    %a = moe.linear %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %b = moe.linear %x, %r : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %s = arith.addf %a, %b : tensor<?x3xf32>
+    %ce, %count = moe.cross_entropy %s, %t : (tensor<?x3xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+    return %ce : tensor<f32>
+  }
+}
+
+// CHECK: moe.param @w
+// CHECK-NEXT: moe.state @opt.m.w : tensor<4x3xf32> {dims = [4, 3], like = @w}
+// CHECK-NEXT: moe.state @opt.v.w : tensor<4x3xf32> {dims = [4, 3], like = @w}
+// CHECK-NEXT: moe.param @r : tensor<4x3xf32> {group = "gate", init = #moe.init<normal>}
+// CHECK-NEXT: moe.state @opt.m.r : tensor<4x3xf32> {dims = [4, 3], like = @r}
+// CHECK-NEXT: func.func @loss(
+
+// CHECK-LABEL: func.func @backward(
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<4x3xf32> {moe.output = "grad:w"})
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4x3xf32> {moe.param = @w}
+// CHECK-SAME: {moe.state = @opt.m.w}, %{{[^:]*}}: tensor<4x3xf32> {moe.state = @opt.v.w}, %[[STEP:[^:]*]]: tensor<i64> {moe.input = "step"})
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<f32> {moe.output = "lr"}, tensor<f32> {moe.output = "grad_norm"}, tensor<4x3xf32> {moe.update = @w}, tensor<4x3xf32> {moe.update = @opt.m.w}, tensor<4x3xf32> {moe.update = @opt.v.w})
+// CHECK:      %[[LR:.*]] = moe.lr_schedule %[[STEP]] {base_lr = 1.000000e-03 : f64, kind = #moe.schedule<constant>, total_steps = 6 : i64}
+// CHECK:      moe.adam_update %[[W]], %{{.*}}, %{{.*}}, %{{.*}}, %[[STEP]], %[[LR]],
+// CHECK-NOT:  moe.sgd_update
+// CHECK:      return
+
+// CHECK-LABEL: func.func @backward_g(
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<4x3xf32> {moe.output = "grad:r"})
+// CHECK-LABEL: func.func @train_step_g(
+// CHECK-SAME: %[[R:[^:]*]]: tensor<4x3xf32> {moe.param = @r}
+// CHECK-SAME: {moe.state = @opt.m.r}, %[[GSTEP:[^:]*]]: tensor<i64> {moe.input = "step:gate"})
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<f32> {moe.output = "lr:gate"}, tensor<f32> {moe.output = "grad_norm"}, tensor<4x3xf32> {moe.update = @r}, tensor<4x3xf32> {moe.update = @opt.m.r})
+// CHECK-SAME: moe.entry = "train_step_g"
+// CHECK:      %[[GLR:.*]] = moe.lr_schedule %[[GSTEP]] {base_lr = 1.000000e+00 : f64, kind = #moe.schedule<constant>, total_steps = 4 : i64}
+// CHECK:      moe.sgd_update %[[R]], %{{.*}}, %{{.*}}, %[[GLR]],
+// CHECK-NOT:  moe.adam_update
+// CHECK:      return
+
+// -----
+
+// Parameter groups without phases: one train step updates every group with
+// its own optimizer, each counted by its own input.
+
+module attributes {moe.training = {optimizer = "adam", schedule = "constant", lr = 1.0e-3 : f64, total_steps = 6 : i64,
+    groups = [{name = "gate", patterns = ["r"], optimizer = "sgd", schedule = "linear", lr = 0.5 : f64, warmup = 2 : i64, total_steps = 6 : i64, momentum = 0.9 : f64}]}} {
+  moe.param @w : tensor<4x3xf32> {init = #moe.init<normal>}
+  moe.param @r : tensor<4x3xf32> {init = #moe.init<normal>, group = "gate"}
+  func.func @loss(%w: tensor<4x3xf32> {moe.param = @w}, %r: tensor<4x3xf32> {moe.param = @r},
+                  %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                  %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+    %a = moe.linear %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %b = moe.linear %x, %r : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %s = arith.addf %a, %b : tensor<?x3xf32>
+    %ce, %count = moe.cross_entropy %s, %t : (tensor<?x3xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+    return %ce : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i64> {moe.input = "step"}, %[[GSTEP:[^:]*]]: tensor<i64> {moe.input = "step:gate"})
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<f32> {moe.output = "lr"}, tensor<f32> {moe.output = "lr:gate"}, tensor<f32> {moe.output = "grad_norm"}, tensor<4x3xf32> {moe.update = @w}, tensor<4x3xf32> {moe.update = @opt.m.w}, tensor<4x3xf32> {moe.update = @opt.v.w}, tensor<4x3xf32> {moe.update = @r}, tensor<4x3xf32> {moe.update = @opt.m.r})
+// CHECK:      %[[LR:.*]] = moe.lr_schedule %[[STEP]] {base_lr = 1.000000e-03 : f64
+// CHECK:      %[[GLR:.*]] = moe.lr_schedule %[[GSTEP]] {base_lr = 5.000000e-01 : f64, kind = #moe.schedule<linear>, total_steps = 6 : i64, warmup = 2 : i64}
+// CHECK:      moe.adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[STEP]], %[[LR]],
+// CHECK:      moe.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %[[GLR]], %{{.*}} {momentum = 9.000000e-01 : f64}
+// CHECK-NOT:  train_step_g

@@ -278,6 +278,8 @@ FailureOr<json::Object> mlir::moe::buildBundle(ModuleOp module,
       entry["frozen"] = param.getFrozen();
       if (std::optional<APFloat> rowNorm = param.getRowNorm())
         entry["row_norm"] = rowNorm->convertToDouble();
+      if (std::optional<StringRef> group = param.getGroup())
+        entry["group"] = group->str();
       params.push_back(std::move(entry));
     } else if (auto state = dyn_cast<StateOp>(op)) {
       json::Object entry;

@@ -3,8 +3,12 @@
 // Reverse-mode differentiation of the objective function. The new `backward`
 // function recomputes the forward program and appends, in reverse program
 // order, the gradient ops each differentiable op builds. Only "active"
-// values get gradients: those that depend on a trainable parameter and that
-// the objective depends on.
+// values get gradients: those that depend on a parameter the program trains
+// and that the objective depends on. Under block coordinate descent there
+// are two: `backward` of `loss` over the parameters outside the phases'
+// group, `backward_g` of `loss_g` over those in it; a frozen parameter's
+// gradient is never used, so the plan computes none (its result has no
+// buffer, and the kernels skip results without one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,13 +39,14 @@ bool isPiecewiseConstant(Value v) {
   return ce && v == ce.getCount();
 }
 
-/// Values that depend on a trainable parameter and on which `objective`
+/// Values that depend on a trained parameter and on which `objective`
 /// depends.
 llvm::DenseSet<Value> activeValues(func::FuncOp func, Value objective,
-                                   const ParamTable &params) {
+                                   const ParamTable &params,
+                                   const ParamSelection &trains) {
   llvm::DenseSet<Value> varied;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    if (params.isTrainableParam(func, i))
+    if (params.isTrainableParam(func, i, trains))
       varied.insert(func.getArgument(i));
   Block &body = func.getBody().front();
   for (Operation &op : body)
@@ -99,7 +104,8 @@ LogicalResult arithGradient(OpBuilder &b, Operation *op, Value dy,
   return success();
 }
 
-LogicalResult buildBackward(func::FuncOp loss, const ParamTable &params) {
+LogicalResult buildBackward(func::FuncOp loss, const TrainingProgram &program,
+                            const ParamTable &params) {
   if (loss.getNumResults() == 0)
     return loss.emitOpError("the objective function has no results");
   auto objectiveType = dyn_cast<RankedTensorType>(loss.getResultTypes()[0]);
@@ -109,11 +115,12 @@ LogicalResult buildBackward(func::FuncOp loss, const ParamTable &params) {
                             "tensor, got ")
            << loss.getResultTypes()[0];
 
-  func::FuncOp backward = cloneEntry(loss, "backward", "backward");
+  func::FuncOp backward = cloneEntry(loss, program.backward, program.backward);
   Block &body = backward.getBody().front();
   Operation *terminator = body.getTerminator();
   Value objective = terminator->getOperand(0);
-  llvm::DenseSet<Value> active = activeValues(backward, objective, params);
+  llvm::DenseSet<Value> active =
+      activeValues(backward, objective, params, program.trains);
 
   OpBuilder b(terminator);
   llvm::DenseMap<Value, Value> grads;
@@ -165,7 +172,7 @@ LogicalResult buildBackward(func::FuncOp loss, const ParamTable &params) {
     resultAttrs.push_back(backward.getResultAttrDict(i));
   MLIRContext *ctx = backward.getContext();
   for (unsigned i = 0, e = backward.getNumArguments(); i < e; ++i) {
-    if (!params.isTrainableParam(backward, i))
+    if (!params.isTrainableParam(backward, i, program.trains))
       continue;
     BlockArgument arg = backward.getArgument(i);
     Value g = grads.lookup(arg);
@@ -197,16 +204,20 @@ struct MoeBuildBackwardPass
     : public mlir::moe::impl::MoeBuildBackwardBase<MoeBuildBackwardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (findEntry(module, "backward"))
-      return; // Already built.
-    func::FuncOp loss = findEntry(module, "loss");
-    if (!loss) {
-      module.emitError("no objective function: expected a function with "
-                       "moe.entry = \"loss\"");
-      return signalPassFailure();
+    ParamTable params(module);
+    for (const TrainingProgram &program : trainingPrograms(module)) {
+      if (findEntry(module, program.backward))
+        continue; // Already built.
+      func::FuncOp loss = findEntry(module, program.objective);
+      if (!loss) {
+        module.emitError("no objective function: expected a function with "
+                         "moe.entry = \"")
+            << program.objective << "\"";
+        return signalPassFailure();
+      }
+      if (failed(buildBackward(loss, program, params)))
+        return signalPassFailure();
     }
-    if (failed(buildBackward(loss, ParamTable(module))))
-      signalPassFailure();
   }
 };
 

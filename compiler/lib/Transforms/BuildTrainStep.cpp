@@ -6,6 +6,14 @@
 // `row_norm` is rescaled first (moe.rescale_rows), and the step reads and
 // updates the rescaled value.
 //
+// A parameter of a group (moe.param's `group`) trains with the group's
+// optimizer and schedule, counted by the group's own update counter: the
+// input "step:<group>" (the main optimizer's is "step"), whose learning rate
+// the step outputs as "lr:<group>". Under block coordinate descent each
+// phase's gradient program (backward, backward_g) becomes its train step
+// (train_step, train_step_g); a parameter is trained by one of them, so it
+// has one set of moments.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moec/Transforms/EntryPoints.h"
@@ -23,12 +31,13 @@ using namespace mlir::moe;
 
 namespace {
 
-/// Typed access to the module's `moe.training` dictionary with located
-/// errors for missing or mistyped entries.
+/// Typed access to the module's `moe.training` dictionary (or one of its
+/// groups) with located errors for missing or mistyped entries.
 class TrainingSettings {
 public:
-  TrainingSettings(ModuleOp module, DictionaryAttr dict)
-      : module(module), dict(dict) {}
+  TrainingSettings(ModuleOp module, DictionaryAttr dict,
+                   StringRef what = "moe.training")
+      : module(module), dict(dict), what(what.str()) {}
 
   FailureOr<double> number(StringRef key, std::optional<double> fallback = {}) {
     Attribute a = dict.get(key);
@@ -38,17 +47,18 @@ public:
       return f.getValueAsDouble();
     if (auto i = dyn_cast_or_null<IntegerAttr>(a))
       return static_cast<double>(i.getInt());
-    return module.emitError("moe.training needs a number '") << key << "'";
+    return module.emitError(what) << " needs a number '" << key << "'";
   }
   FailureOr<StringRef> string(StringRef key) {
     if (auto s = dyn_cast_or_null<StringAttr>(dict.get(key)))
       return s.getValue();
-    return module.emitError("moe.training needs a string '") << key << "'";
+    return module.emitError(what) << " needs a string '" << key << "'";
   }
 
 private:
   ModuleOp module;
   DictionaryAttr dict;
+  std::string what;
 };
 
 struct Optimizer {
@@ -58,16 +68,17 @@ struct Optimizer {
   LrSchedule schedule = LrSchedule::Constant;
   double lr = 0, finalLr = 0, power = 1;
   int64_t warmup = 0, totalSteps = 0;
+  /// The input that counts this optimizer's updates, and the output of its
+  /// learning rate: "step" and "lr" for the main optimizer, "step:<group>"
+  /// and "lr:<group>" for a group's.
+  std::string stepInput = "step", lrOutput = "lr";
 
   unsigned numMoments() const { return kind == "sgd" ? 1 : 2; }
 };
 
-FailureOr<Optimizer> readOptimizer(ModuleOp module) {
-  auto dict = module->getAttrOfType<DictionaryAttr>(attrs::kTraining);
-  if (!dict)
-    return module.emitError("no training settings: expected a moe.training "
-                            "module attribute");
-  TrainingSettings s(module, dict);
+FailureOr<Optimizer> readOptimizer(ModuleOp module, DictionaryAttr dict,
+                                   StringRef what) {
+  TrainingSettings s(module, dict, what);
   Optimizer o;
   FailureOr<StringRef> kind = s.string("optimizer");
   FailureOr<StringRef> schedule = s.string("schedule");
@@ -133,40 +144,110 @@ Value readValue(BlockArgument arg) {
   return arg;
 }
 
-LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
-  FailureOr<Optimizer> opt = readOptimizer(module);
-  if (failed(opt))
+/// The main optimizer (first) and each group's, in moe.training's order.
+FailureOr<SmallVector<Optimizer>> readOptimizers(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>(attrs::kTraining);
+  if (!dict)
+    return module.emitError("no training settings: expected a moe.training "
+                            "module attribute");
+  FailureOr<Optimizer> main = readOptimizer(module, dict, "moe.training");
+  if (failed(main))
     return failure();
+  SmallVector<Optimizer> optimizers{*main};
+  auto groups = dict.getAs<ArrayAttr>("groups");
+  for (Attribute a : groups ? groups.getValue() : ArrayRef<Attribute>()) {
+    auto group = dyn_cast<DictionaryAttr>(a);
+    auto name = group ? group.getAs<StringAttr>("name") : StringAttr();
+    if (!name)
+      return module.emitError("every group of moe.training needs a string "
+                              "'name'");
+    FailureOr<Optimizer> o = readOptimizer(
+        module, group, ("moe.training group '" + name.getValue() + "'").str());
+    if (failed(o))
+      return failure();
+    o->clipNorm = main->clipNorm;
+    o->stepInput = ("step:" + name.getValue()).str();
+    o->lrOutput = ("lr:" + name.getValue()).str();
+    optimizers.push_back(*o);
+  }
+  return optimizers;
+}
+
+/// The index in `optimizers` of the one that trains `param`.
+FailureOr<unsigned> optimizerOf(ParamOp param, ArrayRef<Optimizer> optimizers) {
+  std::optional<StringRef> group = param.getGroup();
+  if (!group)
+    return 0u;
+  for (unsigned i = 1; i < optimizers.size(); ++i)
+    if (optimizers[i].stepInput == ("step:" + *group).str())
+      return i;
+  return param.emitOpError("names group \"")
+         << *group << "\", which moe.training does not declare";
+}
+
+/// The moments of `param` (declared next to it once, whichever step
+/// declares them first).
+SmallVector<StateOp, 2> declareMoments(OpBuilder &b, ModuleOp module,
+                                       ParamOp param, unsigned count) {
+  const char *momentNames[] = {"opt.m.", "opt.v."};
+  MLIRContext *ctx = module.getContext();
+  SmallVector<StateOp, 2> list;
+  b.setInsertionPointAfter(param);
+  auto type = cast<RankedTensorType>(param.getType());
+  for (unsigned m = 0; m < count; ++m) {
+    std::string name = (momentNames[m] + param.getSymName()).str();
+    if (auto existing = module.lookupSymbol<StateOp>(name)) {
+      list.push_back(existing);
+      continue;
+    }
+    list.push_back(b.create<StateOp>(
+        param.getLoc(), b.getStringAttr(name), TypeAttr::get(type),
+        toDimsAttr(ctx, symShapeOf(type)),
+        FlatSymbolRefAttr::get(param.getSymNameAttr())));
+    b.setInsertionPointAfter(list.back());
+  }
+  return list;
+}
+
+LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward,
+                             const TrainingProgram &program,
+                             ArrayRef<Optimizer> optimizers) {
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
   ParamTable params(module);
 
-  // Trainable parameters, in argument order; their gradients are the last
+  // Trained parameters, in argument order; their gradients are the last
   // results of backward, in the same order.
-  SmallVector<unsigned> paramArgs;
+  SmallVector<unsigned> paramArgs, optimizerIndex;
   for (unsigned i = 0, e = backward.getNumArguments(); i < e; ++i)
-    if (params.isTrainableParam(backward, i))
+    if (params.isTrainableParam(backward, i, program.trains)) {
+      FailureOr<unsigned> index =
+          optimizerOf(params.boundParam(backward, i), optimizers);
+      if (failed(index))
+        return failure();
       paramArgs.push_back(i);
+      optimizerIndex.push_back(*index);
+    }
   unsigned numOutputs = backward.getNumResults() - paramArgs.size();
+  // The optimizers this step uses, in moe.training's order (the main one
+  // when it trains nothing at all).
+  SmallVector<unsigned> used;
+  for (unsigned i = 0; i < optimizers.size(); ++i)
+    if (llvm::is_contained(optimizerIndex, i))
+      used.push_back(i);
+  if (used.empty())
+    used.push_back(0);
 
   // Declare the optimizer moments next to their parameters.
   SmallVector<SmallVector<StateOp, 2>> moments;
-  const char *momentNames[] = {"opt.m.", "opt.v."};
-  for (unsigned arg : paramArgs) {
-    ParamOp param = params.boundParam(backward, arg);
-    b.setInsertionPointAfter(param);
-    auto &list = moments.emplace_back();
-    auto type = cast<RankedTensorType>(param.getType());
-    for (unsigned m = 0; m < opt->numMoments(); ++m)
-      list.push_back(b.create<StateOp>(
-          param.getLoc(),
-          b.getStringAttr((momentNames[m] + param.getSymName()).str()),
-          TypeAttr::get(type), toDimsAttr(ctx, symShapeOf(type)),
-          FlatSymbolRefAttr::get(param.getSymNameAttr())));
-  }
+  for (auto [arg, index] : llvm::zip(paramArgs, optimizerIndex))
+    moments.push_back(declareMoments(b, module,
+                                     params.boundParam(backward, arg),
+                                     optimizers[index].numMoments()));
 
-  // The signature: backward's arguments, the moments, the step.
-  func::FuncOp step = cloneEntry(backward, "train_step", "train_step");
+  // The signature: backward's arguments, the moments, the update counters.
+  func::FuncOp step =
+      cloneEntry(backward, program.trainStep, program.trainStep);
   Block &body = step.getBody().front();
   // Appended in one call: one at a time would build a new function type
   // per argument, N^2 work and memory for N parameters.
@@ -182,14 +263,17 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
                                FlatSymbolRefAttr::get(state.getSymNameAttr()))}));
       locs.push_back(state.getLoc());
     }
-  types.push_back(RankedTensorType::get({}, b.getI64Type()));
-  argAttrs.push_back(DictionaryAttr::get(
-      ctx, {NamedAttribute(StringAttr::get(ctx, attrs::kInput),
-                           StringAttr::get(ctx, "step"))}));
-  locs.push_back(step.getLoc());
+  for (unsigned index : used) {
+    types.push_back(RankedTensorType::get({}, b.getI64Type()));
+    argAttrs.push_back(DictionaryAttr::get(
+        ctx,
+        {NamedAttribute(StringAttr::get(ctx, attrs::kInput),
+                        StringAttr::get(ctx, optimizers[index].stepInput))}));
+    locs.push_back(step.getLoc());
+  }
+  unsigned firstCounter = step.getNumArguments() + types.size() - used.size();
   indices.assign(types.size(), step.getNumArguments());
   step.insertArguments(indices, types, argAttrs, locs);
-  Value stepValue = step.getArguments().back();
   rescaleRowNormParams(step, params);
 
   Operation *terminator = body.getTerminator();
@@ -197,14 +281,22 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   Location loc = step.getLoc();
   SmallVector<Value> grads(terminator->getOperands().drop_front(numOutputs));
 
-  Value lr = b.create<LrScheduleOp>(
-      loc, RankedTensorType::get({}, b.getF32Type()), stepValue,
-      LrScheduleAttr::get(ctx, opt->schedule), b.getF64FloatAttr(opt->lr),
-      b.getI64IntegerAttr(opt->warmup), b.getI64IntegerAttr(opt->totalSteps),
-      b.getF64FloatAttr(opt->finalLr),
-      // The default stays implicit, so plans of other schedules read as
-      // before.
-      opt->power == 1.0 ? FloatAttr() : b.getF64FloatAttr(opt->power));
+  // Each optimizer's update counter and learning rate, by its index.
+  llvm::DenseMap<unsigned, Value> stepValues, lrs;
+  for (auto [k, index] : llvm::enumerate(used)) {
+    const Optimizer &o = optimizers[index];
+    Value counter = step.getArgument(firstCounter + k);
+    stepValues[index] = counter;
+    lrs[index] = b.create<LrScheduleOp>(
+        loc, RankedTensorType::get({}, b.getF32Type()), counter,
+        LrScheduleAttr::get(ctx, o.schedule), b.getF64FloatAttr(o.lr),
+        b.getI64IntegerAttr(o.warmup), b.getI64IntegerAttr(o.totalSteps),
+        b.getF64FloatAttr(o.finalLr),
+        // The default stays implicit, so plans of other schedules read as
+        // before.
+        o.power == 1.0 ? FloatAttr() : b.getF64FloatAttr(o.power));
+  }
+  const Optimizer *opt = &optimizers.front();
   Type floatType = b.getF32Type();
   if (!grads.empty())
     floatType = cast<TensorType>(grads.front().getType()).getElementType();
@@ -230,8 +322,11 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
     return DictionaryAttr::get(
         ctx, {NamedAttribute(StringAttr::get(ctx, key), value)});
   };
-  results.push_back(lr);
-  resultAttrs.push_back(named(attrs::kOutput, StringAttr::get(ctx, "lr")));
+  for (unsigned index : used) {
+    results.push_back(lrs[index]);
+    resultAttrs.push_back(named(
+        attrs::kOutput, StringAttr::get(ctx, optimizers[index].lrOutput)));
+  }
   results.push_back(norm);
   resultAttrs.push_back(named(attrs::kOutput, StringAttr::get(ctx, "grad_norm")));
 
@@ -239,6 +334,9 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward) {
   for (auto [i, arg] : llvm::enumerate(paramArgs)) {
     Value p = readValue(step.getArgument(arg)), g = grads[i];
     ParamOp param = params.boundParam(step, arg);
+    opt = &optimizers[optimizerIndex[i]];
+    Value lr = lrs[optimizerIndex[i]];
+    Value stepValue = stepValues[optimizerIndex[i]];
     SmallVector<Value> updated;
     if (opt->kind == "sgd") {
       Value m = step.getArgument(momentArg++);
@@ -279,15 +377,25 @@ struct MoeBuildTrainStepPass
     : public mlir::moe::impl::MoeBuildTrainStepBase<MoeBuildTrainStepPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (findEntry(module, "train_step"))
-      return; // Already built.
-    func::FuncOp backward = findEntry(module, "backward");
-    if (!backward) {
-      module.emitError("no gradient program: run moe-build-backward first");
-      return signalPassFailure();
+    std::optional<SmallVector<Optimizer>> optimizers;
+    for (const TrainingProgram &program : trainingPrograms(module)) {
+      if (findEntry(module, program.trainStep))
+        continue; // Already built.
+      func::FuncOp backward = findEntry(module, program.backward);
+      if (!backward) {
+        module.emitError("no gradient program '")
+            << program.backward << "': run moe-build-backward first";
+        return signalPassFailure();
+      }
+      if (!optimizers) {
+        FailureOr<SmallVector<Optimizer>> read = readOptimizers(module);
+        if (failed(read))
+          return signalPassFailure();
+        optimizers = std::move(*read);
+      }
+      if (failed(buildTrainStep(module, backward, program, *optimizers)))
+        return signalPassFailure();
     }
-    if (failed(buildTrainStep(module, backward)))
-      signalPassFailure();
   }
 };
 

@@ -26,9 +26,32 @@ ParamOp ParamTable::boundParam(func::FuncOp func, unsigned index) const {
   return params.lookup(ref.getAttr());
 }
 
-bool ParamTable::isTrainableParam(func::FuncOp func, unsigned index) const {
+bool ParamSelection::contains(ParamOp param) const {
+  if (param.getFrozen())
+    return false;
+  if (which == Which::All)
+    return true;
+  bool inGroup = param.getGroup() && *param.getGroup() == group;
+  return inGroup == (which == Which::Inside);
+}
+
+SmallVector<TrainingProgram> mlir::moe::trainingPrograms(ModuleOp module) {
+  auto training = module->getAttrOfType<DictionaryAttr>(attrs::kTraining);
+  auto phases =
+      training ? training.getAs<DictionaryAttr>("phases") : DictionaryAttr();
+  auto group = phases ? phases.getAs<StringAttr>("group") : StringAttr();
+  if (!group)
+    return {{"loss", "backward", "train_step", ParamSelection()}};
+  return {{"loss", "backward", "train_step",
+           ParamSelection::outside(group.getValue())},
+          {"loss_g", "backward_g", "train_step_g",
+           ParamSelection::inside(group.getValue())}};
+}
+
+bool ParamTable::isTrainableParam(func::FuncOp func, unsigned index,
+                                  const ParamSelection &selection) const {
   ParamOp param = boundParam(func, index);
-  return param && !param.getFrozen();
+  return param && selection.contains(param);
 }
 
 func::FuncOp mlir::moe::cloneEntry(func::FuncOp source, StringRef name,
