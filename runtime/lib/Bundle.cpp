@@ -7,6 +7,7 @@
 #include "moec/Error.h"
 #include "moec/Files.h"
 #include "moec/support/MoeDefs.h"
+#include "moec/support/PhaseSchedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -109,6 +110,11 @@ ParamInfo readParam(const JsonReader &r) {
     if (p.shape.size() != 2 || p.frozen)
       r.field("row_norm")
           .fail("row_norm needs a trainable [rows, width] parameter");
+  }
+  if (r.has("group")) {
+    p.group = r.stringField("group");
+    if (p.frozen)
+      r.field("group").fail("a frozen parameter is trained by no group");
   }
   return p;
 }
@@ -484,8 +490,49 @@ GenerateConfig readGenerate(const JsonReader &r) {
   return g;
 }
 
+/// The names of moe.training's parameter groups: distinct, non-empty.
+std::vector<std::string> readGroups(const JsonReader &r) {
+  std::vector<std::string> names;
+  r.array();
+  for (size_t i = 0; i < r.size(); ++i) {
+    JsonReader group = r.at(i).object();
+    std::string name = group.stringField("name");
+    if (name.empty() || std::count(names.begin(), names.end(), name))
+      group.field("name").fail(
+          fmt::format("the group name \"{}\" is empty or repeated", name));
+    names.push_back(name);
+  }
+  return names;
+}
+
+PhaseConfig readPhases(const JsonReader &r,
+                       const std::vector<std::string> &groups) {
+  r.object();
+  if (r.stringField("kind") != "coordinate_descent")
+    r.field("kind").fail("the only phase schedule is \"coordinate_descent\"");
+  PhaseConfig p;
+  p.group = r.stringField("group");
+  if (!std::count(groups.begin(), groups.end(), p.group))
+    r.field("group").fail(
+        fmt::format("no parameter group is named \"{}\"", p.group));
+  constexpr int64_t kMaxSteps = int64_t(1) << 40;
+  p.gSteps = readChoice(r, "g_steps", {"every", "first"});
+  if (p.gSteps == "every") {
+    p.period = r.field("period").integer(1, kMaxSteps);
+    p.length = r.field("length").integer(1, p.period);
+    p.offset = r.field("offset").integer(0, p.period - 1);
+  } else {
+    p.first = r.field("first").integer(1, kMaxSteps);
+  }
+  return p;
+}
+
 TrainingConfig readTraining(const JsonReader &r) {
   TrainingConfig t;
+  if (r.has("groups"))
+    t.groups = readGroups(r.field("groups"));
+  if (r.has("phases"))
+    t.phases = readPhases(r.field("phases"), t.groups);
   t.optimizer = r.stringField("optimizer");
   t.schedule = r.stringField("schedule");
   t.lr = r.field("lr").number();
@@ -564,11 +611,17 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
 
   JsonReader params = root.field("params").array();
   std::set<std::string> names;
+  const std::vector<std::string> &groups = bundle->training.groups;
   for (size_t i = 0; i < params.size(); ++i) {
     bundle->params.push_back(readParam(params.at(i)));
-    if (!names.insert(bundle->params.back().name).second)
-      params.at(i).fail(fmt::format("parameter '{}' is declared twice",
-                                    bundle->params.back().name));
+    const ParamInfo &p = bundle->params.back();
+    if (!names.insert(p.name).second)
+      params.at(i).fail(
+          fmt::format("parameter '{}' is declared twice", p.name));
+    if (!p.group.empty() &&
+        std::find(groups.begin(), groups.end(), p.group) == groups.end())
+      params.at(i).field("group").fail(
+          fmt::format("no parameter group is named \"{}\"", p.group));
   }
   JsonReader states = root.field("states").array();
   for (size_t i = 0; i < states.size(); ++i) {
@@ -590,6 +643,27 @@ std::shared_ptr<BundleData> readBundle(nlohmann::json document,
 }
 
 } // namespace detail
+
+namespace {
+support::PhaseSchedule scheduleOf(const PhaseConfig &p) {
+  support::PhaseSchedule s;
+  s.kind = p.gSteps == "first" ? support::PhaseSchedule::Kind::First
+                               : support::PhaseSchedule::Kind::Every;
+  s.period = p.period;
+  s.length = p.length;
+  s.offset = p.offset;
+  s.first = p.first;
+  return s;
+}
+} // namespace
+
+bool PhaseConfig::isGStep(int64_t index) const {
+  return scheduleOf(*this).isGStep(index);
+}
+
+int64_t PhaseConfig::gStepsIn(int64_t steps) const {
+  return scheduleOf(*this).gStepsIn(steps);
+}
 
 Bundle Bundle::parse(const std::string &text, const std::string &origin) {
   // nlohmann::json parses any depth but prints and compares recursively,

@@ -107,7 +107,8 @@ ProgramInputs makeInputs(const BundleData &bundle, const ProgramDesc &program,
         t.set(i, std::floor(u * std::max<int64_t>(1, bundle.model.segments)));
       else if (name == "past")
         t.set(i, std::floor(u * (maxSeq - seq + 1)));
-      else if (name == "step") // inside the schedule, where lr is not 0
+      else if (name == "step" || name.rfind("step:", 0) == 0)
+        // An update counter: inside the schedule, where lr is not 0.
         t.set(i,
                    1 + std::floor(u * std::max<int64_t>(
                                           1, bundle.training.steps - 1)));

@@ -32,6 +32,9 @@ struct Session::Impl {
   std::unique_ptr<detail::Device> device;
   uint64_t seed;
   int64_t step = 0;
+  /// Updates per optimizer, by the input that counts them ("step",
+  /// "step:<group>").
+  std::map<std::string, int64_t> updates;
   BufferMap params, states;
   std::map<std::string, std::unique_ptr<ProgramRunner>> runners;
   std::map<std::string, std::vector<double>> load;
@@ -50,6 +53,30 @@ struct Session::Impl {
       device->upload(*params[p.name], detail::initialValue(p, seed));
     }
     resetOptimizerState();
+    updates = updatesAt(0);
+  }
+
+  /// The update counters' names: "step" and "step:<group>".
+  std::vector<std::string> counters() const {
+    std::vector<std::string> names{"step"};
+    for (const std::string &g : data.training.groups)
+      names.push_back("step:" + g);
+    return names;
+  }
+
+  /// Each optimizer's updates after `steps` steps of an unbroken run: the
+  /// group phi counts the G steps, every other optimizer the F steps.
+  std::map<std::string, int64_t> updatesAt(int64_t steps) const {
+    const std::optional<PhaseConfig> &phases = data.training.phases;
+    int64_t g = phases ? phases->gStepsIn(steps) : 0;
+    std::map<std::string, int64_t> counts;
+    for (const std::string &name : counters())
+      counts[name] = phases && name == "step:" + phases->group ? g : steps - g;
+    return counts;
+  }
+
+  bool isGStep() const {
+    return data.training.phases && data.training.phases->isGStep(step);
   }
 
   /// Zeroes every optimizer moment (states that shadow a parameter).
@@ -177,8 +204,11 @@ struct Session::Impl {
     for (const auto &[name, tensor] : batch.inputs)
       if (r.hasInput(name))
         inputs[name] = tensor;
-    if (r.hasInput("step"))
-      inputs["step"] = scalarI64(stepIndex + 1);
+    // Each optimizer's update number (1-based) for the ones the program
+    // updates.
+    for (const std::string &name : counters())
+      if (r.hasInput(name))
+        inputs[name] = scalarI64(updates[name] + 1);
     if (r.hasInput("rng"))
       inputs["rng"] = scalarI64(rngFor(stepIndex));
     return inputs;
@@ -187,6 +217,12 @@ struct Session::Impl {
 
 namespace {
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 0; }
+
+/// The checkpoint metadata key of an update counter: "updates" for the
+/// main optimizer's ("step"), "updates:<group>" for a group's.
+std::string updatesKey(const std::string &counter) {
+  return "updates" + counter.substr(4);
+}
 } // namespace
 
 double ExpertLoad::droppedFraction() const {
@@ -219,17 +255,39 @@ std::string Session::deviceName() const { return impl->device->name(); }
 uint64_t Session::seed() const { return impl->seed; }
 int64_t Session::step() const { return impl->step; }
 
+std::map<std::string, int64_t> Session::updates() const {
+  return impl->updates;
+}
+
+std::string Session::nextPhase() const {
+  if (!impl->data.training.phases)
+    return "";
+  return impl->isGStep() ? "G" : "F";
+}
+
 StepResult Session::trainStep(const Batch &batch) {
-  ProgramRunner &r = impl->runner("train_step");
+  StepResult result;
+  result.phase = nextPhase();
+  const std::string program =
+      result.phase == "G" ? "train_step_g" : "train_step";
+  ProgramRunner &r = impl->runner(program);
   double waitedBefore = impl->device->waitSeconds();
   std::map<std::string, Tensor> outputs =
-      impl->run("train_step", impl->batchInputs(batch, r, impl->step));
-  StepResult result;
+      impl->run(program, impl->batchInputs(batch, r, impl->step));
   result.step = ++impl->step;
+  for (const std::string &name : impl->counters())
+    if (r.hasInput(name))
+      ++impl->updates[name];
   result.deviceWaitSeconds = impl->device->waitSeconds() - waitedBefore;
-  for (const auto &[name, tensor] : outputs)
+  for (const auto &[name, tensor] : outputs) {
     if (tensor.numel() == 1 && tensor.shape().empty())
       result.scalars[name] = tensor.at(0);
+    else if (name.rfind("gate:", 0) == 0) {
+      std::vector<double> &values = result.gates[name.substr(5)];
+      for (int64_t i = 0; i < tensor.numel(); ++i)
+        values.push_back(tensor.at(i));
+    }
+  }
   return result;
 }
 
@@ -350,20 +408,25 @@ void Session::saveCheckpoint(const std::string &path) const {
       {"step", std::to_string(impl->step)},
       {"optimizer", impl->data.training.optimizer},
       {"tokenizer", tokenizerFingerprint(impl->bundle)}};
+  // Without groups the one counter is the step itself.
+  if (!impl->data.training.groups.empty())
+    for (const auto &[counter, count] : impl->updates)
+      metadata[updatesKey(counter)] = std::to_string(count);
   moec::saveCheckpoint(path, tensors, metadata);
 }
 
-/// The "step" a checkpoint records: decimal digits only (no sign, no hex,
-/// no spaces), within int64; anything else names the file.
+/// The "step" (or update count) a checkpoint records: decimal digits only
+/// (no sign, no hex, no spaces), within int64; anything else names the file.
 static int64_t parseStepMetadata(const std::string &path,
-                                 const std::string &text) {
+                                 const std::string &text,
+                                 const std::string &key = "step") {
   bool digits = !text.empty() && text.size() <= 18;
   for (char c : text)
     digits = digits && c >= '0' && c <= '9';
   if (!digits)
-    throw Error(fmt::format("{}: metadata 'step' is \"{}\", expected a "
+    throw Error(fmt::format("{}: metadata '{}' is \"{}\", expected a "
                             "non-negative decimal integer below 10^18",
-                            path, text));
+                            path, key, text));
   return std::stoll(text);
 }
 
@@ -403,6 +466,13 @@ void Session::loadCheckpoint(const std::string &path) {
   impl->step = 0;
   if (auto it = contents.metadata.find("step"); it != contents.metadata.end())
     impl->step = parseStepMetadata(path, it->second);
+  // Counters the checkpoint lacks (one written before groups existed) are
+  // those of an unbroken run to its step.
+  impl->updates = impl->updatesAt(impl->step);
+  for (auto &[counter, count] : impl->updates)
+    if (auto it = contents.metadata.find(updatesKey(counter));
+        it != contents.metadata.end())
+      count = parseStepMetadata(path, it->second, it->first);
 }
 
 Tensor Session::param(const std::string &name) const {

@@ -16,6 +16,7 @@
 #include "moec/Tensor.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,24 @@ struct ParamInfo {
   /// > 0: train_step rescales each row to this L2 norm before the step
   /// (moe.param's row_norm; the plan does it, this only describes it).
   double rowNorm = 0;
+  /// The parameter group whose optimizer trains it; empty: the main one.
+  std::string group;
+};
+
+/// Block coordinate descent (`phases = coordinate_descent(...)`): G steps
+/// run train_step_g, which trains only `group`; F steps run train_step,
+/// which trains every other parameter.
+struct PhaseConfig {
+  std::string group;
+  /// "every": step n (from 1) is a G step when (n - 1 - offset) mod period
+  /// >= period - length. "first": steps 1 to `first` are.
+  std::string gSteps = "every";
+  int64_t period = 1, length = 1, offset = 0, first = 0;
+
+  /// Whether the step with 0-based index `index` is a G step.
+  bool isGStep(int64_t index) const;
+  /// The G steps among the first `steps`.
+  int64_t gStepsIn(int64_t steps) const;
 };
 
 struct TrainingConfig {
@@ -50,6 +69,11 @@ struct TrainingConfig {
   int64_t steps = 0;
   uint64_t seed = 0;
   int64_t logEvery = 10;
+  /// The parameter groups with optimizers (and update counters) of their
+  /// own, in the spec's order.
+  std::vector<std::string> groups;
+  /// Set under block coordinate descent.
+  std::optional<PhaseConfig> phases;
 };
 
 /// The tokenizer a model was compiled with.

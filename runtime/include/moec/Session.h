@@ -38,8 +38,17 @@ struct SessionOptions {
 struct StepResult {
   /// The step just taken (1-based).
   int64_t step = 0;
-  /// Scalar outputs by name: loss, ce, balance_loss, z_loss, lr, grad_norm.
+  /// Under block coordinate descent, "F" (train_step: every parameter
+  /// outside the phases' group) or "G" (train_step_g: only the group);
+  /// empty otherwise.
+  std::string phase;
+  /// Scalar outputs by name: loss, ce, balance_loss, z_loss, lr (and
+  /// "lr:<group>" per parameter group the step trains), grad_norm.
   std::map<std::string, double> scalars;
+  /// Gate statistics by layer path, from the outputs "gate:<layer>": the
+  /// mean responsibility of each of the layer's H experts, then the mean
+  /// gate entropy in nats (H + 1 values).
+  std::map<std::string, std::vector<double>> gates;
   /// Time the host spent waiting for the device to finish the step's
   /// kernels (cuda; 0 on devices that run synchronously). The rest of the
   /// step's wall time is host work: planning, launches, transfers.
@@ -107,6 +116,14 @@ public:
   uint64_t seed() const;
   /// Optimizer steps taken so far (restored from checkpoints).
   int64_t step() const;
+  /// The updates each optimizer has made so far, by the name of the
+  /// program input that counts them: "step" for the main optimizer,
+  /// "step:<group>" for a parameter group's (restored from checkpoints).
+  /// Learning-rate schedules and Adam's bias correction run on them.
+  std::map<std::string, int64_t> updates() const;
+  /// "F" or "G": the phase the next training step runs under block
+  /// coordinate descent; empty without phases.
+  std::string nextPhase() const;
 
   /// One optimizer step on `batch` (tokens and targets, i32 [B, S]).
   StepResult trainStep(const Batch &batch);
@@ -137,10 +154,14 @@ public:
   translate(const std::vector<std::vector<int32_t>> &sources,
             const SpecialTokens &specials, const TranslateOptions &options = {});
 
-  /// Parameters, optimizer moments and the step, as safetensors, atomically.
+  /// Parameters, optimizer moments and the step, as safetensors, atomically;
+  /// with parameter groups also each optimizer's update count ("updates",
+  /// "updates:<group>").
   void saveCheckpoint(const std::string &path) const;
   /// Restores parameters (all of them, checked by name, dtype and shape),
-  /// and the optimizer state and step when the checkpoint has them.
+  /// and the optimizer state and step when the checkpoint has them. Update
+  /// counts the checkpoint lacks follow from its step and the phase
+  /// schedule.
   void loadCheckpoint(const std::string &path);
 
   /// A copy of a parameter's current value.

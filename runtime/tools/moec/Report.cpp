@@ -3,7 +3,9 @@
 #include "Report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace moec::driver {
 
@@ -22,11 +24,51 @@ void printModelSummary(std::ostream &os, const Session &session,
   os << "data: " << dataDescription << "\n";
 }
 
+namespace {
+/// A number for JSON: non-finite values have no spelling there.
+std::string jsonNumber(double v) {
+  return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string("null");
+}
+} // namespace
+
+std::string gateMetrics(const StepResult &result) {
+  std::vector<std::string> layers;
+  for (const auto &[layer, values] : result.gates) {
+    if (values.empty())
+      continue;
+    std::vector<std::string> shares;
+    for (size_t e = 0; e + 1 < values.size(); ++e)
+      shares.push_back(jsonNumber(values[e]));
+    layers.push_back(
+        fmt::format("\"{}\": {{\"entropy\": {}, \"responsibility\": [{}]}}",
+                    layer, jsonNumber(values.back()), fmt::join(shares, ", ")));
+  }
+  if (layers.empty())
+    return "";
+  return fmt::format(", \"gate\": {{{}}}", fmt::join(layers, ", "));
+}
+
+std::string formatGates(const StepResult &result) {
+  std::string text;
+  for (const auto &[layer, values] : result.gates) {
+    if (values.empty())
+      continue;
+    std::vector<std::string> shares;
+    for (size_t e = 0; e + 1 < values.size(); ++e)
+      shares.push_back(fmt::format("{:.2f}", values[e]));
+    text += fmt::format("{}gate {} H {:.3f} r[{}]", text.empty() ? "" : "  ",
+                        layer, values.back(), fmt::join(shares, " "));
+  }
+  return text;
+}
+
 std::string formatProgress(const StepResult &result, int64_t lastStep,
                            double meanLoss, int64_t windowSteps,
                            double secondsPerStep, int64_t tokensPerStep) {
-  std::string line = fmt::format("step {:>5}/{}  loss {:.4f} (mean of {})",
-                                 result.step, lastStep, meanLoss, windowSteps);
+  std::string line = fmt::format("step {:>5}/{}", result.step, lastStep);
+  if (!result.phase.empty())
+    line += " " + result.phase;
+  line += fmt::format("  loss {:.4f} (mean of {})", meanLoss, windowSteps);
   std::string last;
   for (const char *name : {"ce", "balance_loss", "z_loss"})
     if (auto it = result.scalars.find(name); it != result.scalars.end())
@@ -35,10 +77,17 @@ std::string formatProgress(const StepResult &result, int64_t lastStep,
                           : name == std::string("z_loss")     ? "z"
                                                               : name,
                           it->second);
-  if (auto it = result.scalars.find("lr"); it != result.scalars.end())
-    last += fmt::format("  lr {:.2e}", it->second);
+  // The main optimizer's rate, then each parameter group's ("lr:<group>").
+  for (const auto &[name, value] : result.scalars)
+    if (name == "lr")
+      last += fmt::format("  lr {:.2e}", value);
+  for (const auto &[name, value] : result.scalars)
+    if (name.rfind("lr:", 0) == 0)
+      last += fmt::format("  {} {:.2e}", name, value);
   if (auto it = result.scalars.find("grad_norm"); it != result.scalars.end())
     last += fmt::format("  |g| {:.3f}", it->second);
+  if (std::string gates = formatGates(result); !gates.empty())
+    last += "  " + gates;
   if (!last.empty())
     line += "  this step: " + last.substr(2);
   line += fmt::format("  mean {:.0f} ms/step  {:.0f} tok/s",

@@ -22,6 +22,15 @@ std::string formatProgress(const StepResult &result, int64_t lastStep,
                            double meanLoss, int64_t windowSteps,
                            double secondsPerStep, int64_t tokensPerStep);
 
+/// The gate statistics of a step for its metrics line: `, "gate":
+/// {"<layer>": {"entropy": e, "responsibility": [r_1, ..., r_H]}, ...}`, or
+/// empty when the step has none (see StepResult::gates).
+std::string gateMetrics(const StepResult &result);
+
+/// The gate statistics in the progress line: per layer "gate <layer> H e
+/// r[r_1 ... r_H]", the entropy in nats; empty when the step has none.
+std::string formatGates(const StepResult &result);
+
 /// A table of each MoE layer's expert shares.
 /// Whether the layer routes several rows per token (MH-MoE's sub-tokens).
 bool isMultiHead(const ExpertLoad &layer);

@@ -51,6 +51,8 @@ std::string metricsLine(const StepResult &result, double seconds,
                         const std::vector<ExpertLoad> &before,
                         const std::vector<ExpertLoad> &after) {
   std::string line = fmt::format("{{\"step\": {}", result.step);
+  if (!result.phase.empty())
+    line += fmt::format(", \"phase\": \"{}\"", result.phase);
   for (const auto &[name, value] : result.scalars)
     line += fmt::format(", \"{}\": {}", name,
                         std::isfinite(value) ? fmt::format("{:.9g}", value)
@@ -71,6 +73,7 @@ std::string metricsLine(const StepResult &result, double seconds,
     line += "}";
     line += routingMetrics(before, after);
   }
+  line += gateMetrics(result);
   return line + "}\n";
 }
 
