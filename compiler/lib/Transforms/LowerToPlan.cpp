@@ -71,6 +71,10 @@ std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
     return {3, 3};
   if (isa<AttentionGradOp>(op))
     return {7, 3};
+  if (isa<BatchNormOp>(op))
+    return {6, 3};
+  if (isa<BatchNormGradOp>(op))
+    return {6, 3};
   return {op->getNumOperands(), op->getNumResults()};
 }
 
