@@ -27,6 +27,9 @@ public:
   /// Whether argument `index` is a parameter that training updates.
   bool isTrainableParam(func::FuncOp func, unsigned index) const;
 
+  /// The declaration of parameter `name`, or null.
+  ParamOp lookup(StringAttr name) const { return params.lookup(name); }
+
 private:
   llvm::DenseMap<StringAttr, ParamOp> params;
 };
