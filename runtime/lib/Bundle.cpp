@@ -395,22 +395,39 @@ ProgramDesc readProgram(const std::string &name, const JsonReader &r,
         {o.stringField("name"), o.field("buffer").integer(0, count - 1)});
   }
   JsonReader updates = r.field("updates").array();
+  std::set<std::string> updated;
   for (size_t i = 0; i < updates.size(); ++i) {
     JsonReader u = updates.at(i);
     std::string target = u.stringField("target");
     int64_t buffer = u.field("buffer").integer(0, count - 1);
+    const BufferDesc &written = program.buffers[buffer];
     DType dtype;
-    if (const ParamInfo *p = bundle.findParam(target))
+    std::vector<DimExpr> dims;
+    if (const ParamInfo *p = bundle.findParam(target)) {
       dtype = p->dtype;
-    else if (const StateDesc *s = bundle.findState(target))
+      dims.assign(p->shape.begin(), p->shape.end());
+    } else if (const StateDesc *s = bundle.findState(target)) {
       dtype = s->dtype;
-    else
+      dims = s->dims;
+    } else {
       u.field("target").fail(fmt::format("no parameter or state named '{}'",
                                          target));
-    if (program.buffers[buffer].dtype != dtype)
+    }
+    if (!updated.insert(target).second)
+      u.field("target").fail(fmt::format(
+          "'{}' is updated twice by this program; each target takes one "
+          "update",
+          target));
+    if (written.dtype != dtype)
       u.fail(fmt::format("buffer {} is {} but '{}' is {}", buffer,
-                         dtypeName(program.buffers[buffer].dtype), target,
-                         dtypeName(dtype)));
+                         dtypeName(written.dtype), target, dtypeName(dtype)));
+    // The runner copies the buffer over the target's storage, so their
+    // shapes must agree (a state only written here takes the written size,
+    // but still has the dims it declares).
+    if (!sameDims(written.dims, dims))
+      u.field("buffer").fail(fmt::format(
+          "buffer {} has shape {} but '{}' has shape {}", buffer,
+          dimsString(written.dims), target, dimsString(dims)));
     program.updates.push_back({target, buffer});
   }
   return program;

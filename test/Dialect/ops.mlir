@@ -183,3 +183,16 @@ func.func @split_and_merge(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
   %m = moe.merge_tokens %s {parts = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
   return %m : tensor<?x?x8xf32>
 }
+
+// Batch norm: training with a padding mask (defaults eps 1e-5 and momentum
+// 0.1 stay implicit), eval in bf16 with f32 statistics, and the gradient.
+// CHECK-LABEL: func.func @batch_norm
+// CHECK: moe.batch_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {training} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: moe.batch_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-03 : f64, momentum = 5.000000e-01 : f64} : (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: moe.batch_norm_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {training} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x?x8xf32>, tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+func.func @batch_norm(%x: tensor<?x?x8xf32>, %xb: tensor<?x8xbf16>, %g: tensor<8xf32>, %b: tensor<8xf32>, %rm: tensor<8xf32>, %rv: tensor<8xf32>, %mask: tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %y, %nm, %nv = moe.batch_norm %x, %g, %b, %rm, %rv mask %mask {training} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %e, %em, %ev = moe.batch_norm %xb, %g, %b, %rm, %rv {eps = 1.0e-3 : f64, momentum = 0.5 : f64} : (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  %dx, %dg, %db = moe.batch_norm_grad %x, %g, %rm, %rv, %y mask %mask {training} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x?x8xf32>, tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %dx, %e, %nm, %dg : tensor<?x?x8xf32>, tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>
+}

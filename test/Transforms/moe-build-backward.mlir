@@ -182,3 +182,36 @@ func.func @loss(%wq: tensor<4x8xf32> {moe.param = @wq},
 // CHECK:      %[[DRQ:.*]] = moe.z_loss_grad %[[RQ]]
 // CHECK:      %[[DQ:.*]] = moe.rope %[[DRQ]], %[[START]] {base = 1.000000e+02 : f64, head_dim = 4 : i64, inverse, num_heads = 2 : i64, rotary_dim = 2 : i64}
 // CHECK:      moe.linear_grad %{{.*}}, %{{.*}}, %[[DQ]]
+
+// -----
+
+// Batch norm in training mode: the gradient op recomputes the batch
+// statistics (mask included); the running statistics get no gradient and
+// the objective's updates of them stay results of backward.
+
+moe.param @g : tensor<4xf32> {init = #moe.init<ones>}
+moe.param @b : tensor<4xf32> {init = #moe.init<zeros>}
+moe.param @rm : tensor<4xf32> {init = #moe.init<zeros>, frozen}
+moe.param @rv : tensor<4xf32> {init = #moe.init<ones>, frozen}
+
+func.func @loss(%g: tensor<4xf32> {moe.param = @g}, %b: tensor<4xf32> {moe.param = @b},
+                %rm: tensor<4xf32> {moe.param = @rm}, %rv: tensor<4xf32> {moe.param = @rv},
+                %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                %m: tensor<?xi32> {moe.input = "mask", moe.dims = ["T"]},
+                %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+    -> (tensor<f32> {moe.output = "loss"}, tensor<4xf32> {moe.update = @rm}, tensor<4xf32> {moe.update = @rv})
+    attributes {moe.entry = "loss"} {
+  %y, %nm, %nv = moe.batch_norm %x, %g, %b, %rm, %rv mask %m {momentum = 0.25 : f64, training} : (tensor<?x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<?xi32>) -> (tensor<?x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %ce, %count = moe.cross_entropy %y, %t : (tensor<?x4xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+  return %ce, %nm, %nv : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: %[[G:[^:]*]]: tensor<4xf32> {moe.param = @g}
+// CHECK-SAME: %[[RM:[^:]*]]: tensor<4xf32> {moe.param = @rm}, %[[RV:[^:]*]]: tensor<4xf32> {moe.param = @rv}
+// CHECK-SAME: %[[X:[^:]*]]: tensor<?x4xf32> {moe.dims = ["T", 4], moe.input = "x"}
+// CHECK-SAME: %[[M:[^:]*]]: tensor<?xi32> {moe.dims = ["T"], moe.input = "mask"}
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<4xf32> {moe.update = @rm}, tensor<4xf32> {moe.update = @rv}, tensor<4xf32> {moe.output = "grad:g"}, tensor<4xf32> {moe.output = "grad:b"})
+// CHECK:      %[[Y:.*]], %[[NM:.*]], %[[NV:.*]] = moe.batch_norm
+// CHECK:      %{{.*}}, %[[DG:.*]], %[[DB:.*]] = moe.batch_norm_grad %[[X]], %[[G]], %[[RM]], %[[RV]], %{{.*}} mask %[[M]] {training}
+// CHECK:      return %{{.*}}, %[[NM]], %[[NV]], %[[DG]], %[[DB]]

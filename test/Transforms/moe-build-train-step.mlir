@@ -214,3 +214,55 @@ module attributes {moe.training = {optimizer = "adam", schedule = "constant", lr
 // CHECK:      moe.adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[STEP]], %[[LR]],
 // CHECK:      moe.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %[[GLR]], %{{.*}} {momentum = 9.000000e-01 : f64}
 // CHECK-NOT:  train_step_g
+
+// -----
+
+// Batch norm's running statistics: frozen parameters the objective updates
+// (moe.update results). train_step keeps those updates next to the
+// optimizer's, and the statistics get neither a gradient nor a moment.
+
+module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr = 0.1 : f64}} {
+  moe.param @bn.gamma : tensor<4xf32> {init = #moe.init<ones>}
+  moe.param @bn.beta : tensor<4xf32> {init = #moe.init<zeros>}
+  moe.param @bn.mean : tensor<4xf32> {init = #moe.init<zeros>, frozen}
+  moe.param @bn.var : tensor<4xf32> {init = #moe.init<ones>, frozen}
+  func.func @loss(%g: tensor<4xf32> {moe.param = @bn.gamma}, %b: tensor<4xf32> {moe.param = @bn.beta},
+                  %rm: tensor<4xf32> {moe.param = @bn.mean}, %rv: tensor<4xf32> {moe.param = @bn.var},
+                  %x: tensor<?x4xf32> {moe.input = "x", moe.dims = ["T", 4]},
+                  %m: tensor<?xi32> {moe.input = "mask", moe.dims = ["T"]},
+                  %t: tensor<?xi32> {moe.input = "targets", moe.dims = ["T"]})
+      -> (tensor<f32> {moe.output = "loss"}, tensor<4xf32> {moe.update = @bn.mean}, tensor<4xf32> {moe.update = @bn.var})
+      attributes {moe.entry = "loss"} {
+    %y, %nm, %nv = moe.batch_norm %x, %g, %b, %rm, %rv mask %m {training} : (tensor<?x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<?xi32>) -> (tensor<?x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    %ce, %count = moe.cross_entropy %y, %t : (tensor<?x4xf32>, tensor<?xi32>) -> (tensor<f32>, tensor<f32>)
+    return %ce, %nm, %nv : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+  }
+}
+
+// CHECK: moe.param @bn.gamma
+// CHECK-NEXT: moe.state @opt.m.bn.gamma
+// CHECK-NEXT: moe.param @bn.beta
+// CHECK-NEXT: moe.state @opt.m.bn.beta
+// CHECK-NEXT: moe.param @bn.mean
+// CHECK-NEXT: moe.param @bn.var
+// CHECK-NOT: moe.state
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {moe.output = "loss"}, tensor<4xf32> {moe.update = @bn.mean}, tensor<4xf32> {moe.update = @bn.var}, tensor<f32> {moe.output = "lr"}, tensor<f32> {moe.output = "grad_norm"}, tensor<4xf32> {moe.update = @bn.gamma}, tensor<4xf32> {moe.update = @opt.m.bn.gamma}, tensor<4xf32> {moe.update = @bn.beta}, tensor<4xf32> {moe.update = @opt.m.bn.beta})
+// CHECK:      %[[Y:.*]], %[[NM:.*]], %[[NV:.*]] = moe.batch_norm {{.*}} {training}
+// CHECK:      moe.batch_norm_grad {{.*}} mask {{.*}} {training}
+// CHECK:      return %{{[^,]*}}, %[[NM]], %[[NV]],
+
+// -----
+
+// An objective may update frozen parameters and state only: a trainable
+// one would be written twice, by the objective and by the optimizer.
+
+module attributes {moe.training = {optimizer = "sgd", schedule = "constant", lr = 0.1 : f64}} {
+  moe.param @w : tensor<3xf32> {init = #moe.init<normal>}
+  // expected-error @+1 {{result #1 updates the trainable parameter @w, which the optimizer updates too; only frozen parameters and state may be updated by the objective}}
+  func.func @loss(%w: tensor<3xf32> {moe.param = @w}) -> (tensor<f32> {moe.output = "loss"}, tensor<3xf32> {moe.update = @w}) attributes {moe.entry = "loss"} {
+    %z = moe.z_loss %w : (tensor<3xf32>) -> tensor<f32>
+    %h = arith.addf %w, %w : tensor<3xf32>
+    return %z, %h : tensor<f32>, tensor<3xf32>
+  }
+}

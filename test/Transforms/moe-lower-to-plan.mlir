@@ -179,3 +179,16 @@ func.func @views(%w: tensor<8x8xf32> {moe.param = @w},
   %y = moe.linear %m, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   return %y : tensor<?x?x8xf32>
 }
+
+// -----
+
+// A program updates each target at most once.
+
+moe.param @p : tensor<8xf32> {init = #moe.init<normal>, frozen}
+
+// expected-error @+1 {{results #0 and #1 both update @p; a program updates each target at most once}}
+func.func @twice(%p: tensor<8xf32> {moe.param = @p}) -> (tensor<8xf32> {moe.update = @p}, tensor<8xf32> {moe.update = @p}) attributes {moe.entry = "e"} {
+  %a = arith.addf %p, %p : tensor<8xf32>
+  %b = arith.mulf %p, %p : tensor<8xf32>
+  return %a, %b : tensor<8xf32>, tensor<8xf32>
+}

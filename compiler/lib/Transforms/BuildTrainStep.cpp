@@ -238,6 +238,22 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward,
   if (used.empty())
     used.push_back(0);
 
+  // The objective's own updates (batch norm's running statistics, frozen
+  // parameters) are kept; one of a trainable parameter would be a second
+  // update of what the optimizer writes.
+  for (unsigned i = 0; i < numOutputs; ++i) {
+    auto target = backward.getResultAttrOfType<FlatSymbolRefAttr>(
+        i, attrs::kUpdate);
+    if (!target)
+      continue;
+    ParamOp param = params.lookup(target.getAttr());
+    if (param && !param.getFrozen())
+      return backward.emitOpError("result #")
+             << i << " updates the trainable parameter " << target
+             << ", which the optimizer updates too; only frozen parameters "
+                "and state may be updated by the objective";
+  }
+
   // Declare the optimizer moments next to their parameters.
   SmallVector<SmallVector<StateOp, 2>> moments;
   for (auto [arg, index] : llvm::zip(paramArgs, optimizerIndex))

@@ -13,6 +13,7 @@
 //   global_norm moe.global_norm + the 0-d arith ops that use it (clipping)
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
 //   row_scale   moe.normalize_rows or moe.rescale_rows
+//   batch_norm  moe.batch_norm (and batch_norm_grad its gradient)
 //   elementwise runs of elementwise ops over the same number of elements
 //               (moe.rope among them, when its x comes from before the run)
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
@@ -88,6 +89,8 @@ std::optional<KernelKind> kindOf(Operation *op) {
       .Case<NormalizeRowsGradOp>([](auto) { return K::RowScaleGrad; })
       .Case<FiniteOrMinOp>([](auto) { return K::FiniteOrMin; })
       .Case<FiniteOrMinGradOp>([](auto) { return K::FiniteOrMinGrad; })
+      .Case<BatchNormOp>([](auto) { return K::BatchNorm; })
+      .Case<BatchNormGradOp>([](auto) { return K::BatchNormGrad; })
       .Default([](Operation *) { return std::nullopt; });
 }
 

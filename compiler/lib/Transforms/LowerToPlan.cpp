@@ -71,6 +71,10 @@ std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
     return {3, 3};
   if (isa<AttentionGradOp>(op))
     return {7, 3};
+  if (isa<BatchNormOp>(op))
+    return {6, 3};
+  if (isa<BatchNormGradOp>(op))
+    return {6, 3};
   return {op->getNumOperands(), op->getNumResults()};
 }
 
@@ -153,7 +157,7 @@ public:
     position[terminator] = order.size();
     computeGroupSpans(order);
 
-    if (failed(bindArguments()))
+    if (failed(bindArguments()) || failed(checkUpdateTargets()))
       return failure();
     llvm::DenseMap<Value, Attribute> updates = returnedUpdates(terminator);
 
@@ -253,6 +257,23 @@ private:
       ids[arg] = add({elementType, shapes[arg], kind, binding, Attribute()});
       if (kind == "param" || kind == "state")
         argumentOf.try_emplace(binding, arg);
+    }
+    return success();
+  }
+
+  /// Each parameter or state takes at most one update per program: the
+  /// runtime writes updates back in turn, so a second would silently win.
+  LogicalResult checkUpdateTargets() {
+    llvm::DenseMap<Attribute, unsigned> first;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      Attribute target = func.getResultAttr(i, attrs::kUpdate);
+      if (!target)
+        continue;
+      auto [it, inserted] = first.try_emplace(target, i);
+      if (!inserted)
+        return func.emitOpError("results #")
+               << it->second << " and #" << i << " both update " << target
+               << "; a program updates each target at most once";
     }
     return success();
   }

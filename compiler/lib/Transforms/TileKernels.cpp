@@ -149,6 +149,8 @@ public:
     case K::Optimizer:
     case K::FiniteOrMin:
     case K::FiniteOrMinGrad:
+    case K::BatchNorm:
+    case K::BatchNormGrad:
       fields.threads = 256;
       fields.items = 4;
       break;

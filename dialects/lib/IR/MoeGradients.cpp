@@ -291,3 +291,20 @@ LogicalResult FiniteOrMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
       b.create<FiniteOrMinGradOp>(getLoc(), getX().getType(), getX(), dys[0]);
   return success();
 }
+
+/// Only x, gamma and beta get gradients: the running statistics are frozen
+/// state, and new_mean / new_var pass none.
+LogicalResult BatchNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                         SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  auto grad = b.create<BatchNormGradOp>(
+      getLoc(), getX().getType(), getGamma().getType(), getBeta().getType(),
+      getX(), getGamma(), getRunningMean(), getRunningVar(), dys[0], getMask(),
+      getEpsAttr(), getTrainingAttr());
+  grads[0] = grad.getDx();
+  grads[1] = grad.getDgamma();
+  grads[2] = grad.getDbeta();
+  return success();
+}

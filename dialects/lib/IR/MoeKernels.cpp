@@ -99,6 +99,10 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first && isa<FiniteOrMinOp>(op);
   case KernelKind::FiniteOrMinGrad:
     return first && isa<FiniteOrMinGradOp>(op);
+  case KernelKind::BatchNorm:
+    return first && isa<BatchNormOp>(op);
+  case KernelKind::BatchNormGrad:
+    return first && isa<BatchNormGradOp>(op);
   }
   return false;
 }
@@ -145,6 +149,8 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
   case KernelKind::Optimizer:
   case KernelKind::FiniteOrMin:
   case KernelKind::FiniteOrMinGrad:
+  case KernelKind::BatchNorm:
+  case KernelKind::BatchNormGrad:
     return {"threads", "items"};
   }
   return {};

@@ -397,6 +397,116 @@ LogicalResult RmsNormGradOp::verify() {
   return verifyWithShapes(*this);
 }
 
+/// Batch norm's shapes: x `[N..., d]` (operand 0) with at least one leading
+/// dimension, the `[d]` operands `vectors` (index and name), an optional
+/// mask of x's leading shape at `maskIndex`, and dy at `dyIndex` (-1: none).
+static LogicalResult
+batchNormShapes(ShapeCheck &c, ArrayRef<std::pair<unsigned, StringRef>> vectors,
+                int dyIndex, unsigned maskIndex) {
+  if (failed(c.minRank(0, "x", 2)))
+    return failure();
+  SymDim d = c[0].back();
+  for (auto [index, name] : vectors)
+    if (failed(c.shape(index, name, {d})))
+      return failure();
+  if (dyIndex >= 0 && failed(c.shape(dyIndex, "dy", c[0])))
+    return failure();
+  if (c.has(maskIndex) && failed(c.shape(maskIndex, "mask", lead(c[0]))))
+    return failure();
+  return success();
+}
+
+static Type elementTypeOf(Value v) {
+  return cast<TensorType>(v.getType()).getElementType();
+}
+
+/// The element types of batch norm: the `[d]` operands share one float
+/// type, x's or f32 under a bf16 x (the gate's master type); each result
+/// has the type of the operand it follows.
+static LogicalResult
+batchNormTypes(Operation *op, Value x, ArrayRef<std::pair<Value, StringRef>> vectors,
+               ArrayRef<std::pair<Value, Value>> resultLikeOperand) {
+  Type xType = elementTypeOf(x), pType = elementTypeOf(vectors.front().first);
+  for (auto [v, name] : vectors)
+    if (elementTypeOf(v) != pType)
+      return op->emitOpError()
+             << name << " must have the element type of " << vectors.front().second
+             << " (" << pType << "), got " << elementTypeOf(v);
+  if (pType != xType && !(xType.isBF16() && pType.isF32()))
+    return op->emitOpError()
+           << "gamma, beta and the running statistics must be " << xType
+           << (xType.isBF16() ? " or f32" : "") << " like x, got " << pType;
+  for (auto [result, like] : resultLikeOperand)
+    if (elementTypeOf(result) != elementTypeOf(like))
+      return op->emitOpError()
+             << "result #" << cast<OpResult>(result).getResultNumber()
+             << " must have element type " << elementTypeOf(like) << ", got "
+             << elementTypeOf(result);
+  return success();
+}
+
+LogicalResult BatchNormOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(batchNormShapes(c,
+                             {{1, "gamma"},
+                              {2, "beta"},
+                              {3, "running_mean"},
+                              {4, "running_var"}},
+                             -1, 5)))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  r.push_back(s[1]);
+  return success();
+}
+LogicalResult BatchNormOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum > 0 && momentum <= 1))
+    return emitOpError("momentum must be in (0, 1], got ") << momentum;
+  if (failed(batchNormTypes(*this, getX(),
+                            {{getGamma(), "gamma"},
+                             {getBeta(), "beta"},
+                             {getRunningMean(), "running_mean"},
+                             {getRunningVar(), "running_var"}},
+                            {{getResult(), getX()},
+                             {getNewMean(), getRunningMean()},
+                             {getNewVar(), getRunningVar()}})))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+BatchNormGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                     SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(batchNormShapes(
+          c, {{1, "gamma"}, {2, "running_mean"}, {3, "running_var"}}, 4, 5)))
+    return failure();
+  r.push_back(s[0]);
+  r.push_back(s[1]);
+  r.push_back(s[1]);
+  return success();
+}
+LogicalResult BatchNormGradOp::verify() {
+  if (failed(checkEps(*this, getEps().convertToDouble())))
+    return failure();
+  if (elementTypeOf(getDy()) != elementTypeOf(getX()))
+    return emitOpError("dy must have x's element type ")
+           << elementTypeOf(getX()) << ", got " << elementTypeOf(getDy());
+  if (failed(batchNormTypes(*this, getX(),
+                            {{getGamma(), "gamma"},
+                             {getRunningMean(), "running_mean"},
+                             {getRunningVar(), "running_var"}},
+                            {{getDx(), getX()},
+                             {getDgamma(), getGamma()},
+                             {getDbeta(), getGamma()}})))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
 LogicalResult ActivationOp::inferSymbolicShapes(ArrayRef<SymShape> s,
                                                 SmallVectorImpl<SymShape> &r) {
   r.push_back(s[0]);

@@ -51,6 +51,8 @@ const std::vector<KernelEntry> &kernelTable() {
       {ops::finite_or_min::kName, finiteOrMinKernel},
       {ops::finite_or_min_grad::kName, finiteOrMinGradKernel},
       {ops::rescale_rows::kName, rescaleRowsKernel},
+      {ops::batch_norm::kName, batchNormKernel},
+      {ops::batch_norm_grad::kName, batchNormGradKernel},
       {ops::lr_schedule::kName, lrScheduleKernel},
       {ops::global_norm::kName, globalNormKernel},
       {ops::adam_update::kName, adamUpdateKernel},

@@ -280,6 +280,35 @@ TEST_F(CudaDeviceTest, TheSecondIdenticalRunCapturesAGraphAndLaterRunsReplay) {
   EXPECT_TRUE(state().launches.back().fromGraph);
 }
 
+TEST_F(CudaDeviceTest, UpdatesOfFrozenParametersAreWrittenBackAfterEveryRun) {
+  // A program that updates a parameter no optimizer touches (batch norm's
+  // running statistics): its new value is a temporary the kernels write,
+  // copied over the parameter after the launches, graphs or not.
+  bundle.programs["stats"] = bundle.programs.at("forward");
+  ProgramDesc &p = bundle.programs.at("stats");
+  p.name = "stats";
+  p.buffers.push_back(
+      {BufferKind::Param, DType::F32, {DimExpr(4)}, "bn.running_var", {}});
+  p.buffers.push_back({BufferKind::Temp, DType::F32, {DimExpr(4)}, "", {}});
+  p.updates = {{"bn.running_var", 4}};
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, p);
+  BufferMap params, states;
+  params["bn.running_var"] = device->allocate(DType::F32, {4});
+  Tensor ones = Tensor::of<float>({4}, {1, 1, 1, 1});
+  int64_t captures = state().captures;
+  for (int run = 0; run < 3; ++run) {
+    device->upload(*params.at("bn.running_var"), ones);
+    runner.run({{"x", input(8)}}, params, states);
+    // Nothing ran, so the update is the zero-filled temporary.
+    Tensor after = device->download(*params.at("bn.running_var"));
+    for (int64_t i = 0; i < 4; ++i)
+      EXPECT_EQ(after.data<float>()[i], 0.0f) << "run " << run << " " << i;
+  }
+  EXPECT_EQ(state().captures, captures + 1) << "the later runs replay a graph";
+  EXPECT_TRUE(state().launches.back().fromGraph);
+}
+
 TEST_F(CudaDeviceTest, GraphsCanBeTurnedOff) {
   test::ScopedEnv env("MOEC_CUDA_GRAPHS", "0");
   std::unique_ptr<cuda::CudaDevice> device = makeDevice();

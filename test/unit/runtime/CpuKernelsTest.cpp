@@ -39,6 +39,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.normalize_rows",   "moe.normalize_rows_grad",
                          "moe.finite_or_min",    "moe.finite_or_min_grad",
                          "moe.rescale_rows",
+                         "moe.batch_norm",       "moe.batch_norm_grad",
                          "moe.lr_schedule",      "moe.global_norm",
                          "moe.adam_update",      "moe.sgd_update",
                          "arith.addf",           "arith.subf",
@@ -47,7 +48,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 53u);
+  EXPECT_EQ(names.size(), 55u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

@@ -66,6 +66,9 @@ public:
   bool isTrainableParam(func::FuncOp func, unsigned index,
                         const ParamSelection &selection = {}) const;
 
+  /// The declaration of parameter `name`, or null.
+  ParamOp lookup(StringAttr name) const { return params.lookup(name); }
+
 private:
   llvm::DenseMap<StringAttr, ParamOp> params;
 };

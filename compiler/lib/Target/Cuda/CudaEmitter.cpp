@@ -76,6 +76,10 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
     return emitFiniteOrMinGroup(e);
   case K::FiniteOrMinGrad:
     return emitFiniteOrMinGradGroup(e);
+  case K::BatchNorm:
+    return emitBatchNormGroup(e);
+  case K::BatchNormGrad:
+    return emitBatchNormGradGroup(e);
   }
   return e.error("is in a '")
          << stringifyKernelKind(e.group().kind)

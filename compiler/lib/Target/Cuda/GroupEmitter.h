@@ -177,6 +177,8 @@ LogicalResult emitRowScaleGroup(GroupEmitter &e);
 LogicalResult emitRowScaleGradGroup(GroupEmitter &e);
 LogicalResult emitFiniteOrMinGroup(GroupEmitter &e);
 LogicalResult emitFiniteOrMinGradGroup(GroupEmitter &e);
+LogicalResult emitBatchNormGroup(GroupEmitter &e);
+LogicalResult emitBatchNormGradGroup(GroupEmitter &e);
 
 } // namespace mlir::moe::cuda
 

@@ -63,7 +63,11 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     I32EnumAttrCase<"RowScaleGrad", 30, "row_scale_grad">,
     // moe.finite_or_min: a grid-wide arg-min, then the fill.
     I32EnumAttrCase<"FiniteOrMin", 31, "finite_or_min">,
-    I32EnumAttrCase<"FiniteOrMinGrad", 32, "finite_or_min_grad">]>;
+    I32EnumAttrCase<"FiniteOrMinGrad", 32, "finite_or_min_grad">,
+    // moe.batch_norm: column statistics (multi-block Welford partials merged
+    // in a fixed order), then the normalisation.
+    I32EnumAttrCase<"BatchNorm", 33, "batch_norm">,
+    I32EnumAttrCase<"BatchNormGrad", 34, "batch_norm_grad">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";
@@ -87,7 +91,8 @@ def Moe_TilesAttr : AttrDef<Moe_Dialect, "Tiles"> {
     - row_scale and its gradient: `rows_per_block` rows, each on
       `threads / rows_per_block` lanes (short rows share a warp);
     - cv_loss and its gradient: `threads` (one block);
-    - elementwise, gathers and finite_or_min: `items` elements per thread.
+    - elementwise, gathers, finite_or_min and batch_norm (its
+      normalising launches): `items` elements per thread.
 
     ```mlir
     #moe.tiles<threads = 256, tile_m = 64, tile_n = 64, tile_k = 16>

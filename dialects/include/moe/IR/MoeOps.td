@@ -272,6 +272,82 @@ def Moe_RmsNormGradOp : Moe_Op<"rms_norm_grad"> {
   let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)";
 }
 
+def Moe_BatchNormOp : Moe_DiffOp<"batch_norm"> {
+  let summary = "batch normalisation over rows (torch.nn.BatchNorm1d)";
+  let description = [{
+    x `[..., d]` (its rows: every leading dimension flattened, at least one);
+    gamma, beta, running_mean and running_var `[d]` share one float type
+    (x's, or f32 when x is bf16); the optional `mask` (i32, x's leading
+    shape) is 1 where a row takes part in the batch statistics and 0 at a
+    padding row. Results: `result` (x's type), `new_mean` and `new_var`
+    (`[d]`, the running statistics' type). Statistics accumulate in f32 or
+    better, per column: the cpu device in double over two passes, the CUDA
+    kernels by Welford partials merged in a fixed order.
+
+    With `training`: mu and var are the mean and the biased variance of
+    each column over the n rows with mask != 0 (all rows without a mask),
+    and EVERY row, padding too, is normalised with them:
+
+      result = (x - mu) / sqrt(var + eps) * gamma + beta
+      new_mean = (1 - momentum) * running_mean + momentum * mu
+      new_var = (1 - momentum) * running_var + momentum * var * n / (n - 1)
+
+    (torch's unbiased running variance). When n <= 1 the running
+    statistics are returned unchanged (torch fails there) and rows are
+    normalised with var = 0 and mu = the one row (n = 1) or 0 (n = 0).
+
+    Without `training` (eval): result = (x - running_mean) /
+    sqrt(running_var + eps) * gamma + beta, and new_mean / new_var are the
+    running statistics unchanged. The mask plays no part.
+
+    Running statistics are frozen `moe.param`s (zeros and ones); the
+    objective returns new_mean and new_var with `moe.update` so that
+    train_step writes them back. They pass no gradient.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       Moe_FloatTensor:$beta, Moe_FloatTensor:$running_mean,
+                       Moe_FloatTensor:$running_var,
+                       Optional<Moe_IndexTensor>:$mask,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$eps,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum,
+                       UnitAttr:$training);
+  let results = (outs Moe_FloatTensor:$result, Moe_FloatTensor:$new_mean,
+                      Moe_FloatTensor:$new_var);
+  let assemblyFormat = [{
+    $x `,` $gamma `,` $beta `,` $running_mean `,` $running_var (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_BatchNormGradOp : Moe_Op<"batch_norm_grad"> {
+  let summary = "gradients of moe.batch_norm";
+  let description = [{
+    Operands as moe.batch_norm's (x, gamma, running_mean, running_var and the
+    optional mask) plus dy (x's shape). Results dx (x's type), dgamma and
+    dbeta (gamma's type). With `xh` the normalised x, `r = 1 /
+    sqrt(var + eps)` and the column sums over EVERY row `A = sum dy`,
+    `B = sum dy * xh`: `dgamma = B`, `dbeta = A`, and
+
+    - with `training` (mu, var and n recomputed from x and mask as in the
+      forward): `dx = gamma * r * (dy - (A + xh * B) / n)` at rows inside
+      the statistics (mask != 0), `dx = gamma * r * dy` at padding rows,
+      whose outputs depend on mu and var but which do not;
+    - in eval (mu, var the running statistics): `dx = gamma * r * dy`.
+
+    No gradient flows to the running statistics.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$gamma,
+                       Moe_FloatTensor:$running_mean,
+                       Moe_FloatTensor:$running_var, Moe_FloatTensor:$dy,
+                       Optional<Moe_IndexTensor>:$mask,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$eps,
+                       UnitAttr:$training);
+  let results = (outs Moe_FloatTensor:$dx, Moe_FloatTensor:$dgamma,
+                      Moe_FloatTensor:$dbeta);
+  let assemblyFormat = [{
+    $x `,` $gamma `,` $running_mean `,` $running_var `,` $dy (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Moe_CastOp : Moe_DiffOp<"cast"> {
   let summary = "elementwise conversion between float types";
   let description = [{

@@ -31,6 +31,10 @@ void layerNormGradKernel(KernelContext &ctx);
 void rmsNormKernel(KernelContext &ctx);
 void rmsNormGradKernel(KernelContext &ctx);
 
+// BatchNorm.cpp
+void batchNormKernel(KernelContext &ctx);
+void batchNormGradKernel(KernelContext &ctx);
+
 // Activations.cpp
 void activationKernel(KernelContext &ctx);
 void activationGradKernel(KernelContext &ctx);

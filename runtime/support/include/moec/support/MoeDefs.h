@@ -422,8 +422,10 @@ enum class KernelKind : int32_t {
   RowScaleGrad = 30,
   FiniteOrMin = 31,
   FiniteOrMinGrad = 32,
+  BatchNorm = 33,
+  BatchNormGrad = 34,
 };
-inline constexpr std::array<KernelKind, 33> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 35> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -457,6 +459,8 @@ inline constexpr std::array<KernelKind, 33> kKernelKindValues = {
     KernelKind::RowScaleGrad,
     KernelKind::FiniteOrMin,
     KernelKind::FiniteOrMinGrad,
+    KernelKind::BatchNorm,
+    KernelKind::BatchNormGrad,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -527,6 +531,10 @@ constexpr std::string_view spelling(KernelKind value) {
     return "finite_or_min";
   case KernelKind::FiniteOrMinGrad:
     return "finite_or_min_grad";
+  case KernelKind::BatchNorm:
+    return "batch_norm";
+  case KernelKind::BatchNormGrad:
+    return "batch_norm_grad";
   }
   return "";
 }
@@ -599,6 +607,10 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "FiniteOrMin";
   case KernelKind::FiniteOrMinGrad:
     return "FiniteOrMinGrad";
+  case KernelKind::BatchNorm:
+    return "BatchNorm";
+  case KernelKind::BatchNormGrad:
+    return "BatchNormGrad";
   }
   return "";
 }
@@ -669,14 +681,18 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::FiniteOrMin;
   if (text == "finite_or_min_grad")
     return KernelKind::FiniteOrMinGrad;
+  if (text == "batch_norm")
+    return KernelKind::BatchNorm;
+  if (text == "batch_norm_grad")
+    return KernelKind::BatchNormGrad;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 33> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 35> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -854,6 +870,24 @@ inline constexpr std::string_view kNumKvHeads = "num_kv_heads";
 inline constexpr std::string_view kScale = "scale";
 inline constexpr std::string_view kCausal = "causal";
 } // namespace attention
+
+/// moe.batch_norm_grad: gradients of moe.batch_norm.
+namespace batch_norm_grad {
+inline constexpr std::string_view kName = "moe.batch_norm_grad";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-5;
+inline constexpr std::string_view kTraining = "training";
+} // namespace batch_norm_grad
+
+/// moe.batch_norm: batch normalisation over rows (torch.nn.BatchNorm1d).
+namespace batch_norm {
+inline constexpr std::string_view kName = "moe.batch_norm";
+inline constexpr std::string_view kEps = "eps";
+inline constexpr double kEpsDefault = 1e-5;
+inline constexpr std::string_view kMomentum = "momentum";
+inline constexpr double kMomentumDefault = 0.1;
+inline constexpr std::string_view kTraining = "training";
+} // namespace batch_norm
 
 /// moe.cast: elementwise conversion between float types.
 namespace cast {
