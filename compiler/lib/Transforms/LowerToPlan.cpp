@@ -71,6 +71,8 @@ std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
     return {3, 3};
   if (isa<AttentionGradOp>(op))
     return {7, 3};
+  if (isa<WindowMeanGradOp>(op))
+    return {3, 1};
   return {op->getNumOperands(), op->getNumResults()};
 }
 

@@ -63,7 +63,17 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     I32EnumAttrCase<"RowScaleGrad", 30, "row_scale_grad">,
     // moe.finite_or_min: a grid-wide arg-min, then the fill.
     I32EnumAttrCase<"FiniteOrMin", 31, "finite_or_min">,
-    I32EnumAttrCase<"FiniteOrMinGrad", 32, "finite_or_min_grad">]>;
+    I32EnumAttrCase<"FiniteOrMinGrad", 32, "finite_or_min_grad">,
+    // moe.window_mean and its gradient: a running sum along the sequence
+    // per (sequence, feature).
+    I32EnumAttrCase<"WindowMean", 33, "window_mean">,
+    I32EnumAttrCase<"WindowMeanGrad", 34, "window_mean_grad">,
+    // moe.head_mixture_grad: dcontext and the per-head dg sums.
+    I32EnumAttrCase<"HeadMixtureGrad", 35, "head_mixture_grad">,
+    // moe.sample_expert: one row per thread.
+    I32EnumAttrCase<"SampleExpert", 36, "sample_expert">,
+    // moe.gate_stats: one block.
+    I32EnumAttrCase<"GateStats", 37, "gate_stats">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";
@@ -86,7 +96,10 @@ def Moe_TilesAttr : AttrDef<Moe_Dialect, "Tiles"> {
     - norm, router and row kernels: `rows_per_block` rows (a warp each);
     - row_scale and its gradient: `rows_per_block` rows, each on
       `threads / rows_per_block` lanes (short rows share a warp);
-    - cv_loss and its gradient: `threads` (one block);
+    - cv_loss and its gradient, gate_stats: `threads` (one block);
+    - window_mean and its gradient: `threads`, one (sequence, feature)
+      column per thread; head_mixture_grad: `threads` per (row group,
+      head); sample_expert: `threads`, one row per thread;
     - elementwise, gathers and finite_or_min: `items` elements per thread.
 
     ```mlir
