@@ -39,6 +39,9 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.normalize_rows",   "moe.normalize_rows_grad",
                          "moe.finite_or_min",    "moe.finite_or_min_grad",
                          "moe.rescale_rows",
+                         "moe.window_mean",      "moe.window_mean_grad",
+                         "moe.head_mixture",     "moe.head_mixture_grad",
+                         "moe.sample_expert",    "moe.gate_stats",
                          "moe.lr_schedule",      "moe.global_norm",
                          "moe.adam_update",      "moe.sgd_update",
                          "arith.addf",           "arith.subf",
@@ -47,7 +50,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 53u);
+  EXPECT_EQ(names.size(), 59u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }
