@@ -24,15 +24,23 @@ using namespace moec;
 
 namespace {
 
-/// The MAE module with `storage` (f32 or bf16) activations, tiled for
-/// `arch`.
-Bundle maeBundle(const std::string &storage, const std::string &arch) {
+/// `text` with every `name` replaced by `value`.
+void substitute(std::string &text, const std::string &name,
+                const std::string &value) {
+  for (size_t at = text.find(name); at != std::string::npos;
+       at = text.find(name, at))
+    text.replace(at, name.size(), value);
+}
+
+/// The MAE module with `storage` (f32 or bf16) activations and sequences
+/// (and decoding histories) of up to `maxSeq` positions, tiled for `arch`.
+Bundle maeBundle(const std::string &storage, const std::string &arch,
+                 int64_t maxSeq = 40) {
   std::string text =
       readRegularFile(MOEC_SOURCE_DIR "/test/unit/check/inputs/mae_ops.mlir",
                       size_t(1) << 20);
-  for (size_t at = text.find("STORAGE"); at != std::string::npos;
-       at = text.find("STORAGE", at))
-    text.replace(at, 7, storage);
+  substitute(text, "STORAGE", storage);
+  substitute(text, "MAXSEQ", std::to_string(maxSeq));
   CompileOptions options;
   options.arch = arch;
   return compileModuleSource(text, "mae_ops.mlir (" + storage + ")", options);
@@ -58,6 +66,21 @@ TEST_P(MaeKernels, MatchTheCpuDevice) {
       seen |= c.kind == kind && !c.trivial;
     EXPECT_TRUE(seen) << kind;
   }
+  std::cout << report.format();
+}
+
+TEST_P(MaeKernels, MatchTheCpuDeviceOnLongSequences) {
+  // 9 sequences of 200 (decoding: 3 new positions after up to 197): the
+  // window columns span two blocks, the running sums run 200 long, and
+  // the statistics, sampling and head-mixture gradient blocks loop over
+  // more rows than they have threads.
+  Bundle bundle = maeBundle(GetParam(), "sm_80", 200);
+  KernelCheckOptions options;
+  options.device = "emu";
+  options.batch = 9;
+  options.seqLen = 200;
+  KernelCheckReport report = checkKernels(bundle, options);
+  EXPECT_TRUE(report.passed()) << report.format();
   std::cout << report.format();
 }
 

@@ -8,10 +8,11 @@
 // (the test substitutes it); parameters, gates and samples stay f32.
 //
 // `decode_means` reads the windows of a decoding step from a history of
-// the layer's inputs (40 positions, past before the S new ones).
+// the layer's inputs (MAXSEQ positions, past before the S new ones).
+// MAXSEQ is the model's max_seq (the test substitutes it too).
 
 module attributes {
-    moe.model = {name = "mae_ops", kind = "decoder", objective = "lm", vocab = 4 : i64, d_model = 16 : i64, max_seq = 40 : i64, dtype = "STORAGE", segments = 0 : i64, blocks = 1 : i64, moe_layers = [], tokenizer = {kind = "bytes", path = "", sha256 = ""}},
+    moe.model = {name = "mae_ops", kind = "decoder", objective = "lm", vocab = 4 : i64, d_model = 16 : i64, max_seq = MAXSEQ : i64, dtype = "STORAGE", segments = 0 : i64, blocks = 1 : i64, moe_layers = [], tokenizer = {kind = "bytes", path = "", sha256 = ""}},
     moe.training = {optimizer = "sgd", schedule = "constant", lr = 0.1 : f64, momentum = 0.0 : f64, batch = 2 : i64, seq_len = 37 : i64, steps = 10 : i64, seed = 1 : i64, log_every = 1 : i64},
     moe.data = {kind = "synthetic", task = "copy", paths = [], labels = [], task_seed = 0 : i64, branching = 2 : i64, valid_fraction = 0.1 : f64}} {
   moe.param @mae.wc : tensor<16x16xf32> {init = #moe.init<normal>, scale = 0.25 : f64}
@@ -57,12 +58,12 @@ module attributes {
   }
 
   func.func @decode_means(%x: tensor<?x?x16xSTORAGE> {moe.input = "x", moe.dims = ["B", "S", 16]},
-                          %h: tensor<?x40x16xSTORAGE> {moe.input = "history", moe.dims = ["B", 40, 16]},
+                          %h: tensor<?xMAXSEQx16xSTORAGE> {moe.input = "history", moe.dims = ["B", MAXSEQ, 16]},
                           %past: tensor<i64> {moe.input = "past"})
       -> (tensor<?x?x16xSTORAGE> {moe.output = "prefix"}, tensor<?x?x16xSTORAGE> {moe.output = "last"})
       attributes {moe.entry = "decode_means"} {
-    %pre = moe.window_mean %x history %h past %past {window = #moe.pool_window<prefix>} : (tensor<?x?x16xSTORAGE>, tensor<?x40x16xSTORAGE>, tensor<i64>) -> tensor<?x?x16xSTORAGE>
-    %lst = moe.window_mean %x history %h past %past {window = #moe.pool_window<last>, size = 5 : i64} : (tensor<?x?x16xSTORAGE>, tensor<?x40x16xSTORAGE>, tensor<i64>) -> tensor<?x?x16xSTORAGE>
+    %pre = moe.window_mean %x history %h past %past {window = #moe.pool_window<prefix>} : (tensor<?x?x16xSTORAGE>, tensor<?xMAXSEQx16xSTORAGE>, tensor<i64>) -> tensor<?x?x16xSTORAGE>
+    %lst = moe.window_mean %x history %h past %past {window = #moe.pool_window<last>, size = 5 : i64} : (tensor<?x?x16xSTORAGE>, tensor<?xMAXSEQx16xSTORAGE>, tensor<i64>) -> tensor<?x?x16xSTORAGE>
     return %pre, %lst : tensor<?x?x16xSTORAGE>, tensor<?x?x16xSTORAGE>
   }
 }
