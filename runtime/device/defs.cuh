@@ -24,9 +24,11 @@ enum class GateWeighting { Raw = 0, RenormDetached = 1, SoftmaxTopK = 2, Unit = 
 /// parameter initialiser.
 enum class Init { Zeros = 0, Ones = 1, Normal = 2, Uniform = 3, XavierUniform = 4, Sinusoidal = 5, Orthogonal = 6 };
 /// what a fused kernel group computes.
-enum class KernelKind { Elementwise = 0, Scalar = 1, Embedding = 2, EmbeddingGrad = 3, PositionsGrad = 4, Gemm = 5, GemmGrad = 6, Norm = 7, NormGrad = 8, Attention = 9, AttentionGrad = 10, KvWrite = 11, Router = 12, RouterGrad = 13, SwitchLossGrad = 14, ZLossGrad = 15, Experts = 16, ExpertsGrad = 17, CrossEntropy = 18, CrossEntropyGrad = 19, GlobalNorm = 20, Optimizer = 21, ExpertMap = 22, ExpertMapGrad = 23, ExpertReduce = 24, ExpertReduceGrad = 25, CvLoss = 26, CvLossGrad = 27, RoutingStats = 28, RowScale = 29, RowScaleGrad = 30, FiniteOrMin = 31, FiniteOrMinGrad = 32, BatchNorm = 33, BatchNormGrad = 34 };
+enum class KernelKind { Elementwise = 0, Scalar = 1, Embedding = 2, EmbeddingGrad = 3, PositionsGrad = 4, Gemm = 5, GemmGrad = 6, Norm = 7, NormGrad = 8, Attention = 9, AttentionGrad = 10, KvWrite = 11, Router = 12, RouterGrad = 13, SwitchLossGrad = 14, ZLossGrad = 15, Experts = 16, ExpertsGrad = 17, CrossEntropy = 18, CrossEntropyGrad = 19, GlobalNorm = 20, Optimizer = 21, ExpertMap = 22, ExpertMapGrad = 23, ExpertReduce = 24, ExpertReduceGrad = 25, CvLoss = 26, CvLossGrad = 27, RoutingStats = 28, RowScale = 29, RowScaleGrad = 30, FiniteOrMin = 31, FiniteOrMinGrad = 32, BatchNorm = 33, BatchNormGrad = 34, WindowMean = 35, WindowMeanGrad = 36, HeadMixtureGrad = 37, SampleExpert = 38, GateStats = 39 };
 /// learning-rate schedule.
 enum class LrSchedule { Constant = 0, Linear = 1, InverseSqrt = 2, Cosine = 3, Polynomial = 4 };
+/// positions a pooled summary averages.
+enum class PoolWindow { Sequence = 0, Prefix = 1, Last = 2 };
 /// order in which assignments claim capacity slots.
 enum class Priority { TokenOrder = 0, Bpr = 1 };
 

@@ -207,3 +207,38 @@ func.func @row_scale_tiles(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
   } : tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
+
+// -----
+
+func.func @head_mixture_g_in_kernel(%c: tensor<2x5x8xf32>, %g: tensor<2x5x2xf32>) -> tensor<2x5x8xf32> {
+  %0 = moe.kernel elementwise {
+    %1 = arith.addf %g, %g : tensor<2x5x2xf32>
+    // expected-error @+1 {{'moe.head_mixture' op reads g per row and head, so g must come from before its kernel}}
+    %2 = moe.head_mixture %c, %1 {num_heads = 2 : i64} : (tensor<2x5x8xf32>, tensor<2x5x2xf32>) -> tensor<2x5x8xf32>
+    moe.yield %2 : tensor<2x5x8xf32>
+  } : tensor<2x5x8xf32>
+  return %0 : tensor<2x5x8xf32>
+}
+
+// -----
+
+func.func @window_mean_alone(%x: tensor<2x5x8xf32>) -> tensor<2x5x8xf32> {
+  %0 = moe.kernel window_mean {
+    %1 = moe.window_mean %x {window = #moe.pool_window<prefix>} : (tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+    // expected-error @+1 {{'arith.addf' op cannot follow earlier ops in a 'window_mean' kernel}}
+    %2 = arith.addf %1, %1 : tensor<2x5x8xf32>
+    moe.yield %2 : tensor<2x5x8xf32>
+  } : tensor<2x5x8xf32>
+  return %0 : tensor<2x5x8xf32>
+}
+
+// -----
+
+func.func @gate_stats_tiles(%g: tensor<2x5x4xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{'gate_stats' kernel does not use the tile 'items'}}
+  %0 = moe.kernel gate_stats tiles <threads = 256, items = 4> {
+    %1 = moe.gate_stats %g : (tensor<2x5x4xf32>) -> tensor<5xf32>
+    moe.yield %1 : tensor<5xf32>
+  } : tensor<5xf32>
+  return %0 : tensor<5xf32>
+}

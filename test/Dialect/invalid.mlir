@@ -651,6 +651,12 @@ moe.param @p : tensor<4x4xf32> {init = #moe.init<zeros>, group = ""}
 func.func @batch_norm_rank(%x: tensor<8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{x must have rank >= 2, got [8]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {training} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+
+// -----
+
+func.func @window_mean_rank(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{x must have rank 3, got [?, 16]}}
+  %y = moe.window_mean %x {window = #moe.pool_window<prefix>} : (tensor<?x16xf32>) -> tensor<?x16xf32>
   return
 }
 
@@ -659,6 +665,12 @@ func.func @batch_norm_rank(%x: tensor<8xf32>, %v: tensor<8xf32>) {
 func.func @batch_norm_gamma(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %g: tensor<4xf32>) {
   // expected-error @+1 {{gamma must have shape [8], got [4]}}
   %0:3 = moe.batch_norm %x, %g, %v, %v, %v : (tensor<?x8xf32>, tensor<4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_history_needs_past(%x: tensor<2x1x16xf32>, %h: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{history needs past, the number of positions before x's first}}
+  %y = moe.window_mean %x history %h {window = #moe.pool_window<prefix>} : (tensor<2x1x16xf32>, tensor<2x8x16xf32>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -667,6 +679,12 @@ func.func @batch_norm_gamma(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %g: tensor<4
 func.func @batch_norm_running_var(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %rv: tensor<8x1xf32>) {
   // expected-error @+1 {{running_var must have shape [8], got [8, 1]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %rv : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x1xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_past_needs_history(%x: tensor<2x1x16xf32>, %past: tensor<i64>) {
+  // expected-error @+1 {{past goes with history only}}
+  %y = moe.window_mean %x past %past {window = #moe.pool_window<prefix>} : (tensor<2x1x16xf32>, tensor<i64>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -675,6 +693,12 @@ func.func @batch_norm_running_var(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %rv: t
 func.func @batch_norm_mask(%x: tensor<2x3x8xf32>, %v: tensor<8xf32>, %m: tensor<2x4xi32>) {
   // expected-error @+1 {{mask must have shape [2, 3], got [2, 4]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v mask %m {training} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x4xi32>) -> (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_sequence_history(%x: tensor<2x1x16xf32>, %h: tensor<2x8x16xf32>, %past: tensor<i64>) {
+  // expected-error @+1 {{history goes with the prefix and last windows only}}
+  %y = moe.window_mean %x history %h past %past {window = #moe.pool_window<sequence>} : (tensor<2x1x16xf32>, tensor<2x8x16xf32>, tensor<i64>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -683,6 +707,12 @@ func.func @batch_norm_mask(%x: tensor<2x3x8xf32>, %v: tensor<8xf32>, %m: tensor<
 func.func @batch_norm_momentum(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{momentum must be in (0, 1], got 0}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {momentum = 0.0 : f64, training} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_mask_window(%x: tensor<2x5x16xf32>, %mask: tensor<2x5xi32>) {
+  // expected-error @+1 {{mask goes with window sequence only, not prefix}}
+  %y = moe.window_mean %x mask %mask {window = #moe.pool_window<prefix>} : (tensor<2x5x16xf32>, tensor<2x5xi32>) -> tensor<2x5x16xf32>
   return
 }
 
@@ -691,6 +721,12 @@ func.func @batch_norm_momentum(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
 func.func @batch_norm_momentum_above_one(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{momentum must be in (0, 1], got 1.5}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {momentum = 1.5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_last_size(%x: tensor<2x5x16xf32>) {
+  // expected-error @+1 {{window last needs size >= 1, got 0}}
+  %y = moe.window_mean %x {window = #moe.pool_window<last>} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
   return
 }
 
@@ -699,6 +735,12 @@ func.func @batch_norm_momentum_above_one(%x: tensor<?x8xf32>, %v: tensor<8xf32>)
 func.func @batch_norm_eps(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{eps must be > 0, got 0}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {eps = 0.0 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_prefix_size(%x: tensor<2x5x16xf32>) {
+  // expected-error @+1 {{size is the length of a last window; window prefix needs 0, got 2}}
+  %y = moe.window_mean %x {window = #moe.pool_window<prefix>, size = 2 : i64} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
   return
 }
 
@@ -707,6 +749,12 @@ func.func @batch_norm_eps(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
 func.func @batch_norm_stats_type(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %h: tensor<8xbf16>) {
   // expected-error @+1 {{running_mean must have the element type of gamma ('f32'), got 'bf16'}}
   %0:3 = moe.batch_norm %x, %v, %v, %h, %v : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xbf16>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_history_width(%x: tensor<2x1x16xf32>, %h: tensor<2x8x8xf32>, %past: tensor<i64>) {
+  // expected-error @+1 {{history width must be 16, got 8}}
+  %y = moe.window_mean %x history %h past %past {window = #moe.pool_window<prefix>} : (tensor<2x1x16xf32>, tensor<2x8x8xf32>, tensor<i64>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -715,6 +763,12 @@ func.func @batch_norm_stats_type(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %h: ten
 func.func @batch_norm_param_type(%x: tensor<?x8xf32>, %v: tensor<8xf64>) {
   // expected-error @+1 {{gamma, beta and the running statistics must be 'f32' like x, got 'f64'}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<?x8xf32>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) -> (tensor<?x8xf32>, tensor<8xf64>, tensor<8xf64>)
+
+// -----
+
+func.func @window_mean_history_batch(%x: tensor<2x1x16xf32>, %h: tensor<3x8x16xf32>, %past: tensor<i64>) {
+  // expected-error @+1 {{history batch dimension must be 2, got 3}}
+  %y = moe.window_mean %x history %h past %past {window = #moe.pool_window<prefix>} : (tensor<2x1x16xf32>, tensor<3x8x16xf32>, tensor<i64>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -723,6 +777,12 @@ func.func @batch_norm_param_type(%x: tensor<?x8xf32>, %v: tensor<8xf64>) {
 func.func @batch_norm_result_type(%x: tensor<?x8xbf16>, %v: tensor<8xf32>) {
   // expected-error @+1 {{result #1 must have element type 'f32', got 'bf16'}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xbf16>, tensor<8xbf16>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_history_type(%x: tensor<2x1x16xf32>, %h: tensor<2x8x16xbf16>, %past: tensor<i64>) {
+  // expected-error @+1 {{history must have x's element type 'f32', got 'bf16'}}
+  %y = moe.window_mean %x history %h past %past {window = #moe.pool_window<prefix>} : (tensor<2x1x16xf32>, tensor<2x8x16xbf16>, tensor<i64>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -731,6 +791,12 @@ func.func @batch_norm_result_type(%x: tensor<?x8xbf16>, %v: tensor<8xf32>) {
 func.func @batch_norm_result_shape(%x: tensor<4x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{result #1 has type 'tensor<4xf32>' but its operands imply shape [8]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_mask_shape(%x: tensor<2x5x16xf32>, %mask: tensor<2x4xi32>) {
+  // expected-error @+1 {{mask must have shape [2, 5], got [2, 4]}}
+  %y = moe.window_mean %x mask %mask {window = #moe.pool_window<sequence>} : (tensor<2x5x16xf32>, tensor<2x4xi32>) -> tensor<2x1x16xf32>
   return
 }
 
@@ -739,6 +805,12 @@ func.func @batch_norm_result_shape(%x: tensor<4x8xf32>, %v: tensor<8xf32>) {
 func.func @batch_norm_grad_dy(%x: tensor<4x8xf32>, %v: tensor<8xf32>, %dy: tensor<4x7xf32>) {
   // expected-error @+1 {{dy must have shape [4, 8], got [4, 7]}}
   %0:3 = moe.batch_norm_grad %x, %v, %v, %v, %dy {training} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x7xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_sequence_result(%x: tensor<2x5x16xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<2x5x16xf32>' but its operands imply shape [2, 1, 16]}}
+  %y = moe.window_mean %x {window = #moe.pool_window<sequence>} : (tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
   return
 }
 
@@ -747,5 +819,131 @@ func.func @batch_norm_grad_dy(%x: tensor<4x8xf32>, %v: tensor<8xf32>, %dy: tenso
 func.func @batch_norm_grad_dy_type(%x: tensor<4x8xbf16>, %v: tensor<8xf32>, %dy: tensor<4x8xf32>) {
   // expected-error @+1 {{dy must have x's element type 'bf16', got 'f32'}}
   %0:3 = moe.batch_norm_grad %x, %v, %v, %v, %dy : (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+
+// -----
+
+func.func @window_mean_grad_dy(%x: tensor<2x5x16xf32>, %dy: tensor<2x5x16xf32>) {
+  // expected-error @+1 {{dy must have shape [2, 1, 16], got [2, 5, 16]}}
+  %dx = moe.window_mean_grad %x, %dy {window = #moe.pool_window<sequence>} : (tensor<2x5x16xf32>, tensor<2x5x16xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @window_mean_grad_mask(%x: tensor<2x5x16xf32>, %dy: tensor<2x5x16xf32>, %mask: tensor<2x5xi32>) {
+  // expected-error @+1 {{mask goes with window sequence only, not last}}
+  %dx = moe.window_mean_grad %x, %dy mask %mask {window = #moe.pool_window<last>, size = 2 : i64} : (tensor<2x5x16xf32>, tensor<2x5x16xf32>, tensor<2x5xi32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_width(%c: tensor<2x5x15xf32>, %g: tensor<2x1x4xf32>) {
+  // expected-error @+1 {{context width 15 is not divisible by num_heads (4)}}
+  %y = moe.head_mixture %c, %g {num_heads = 4 : i64} : (tensor<2x5x15xf32>, tensor<2x1x4xf32>) -> tensor<2x5x15xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_heads(%c: tensor<2x5x16xf32>, %g: tensor<2x1x3xf32>) {
+  // expected-error @+1 {{g width (num_heads) must be 4, got 3}}
+  %y = moe.head_mixture %c, %g {num_heads = 4 : i64} : (tensor<2x5x16xf32>, tensor<2x1x3xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_groups(%c: tensor<2x5x16xf32>, %g: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{g must have one row per sequence (1) or per position (5), got 3}}
+  %y = moe.head_mixture %c, %g {num_heads = 4 : i64} : (tensor<2x5x16xf32>, tensor<2x3x4xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_batch(%c: tensor<2x5x16xf32>, %g: tensor<3x1x4xf32>) {
+  // expected-error @+1 {{g batch dimension must be 2, got 3}}
+  %y = moe.head_mixture %c, %g {num_heads = 4 : i64} : (tensor<2x5x16xf32>, tensor<3x1x4xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_one_head(%c: tensor<2x5x16xf32>, %g: tensor<2x1x1xf32>) {
+  // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint}}
+  %y = moe.head_mixture %c, %g {num_heads = 1 : i64} : (tensor<2x5x16xf32>, tensor<2x1x1xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_result_type(%c: tensor<2x5x16xbf16>, %g: tensor<2x1x4xf32>) {
+  // expected-error @+1 {{the result must have context's element type 'bf16', got 'f32'}}
+  %y = moe.head_mixture %c, %g {num_heads = 4 : i64} : (tensor<2x5x16xbf16>, tensor<2x1x4xf32>) -> tensor<2x5x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_mixture_grad_dy(%dy: tensor<2x4x16xf32>, %c: tensor<2x5x16xf32>, %g: tensor<2x5x4xf32>) {
+  // expected-error @+1 {{dy must have shape [2, 5, 16], got [2, 4, 16]}}
+  %dc, %dg = moe.head_mixture_grad %dy, %c, %g {num_heads = 4 : i64} : (tensor<2x4x16xf32>, tensor<2x5x16xf32>, tensor<2x5x4xf32>) -> (tensor<2x5x16xf32>, tensor<2x5x4xf32>)
+  return
+}
+
+// -----
+
+func.func @head_mixture_grad_dg_type(%dy: tensor<2x5x16xbf16>, %c: tensor<2x5x16xbf16>, %g: tensor<2x5x4xf32>) {
+  // expected-error @+1 {{dg must have g's element type 'f32', got 'bf16'}}
+  %dc, %dg = moe.head_mixture_grad %dy, %c, %g {num_heads = 4 : i64} : (tensor<2x5x16xbf16>, tensor<2x5x16xbf16>, tensor<2x5x4xf32>) -> (tensor<2x5x16xbf16>, tensor<2x5x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @sample_expert_width(%p: tensor<2x5x3xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{p width (num_experts) must be 4, got 3}}
+  %e = moe.sample_expert %p, %seed {num_experts = 4 : i64, stream = 0 : i64} : (tensor<2x5x3xf32>, tensor<i64>) -> tensor<2x5x4xf32>
+  return
+}
+
+// -----
+
+func.func @sample_expert_rank(%p: tensor<10x4xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{p must have rank 3, got [10, 4]}}
+  %e = moe.sample_expert %p, %seed {num_experts = 4 : i64, stream = 0 : i64} : (tensor<10x4xf32>, tensor<i64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @sample_expert_one(%p: tensor<2x5x1xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{attribute 'num_experts' failed to satisfy constraint}}
+  %e = moe.sample_expert %p, %seed {num_experts = 1 : i64, stream = 0 : i64} : (tensor<2x5x1xf32>, tensor<i64>) -> tensor<2x5x1xf32>
+  return
+}
+
+// -----
+
+func.func @sample_expert_result(%p: tensor<2x5x3xf32>, %seed: tensor<i64>) {
+  // expected-error @+1 {{result #0 has type 'tensor<2x5x3xf32>' but its operands imply shape [2, 5, 4]}}
+  %e = moe.sample_expert %p, %seed {num_experts = 4 : i64, stream = 0 : i64, uniform} : (tensor<2x5x3xf32>, tensor<i64>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
+func.func @gate_stats_heads(%g: tensor<2x5x?xf32>) {
+  // expected-error @+1 {{g needs a static number of experts, got ?}}
+  %s = moe.gate_stats %g : (tensor<2x5x?xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @gate_stats_result(%g: tensor<?x?x4xf32>) {
+  // expected-error @+1 {{result #0 has type 'tensor<4xf32>' but its operands imply shape [5]}}
+  %s = moe.gate_stats %g : (tensor<?x?x4xf32>) -> tensor<4xf32>
   return
 }

@@ -196,3 +196,33 @@ func.func @batch_norm(%x: tensor<?x?x8xf32>, %xb: tensor<?x8xbf16>, %g: tensor<8
   %dx, %dg, %db = moe.batch_norm_grad %x, %g, %rm, %rv, %y mask %mask {training} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x?x8xf32>, tensor<?x?xi32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %dx, %e, %nm, %dg : tensor<?x?x8xf32>, tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>
 }
+
+// The MAE layer: the pooled summary over each window (with a mask, and over
+// a decoding history), the head mixture with one gate per sequence and per
+// position, expert sampling and the gate statistics.
+// CHECK-LABEL: func.func @mae
+func.func @mae(%x: tensor<?x?x16xf32>, %h: tensor<?x64x16xf32>, %past: tensor<i64>,
+               %mask: tensor<?x?xi32>, %c: tensor<?x?x16xbf16>, %g1: tensor<?x1x4xf32>,
+               %gs: tensor<2x5x4xf32>, %cs: tensor<2x5x16xf32>, %seed: tensor<i64>) {
+  // CHECK: moe.window_mean %{{.*}} mask %{{.*}} {window = #moe.pool_window<sequence>} : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<?x1x16xf32>
+  %m = moe.window_mean %x mask %mask {window = #moe.pool_window<sequence>} : (tensor<?x?x16xf32>, tensor<?x?xi32>) -> tensor<?x1x16xf32>
+  // CHECK: moe.window_mean %{{.*}} {window = #moe.pool_window<prefix>} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %p = moe.window_mean %x {window = #moe.pool_window<prefix>} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  // CHECK: moe.window_mean %{{.*}} history %{{.*}} past %{{.*}} {size = 8 : i64, window = #moe.pool_window<last>} : (tensor<?x?x16xf32>, tensor<?x64x16xf32>, tensor<i64>) -> tensor<?x?x16xf32>
+  %l = moe.window_mean %x history %h past %past {window = #moe.pool_window<last>, size = 8 : i64} : (tensor<?x?x16xf32>, tensor<?x64x16xf32>, tensor<i64>) -> tensor<?x?x16xf32>
+  // CHECK: moe.window_mean_grad %{{.*}}, %{{.*}} mask %{{.*}} {window = #moe.pool_window<sequence>} : (tensor<?x?x16xf32>, tensor<?x1x16xf32>, tensor<?x?xi32>) -> tensor<?x?x16xf32>
+  %dm = moe.window_mean_grad %x, %m mask %mask {window = #moe.pool_window<sequence>} : (tensor<?x?x16xf32>, tensor<?x1x16xf32>, tensor<?x?xi32>) -> tensor<?x?x16xf32>
+  // CHECK: moe.window_mean_grad %{{.*}}, %{{.*}} {size = 3 : i64, window = #moe.pool_window<last>} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %dl = moe.window_mean_grad %x, %p {window = #moe.pool_window<last>, size = 3 : i64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  // CHECK: moe.head_mixture %{{.*}}, %{{.*}} {num_heads = 4 : i64} : (tensor<?x?x16xbf16>, tensor<?x1x4xf32>) -> tensor<?x?x16xbf16>
+  %y = moe.head_mixture %c, %g1 {num_heads = 4 : i64} : (tensor<?x?x16xbf16>, tensor<?x1x4xf32>) -> tensor<?x?x16xbf16>
+  // CHECK: moe.head_mixture_grad %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 4 : i64} : (tensor<2x5x16xf32>, tensor<2x5x16xf32>, tensor<2x5x4xf32>) -> (tensor<2x5x16xf32>, tensor<2x5x4xf32>)
+  %dc, %dg = moe.head_mixture_grad %cs, %cs, %gs {num_heads = 4 : i64} : (tensor<2x5x16xf32>, tensor<2x5x16xf32>, tensor<2x5x4xf32>) -> (tensor<2x5x16xf32>, tensor<2x5x4xf32>)
+  // CHECK: moe.sample_expert %{{.*}}, %{{.*}} {num_experts = 4 : i64, stream = 7 : i64} : (tensor<2x5x4xf32>, tensor<i64>) -> tensor<2x5x4xf32>
+  %e = moe.sample_expert %gs, %seed {num_experts = 4 : i64, stream = 7 : i64} : (tensor<2x5x4xf32>, tensor<i64>) -> tensor<2x5x4xf32>
+  // CHECK: moe.sample_expert %{{.*}}, %{{.*}} {num_experts = 3 : i64, stream = 8 : i64, uniform} : (tensor<?x1x4xf32>, tensor<i64>) -> tensor<?x1x3xf32>
+  %u = moe.sample_expert %g1, %seed {num_experts = 3 : i64, stream = 8 : i64, uniform} : (tensor<?x1x4xf32>, tensor<i64>) -> tensor<?x1x3xf32>
+  // CHECK: moe.gate_stats %{{.*}} : (tensor<2x5x4xf32>) -> tensor<5xf32>
+  %s = moe.gate_stats %gs : (tensor<2x5x4xf32>) -> tensor<5xf32>
+  return
+}

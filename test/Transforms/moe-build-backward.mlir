@@ -215,3 +215,68 @@ func.func @loss(%g: tensor<4xf32> {moe.param = @g}, %b: tensor<4xf32> {moe.param
 // CHECK:      %[[Y:.*]], %[[NM:.*]], %[[NV:.*]] = moe.batch_norm
 // CHECK:      %{{.*}}, %[[DG:.*]], %[[DB:.*]] = moe.batch_norm_grad %[[X]], %[[G]], %[[RM]], %[[RV]], %{{.*}} mask %[[M]] {training}
 // CHECK:      return %{{.*}}, %[[NM]], %[[NV]], %[[DG]], %[[DB]]
+
+// -----
+
+// The MAE layer: the window mean and the head mixture get their grad ops
+// (the gate's dg flows back through the router's probabilities); the
+// sampled expert is piecewise constant in p, so no gradient flows through
+// it, and the head mixture it scales passes gradient to the context only.
+
+moe.param @wg : tensor<4x4xf32> {init = #moe.init<normal>}
+moe.param @wc : tensor<4x8xf32> {init = #moe.init<normal>}
+
+func.func @loss(%wg: tensor<4x4xf32> {moe.param = @wg}, %wc: tensor<4x8xf32> {moe.param = @wc},
+                %x: tensor<?x?x4xf32> {moe.input = "x", moe.dims = ["B", "S", 4]},
+                %mask: tensor<?x?xi32> {moe.input = "mask", moe.dims = ["B", "S"]},
+                %seed: tensor<i64> {moe.input = "rng"})
+    -> (tensor<f32> {moe.output = "loss"}, tensor<5xf32> {moe.output = "stats"}) attributes {moe.entry = "loss"} {
+  %m = moe.window_mean %x mask %mask {window = #moe.pool_window<sequence>} : (tensor<?x?x4xf32>, tensor<?x?xi32>) -> tensor<?x1x4xf32>
+  %l = moe.linear %m, %wg : (tensor<?x1x4xf32>, tensor<4x4xf32>) -> tensor<?x1x4xf32>
+  %p, %e, %g, %s = moe.topk_router %l {k = 1 : i64, gate = #moe.gate<raw>, capacity = #moe.capacity<none>, priority = #moe.priority<token_order>} : (tensor<?x1x4xf32>) -> (tensor<?x1x4xf32>, tensor<?x1x1xi32>, tensor<?x1x1xf32>, tensor<?x1x1xi32>)
+  %p2 = moe.window_mean %p {window = #moe.pool_window<last>, size = 2 : i64} : (tensor<?x1x4xf32>) -> tensor<?x1x4xf32>
+  %c = moe.linear %x, %wc : (tensor<?x?x4xf32>, tensor<4x8xf32>) -> tensor<?x?x8xf32>
+  %y = moe.head_mixture %c, %p2 {num_heads = 4 : i64} : (tensor<?x?x8xf32>, tensor<?x1x4xf32>) -> tensor<?x?x8xf32>
+  %one = moe.sample_expert %p2, %seed {num_experts = 4 : i64, stream = 1 : i64} : (tensor<?x1x4xf32>, tensor<i64>) -> tensor<?x1x4xf32>
+  %f = moe.head_mixture %y, %one {num_heads = 4 : i64} : (tensor<?x?x8xf32>, tensor<?x1x4xf32>) -> tensor<?x?x8xf32>
+  %z = moe.z_loss %f : (tensor<?x?x8xf32>) -> tensor<f32>
+  %stats = moe.gate_stats %p2 : (tensor<?x1x4xf32>) -> tensor<5xf32>
+  return %z, %stats : tensor<f32>, tensor<5xf32>
+}
+
+// CHECK-LABEL: func.func @backward
+// CHECK:      %[[M:.*]] = moe.window_mean %[[X:[^ ]*]] mask %[[MASK:[^ ]*]] {window = #moe.pool_window<sequence>}
+// CHECK:      %[[L:.*]] = moe.linear %[[M]], %[[WG:[^ ]*]] :
+// CHECK:      %[[P:[a-z0-9_]*]], %{{.*}} = moe.topk_router %[[L]]
+// CHECK:      %[[P2:.*]] = moe.window_mean %[[P]] {size = 2 : i64, window = #moe.pool_window<last>}
+// CHECK:      %[[C:.*]] = moe.linear %[[X]], %{{.*}} :
+// CHECK:      %[[Y:.*]] = moe.head_mixture %[[C]], %[[P2]]
+// CHECK:      %[[ONE:.*]] = moe.sample_expert %[[P2]]
+// CHECK:      %[[F:.*]] = moe.head_mixture %[[Y]], %[[ONE]]
+// CHECK:      %[[DF:.*]] = moe.z_loss_grad %[[F]]
+// CHECK:      %[[DY:[a-z0-9_]*]], %{{.*}} = moe.head_mixture_grad %[[DF]], %[[Y]], %[[ONE]] {num_heads = 4 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x1x4xf32>) -> (tensor<?x?x8xf32>, tensor<?x1x4xf32>)
+// CHECK:      %[[DC:[a-z0-9_]*]], %[[DP2:.*]] = moe.head_mixture_grad %[[DY]], %[[C]], %[[P2]]
+// CHECK:      moe.linear_grad %[[X]], %{{.*}}, %[[DC]]
+// CHECK:      %[[DP:.*]] = moe.window_mean_grad %[[P]], %[[DP2]] {size = 2 : i64, window = #moe.pool_window<last>} : (tensor<?x1x4xf32>, tensor<?x1x4xf32>) -> tensor<?x1x4xf32>
+// CHECK:      %[[DL:.*]] = moe.topk_router_grad %{{.*}} probs_grad %[[DP]]
+// CHECK:      %[[DM:[a-z0-9_]*]], %[[DWG:.*]] = moe.linear_grad %[[M]], %[[WG]], %[[DL]]
+// CHECK-NOT:  moe.window_mean_grad
+// CHECK:      return
+
+// -----
+
+// The decoding form of the window mean (with history) has no gradient.
+
+moe.param @w : tensor<4x4xf32> {init = #moe.init<normal>}
+
+func.func @loss(%w: tensor<4x4xf32> {moe.param = @w},
+                %x: tensor<?x?x4xf32> {moe.input = "x", moe.dims = ["B", "S", 4]},
+                %h: tensor<?x8x4xf32> {moe.input = "history", moe.dims = ["B", 8, 4]},
+                %past: tensor<i64> {moe.input = "past"})
+    -> (tensor<f32> {moe.output = "loss"}) attributes {moe.entry = "loss"} {
+  %y = moe.linear %x, %w : (tensor<?x?x4xf32>, tensor<4x4xf32>) -> tensor<?x?x4xf32>
+  // expected-error @+1 {{'moe.window_mean' op has no gradient with history (a decoding form)}}
+  %m = moe.window_mean %y history %h past %past {window = #moe.pool_window<prefix>} : (tensor<?x?x4xf32>, tensor<?x8x4xf32>, tensor<i64>) -> tensor<?x?x4xf32>
+  %z = moe.z_loss %m : (tensor<?x?x4xf32>) -> tensor<f32>
+  return %z : tensor<f32>
+}

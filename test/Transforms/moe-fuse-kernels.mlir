@@ -126,4 +126,46 @@ module {
     %back = moe.rope %sum, %start {num_heads = 2 : i64, head_dim = 4 : i64, rotary_dim = 4 : i64, inverse} : (tensor<?x?x8xf32>, tensor<i64>) -> tensor<?x?x8xf32>
     return %back, %rq : tensor<?x?x8xf32>, tensor<?x?x8xf32>
   }
+
+  // The MAE layer: moe.head_mixture joins an elementwise run when its g
+  // comes from before the run (the window means and the sampling are
+  // kernels of their own); one whose g the run computes starts a new run.
+  // CHECK-LABEL: func.func @mae
+  func.func @mae(%c: tensor<?x?x8xf32> {moe.input = "c", moe.dims = ["B", "S", 8]},
+                 %seed: tensor<i64> {moe.input = "rng"},
+                 %gs: tensor<?x?x2xf32> {moe.input = "gs", moe.dims = ["B", "S", 2]})
+      -> (tensor<?x?x8xf32> {moe.output = "y"}, tensor<3xf32> {moe.output = "stats"},
+          tensor<?x?x8xf32> {moe.output = "dc"}, tensor<?x?x2xf32> {moe.output = "dw"})
+      attributes {moe.entry = "mae"} {
+    // CHECK: moe.kernel window_mean {
+    // CHECK-NEXT: moe.window_mean
+    // CHECK-NEXT: moe.yield
+    %m = moe.window_mean %c {window = #moe.pool_window<sequence>} : (tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+    // CHECK: moe.kernel window_mean {
+    %w = moe.window_mean %gs {window = #moe.pool_window<last>, size = 4 : i64} : (tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+    // CHECK: moe.kernel sample_expert {
+    // CHECK-NEXT: moe.sample_expert
+    // CHECK-NEXT: moe.yield
+    %e = moe.sample_expert %w, %seed {num_experts = 2 : i64, stream = 0 : i64} : (tensor<?x?x2xf32>, tensor<i64>) -> tensor<?x?x2xf32>
+    // CHECK: moe.kernel elementwise {
+    // CHECK-NEXT: moe.head_mixture
+    // CHECK-NEXT: moe.head_mixture
+    // CHECK-NEXT: arith.addf
+    // CHECK-NEXT: moe.yield
+    %y1 = moe.head_mixture %c, %w {num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+    %y2 = moe.head_mixture %c, %e {num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x2xf32>) -> tensor<?x?x8xf32>
+    %y = arith.addf %y1, %y2 : tensor<?x?x8xf32>
+    // CHECK: moe.kernel gate_stats {
+    // CHECK-NEXT: moe.gate_stats
+    %stats = moe.gate_stats %w : (tensor<?x?x2xf32>) -> tensor<3xf32>
+    // CHECK: moe.kernel head_mixture_grad {
+    // CHECK-NEXT: moe.head_mixture_grad
+    // CHECK-NEXT: moe.yield
+    %dc, %dg = moe.head_mixture_grad %y, %c, %w {num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x2xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x2xf32>)
+    // CHECK: moe.kernel window_mean_grad {
+    // CHECK-NEXT: moe.window_mean_grad
+    // CHECK-NEXT: moe.yield
+    %dw = moe.window_mean_grad %gs, %dg {window = #moe.pool_window<last>, size = 4 : i64} : (tensor<?x?x2xf32>, tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
+    return %y, %stats, %dc, %dw : tensor<?x?x8xf32>, tensor<3xf32>, tensor<?x?x8xf32>, tensor<?x?x2xf32>
+  }
 }

@@ -44,6 +44,29 @@ module {
     %du = moe.normalize_rows_grad %u, %u : (tensor<?x100xf32>, tensor<?x100xf32>) -> tensor<?x100xf32>
     return %n, %f, %du : tensor<8x16xf32>, tensor<?x8xf32>, tensor<?x100xf32>
   }
+
+  // The MAE layer's kernels: a column, head group or row per thread in
+  // blocks of 128; the gate statistics in one block of 256.
+  func.func @mae(%c: tensor<?x?x8xf32> {moe.input = "c", moe.dims = ["B", "S", 8]},
+                 %seed: tensor<i64> {moe.input = "rng"},
+                 %g: tensor<?x1x2xf32> {moe.input = "g", moe.dims = ["B", 1, 2]})
+      -> (tensor<?x1x8xf32> {moe.output = "m"}, tensor<?x?x8xf32> {moe.output = "dm"},
+          tensor<?x?x8xf32> {moe.output = "dc"}, tensor<?x1x2xf32> {moe.output = "dg"},
+          tensor<?x1x2xf32> {moe.output = "e"}, tensor<3xf32> {moe.output = "stats"})
+      attributes {moe.entry = "mae"} {
+    // SM80: moe.kernel window_mean tiles <threads = 128>
+    // SM90: moe.kernel window_mean tiles <threads = 128>
+    %m = moe.window_mean %c {window = #moe.pool_window<sequence>} : (tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+    // SM80: moe.kernel window_mean_grad tiles <threads = 128>
+    %dm = moe.window_mean_grad %c, %m {window = #moe.pool_window<sequence>} : (tensor<?x?x8xf32>, tensor<?x1x8xf32>) -> tensor<?x?x8xf32>
+    // SM80: moe.kernel head_mixture_grad tiles <threads = 128>
+    %dc, %dg = moe.head_mixture_grad %c, %c, %g {num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x1x2xf32>) -> (tensor<?x?x8xf32>, tensor<?x1x2xf32>)
+    // SM80: moe.kernel sample_expert tiles <threads = 128>
+    %e = moe.sample_expert %g, %seed {num_experts = 2 : i64, stream = 0 : i64} : (tensor<?x1x2xf32>, tensor<i64>) -> tensor<?x1x2xf32>
+    // SM80: moe.kernel gate_stats tiles <threads = 256>
+    %stats = moe.gate_stats %g : (tensor<?x1x2xf32>) -> tensor<3xf32>
+    return %m, %dm, %dc, %dg, %e, %stats : tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<3xf32>
+  }
 }
 
 // BAD: error: unsupported architecture 'sm_70' (sm_80 or sm_90)

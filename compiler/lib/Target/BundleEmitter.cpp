@@ -68,6 +68,9 @@ json::Value mlir::moe::attributeToJson(Attribute attr) {
       .Case([](InitAttr a) {
         return json::Value(stringifyInit(a.getValue()).str());
       })
+      .Case([](PoolWindowAttr a) {
+        return json::Value(stringifyPoolWindow(a.getValue()).str());
+      })
       .Case([](ArrayAttr a) {
         json::Array array;
         for (Attribute e : a)

@@ -32,9 +32,11 @@ bool isFloatTensor(Value v) {
   return type && isa<FloatType>(type.getElementType());
 }
 
-/// Results that do not vary with their float operands (counts), so no
-/// gradient flows through them.
+/// Results that do not vary with their float operands (counts, sampled
+/// one-hot choices), so no gradient flows through them.
 bool isPiecewiseConstant(Value v) {
+  if (v.getDefiningOp<SampleExpertOp>())
+    return true;
   auto ce = v.getDefiningOp<CrossEntropyOp>();
   return ce && v == ce.getCount();
 }

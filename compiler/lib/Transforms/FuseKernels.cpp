@@ -15,7 +15,8 @@
 //   row_scale   moe.normalize_rows or moe.rescale_rows
 //   batch_norm  moe.batch_norm (and batch_norm_grad its gradient)
 //   elementwise runs of elementwise ops over the same number of elements
-//               (moe.rope among them, when its x comes from before the run)
+//               (moe.rope among them, when its x comes from before the run,
+//               and moe.head_mixture, when its g does)
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
 //
 // and every other op forms a group of its own. A group is a contiguous run
@@ -47,7 +48,7 @@ namespace {
 /// The kind of the group an op starts, if it starts one.
 std::optional<KernelKind> kindOf(Operation *op) {
   using K = KernelKind;
-  if (isElementwiseOp(op) || isa<LrScheduleOp, RopeOp>(op))
+  if (isElementwiseOp(op) || isa<LrScheduleOp, RopeOp, HeadMixtureOp>(op))
     return op->getNumResults() == 1 && isScalarTensor(op->getResult(0))
                ? K::Scalar
                : K::Elementwise;
@@ -91,6 +92,11 @@ std::optional<KernelKind> kindOf(Operation *op) {
       .Case<FiniteOrMinGradOp>([](auto) { return K::FiniteOrMinGrad; })
       .Case<BatchNormOp>([](auto) { return K::BatchNorm; })
       .Case<BatchNormGradOp>([](auto) { return K::BatchNormGrad; })
+      .Case<WindowMeanOp>([](auto) { return K::WindowMean; })
+      .Case<WindowMeanGradOp>([](auto) { return K::WindowMeanGrad; })
+      .Case<HeadMixtureGradOp>([](auto) { return K::HeadMixtureGrad; })
+      .Case<SampleExpertOp>([](auto) { return K::SampleExpert; })
+      .Case<GateStatsOp>([](auto) { return K::GateStats; })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -194,7 +200,8 @@ private:
     if (groupKind == K::Elementwise)
       return kind == K::Elementwise && available(op) &&
              sameElements(op->getResult(0), group.front()->getResult(0)) &&
-             !(isa<RopeOp>(op) && inGroup(op->getOperand(0)));
+             !(isa<RopeOp>(op) && inGroup(op->getOperand(0))) &&
+             !(isa<HeadMixtureOp>(op) && inGroup(op->getOperand(1)));
     if (groupKind == K::Optimizer)
       return isa<AdamUpdateOp, SgdUpdateOp>(op);
     if (!feedsFromGroup(op))

@@ -75,6 +75,8 @@ std::pair<unsigned, unsigned> trailingOptionalCounts(Operation *op) {
     return {6, 3};
   if (isa<BatchNormGradOp>(op))
     return {6, 3};
+  if (isa<WindowMeanGradOp>(op))
+    return {3, 1};
   return {op->getNumOperands(), op->getNumResults()};
 }
 

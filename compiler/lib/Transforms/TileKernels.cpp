@@ -14,6 +14,8 @@
 //     as wide as the row up to a warp.
 //   elementwise/gathers/reductions: 256 threads, `items` elements per
 //     thread.
+//   window_mean (and gradient), head_mixture_grad, sample_expert: 128
+//     threads, one column, head group or row each; gate_stats one block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,7 +101,16 @@ public:
     case K::CvLoss:
     case K::CvLossGrad:
     case K::RoutingStats:
+    case K::GateStats:
       fields.threads = 256;
+      break;
+    case K::WindowMean:
+    case K::WindowMeanGrad:
+    case K::HeadMixtureGrad:
+    case K::SampleExpert:
+      // One thread per column, head group or row: short blocks, so that
+      // small batches still spread over the SMs.
+      fields.threads = 128;
       break;
     case K::Attention:
     case K::AttentionGrad:

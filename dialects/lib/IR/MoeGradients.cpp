@@ -308,3 +308,31 @@ LogicalResult BatchNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   grads[2] = grad.getDbeta();
   return success();
 }
+
+/// Only the training form is differentiable: with history the mean reads a
+/// cache that no gradient reaches.
+LogicalResult WindowMeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                          SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  if (getHistory())
+    return emitOpError("has no gradient with history (a decoding form)");
+  grads[0] = b.create<WindowMeanGradOp>(getLoc(), getX().getType(), getX(),
+                                        dys[0], getMask(), getWindowAttr(),
+                                        getSizeAttr());
+  return success();
+}
+
+LogicalResult HeadMixtureOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                           SmallVectorImpl<Value> &grads) {
+  resetGrads(*this, grads);
+  if (!dys[0])
+    return success();
+  auto grad = b.create<HeadMixtureGradOp>(
+      getLoc(), getContext().getType(), getG().getType(), dys[0], getContext(),
+      getG(), getNumHeadsAttr());
+  grads[0] = grad.getDcontext();
+  grads[1] = grad.getDg();
+  return success();
+}

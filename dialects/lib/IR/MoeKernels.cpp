@@ -27,7 +27,10 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
   switch (kind) {
   case KernelKind::Elementwise:
     // moe.rope reads a partner element of its x (verify() keeps x outside).
-    return (isElementwiseOp(op) || isa<RopeOp>(op)) && !producesScalar(op);
+    // moe.rope reads a partner element of its x and moe.head_mixture its
+    // head's g (verify() keeps both outside).
+    return (isElementwiseOp(op) || isa<RopeOp, HeadMixtureOp>(op)) &&
+           !producesScalar(op);
   case KernelKind::Scalar:
     return (isElementwiseOp(op) || isa<LrScheduleOp>(op)) &&
            producesScalar(op);
@@ -103,6 +106,16 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first && isa<BatchNormOp>(op);
   case KernelKind::BatchNormGrad:
     return first && isa<BatchNormGradOp>(op);
+  case KernelKind::WindowMean:
+    return first && isa<WindowMeanOp>(op);
+  case KernelKind::WindowMeanGrad:
+    return first && isa<WindowMeanGradOp>(op);
+  case KernelKind::HeadMixtureGrad:
+    return first && isa<HeadMixtureGradOp>(op);
+  case KernelKind::SampleExpert:
+    return first && isa<SampleExpertOp>(op);
+  case KernelKind::GateStats:
+    return first && isa<GateStatsOp>(op);
   }
   return false;
 }
@@ -123,6 +136,11 @@ SmallVector<StringRef> requiredTiles(KernelKind kind) {
   case KernelKind::CvLoss:
   case KernelKind::CvLossGrad:
   case KernelKind::RoutingStats:
+  case KernelKind::WindowMean:
+  case KernelKind::WindowMeanGrad:
+  case KernelKind::HeadMixtureGrad:
+  case KernelKind::SampleExpert:
+  case KernelKind::GateStats:
     return {"threads"};
   case KernelKind::Attention:
   case KernelKind::AttentionGrad:
@@ -270,6 +288,12 @@ LogicalResult KernelOp::verify() {
       if (Operation *def = rope.getX().getDefiningOp())
         if (def->getParentOp() == getOperation())
           return op.emitOpError("reads x at two elements, so x must come "
+                                "from before its kernel");
+    // moe.head_mixture reads g at its own index, not at the element.
+    if (auto mixture = dyn_cast<HeadMixtureOp>(op))
+      if (Operation *def = mixture.getG().getDefiningOp())
+        if (def->getParentOp() == getOperation())
+          return op.emitOpError("reads g per row and head, so g must come "
                                 "from before its kernel");
     first = false;
     planned = planned || op.hasAttr(attrs::kStep);

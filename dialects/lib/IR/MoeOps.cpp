@@ -762,6 +762,185 @@ FiniteOrMinGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
 LogicalResult FiniteOrMinGradOp::verify() { return verifyWithShapes(*this); }
 
 //===----------------------------------------------------------------------===//
+// The MAE layer.
+//===----------------------------------------------------------------------===//
+
+/// Fails unless `value` has the element type of `like` (called `name`).
+static LogicalResult sameElementType(Operation *op, Value value,
+                                     StringRef what, Value like,
+                                     StringRef name) {
+  Type a = getElementTypeOrSelf(value.getType());
+  Type b = getElementTypeOrSelf(like.getType());
+  if (a == b)
+    return success();
+  return op->emitOpError() << what << " must have " << name
+                           << "'s element type " << b << ", got " << a;
+}
+
+/// The window attributes of moe.window_mean and its gradient.
+static LogicalResult checkWindow(Operation *op, PoolWindow window,
+                                 int64_t size, bool mask) {
+  if (window == PoolWindow::Last && size < 1)
+    return op->emitOpError("window last needs size >= 1, got ") << size;
+  if (window != PoolWindow::Last && size != 0)
+    return op->emitOpError("size is the length of a last window; window ")
+           << stringifyPoolWindow(window) << " needs 0, got " << size;
+  if (mask && window != PoolWindow::Sequence)
+    return op->emitOpError("mask goes with window sequence only, not ")
+           << stringifyPoolWindow(window);
+  return success();
+}
+
+/// The result shape of a window mean of x `[B, S, d]`.
+static SymShape windowMeanShape(const SymShape &x, PoolWindow window) {
+  if (window == PoolWindow::Sequence)
+    return {x[0], SymDim(1), x[2]};
+  return x;
+}
+
+LogicalResult WindowMeanOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                                SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "x", 3)))
+    return failure();
+  unsigned next = 1;
+  if (getHistory()) {
+    unsigned h = next++;
+    if (failed(c.rank(h, "history", 3)) ||
+        failed(c.dim(s[h][0], s[0][0], "history batch dimension")) ||
+        failed(c.dim(s[h][2], s[0][2], "history width")))
+      return failure();
+  }
+  if (getPast() && failed(c.rank(next++, "past", 0)))
+    return failure();
+  if (getMask() && failed(c.shape(next, "mask", {s[0][0], s[0][1]})))
+    return failure();
+  r.push_back(windowMeanShape(s[0], getWindow()));
+  return success();
+}
+LogicalResult WindowMeanOp::verify() {
+  if (failed(checkWindow(*this, getWindow(), getSize(),
+                         static_cast<bool>(getMask()))))
+    return failure();
+  if (getHistory() && !getPast())
+    return emitOpError("history needs past, the number of positions before "
+                       "x's first");
+  if (getPast() && !getHistory())
+    return emitOpError("past goes with history only");
+  if (getHistory() && getWindow() == PoolWindow::Sequence)
+    return emitOpError("history goes with the prefix and last windows only");
+  if ((getHistory() && failed(sameElementType(*this, getHistory(), "history",
+                                              getX(), "x"))) ||
+      failed(sameElementType(*this, getResult(), "the result", getX(), "x")))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+WindowMeanGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                      SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "x", 3)) ||
+      failed(c.shape(1, "dy", windowMeanShape(s[0], getWindow()))) ||
+      (getMask() && failed(c.shape(2, "mask", {s[0][0], s[0][1]}))))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult WindowMeanGradOp::verify() {
+  if (failed(checkWindow(*this, getWindow(), getSize(),
+                         static_cast<bool>(getMask()))) ||
+      failed(sameElementType(*this, getDx(), "dx", getX(), "x")))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+/// context `[B, S, H * dh]` (operand `ci`) and g `[B, G, H]` with G = 1 or
+/// G = S (operand `gi`).
+static LogicalResult checkHeadMixture(ShapeCheck &c, unsigned ci, unsigned gi,
+                                      int64_t heads) {
+  if (failed(c.rank(ci, "context", 3)) || failed(c.rank(gi, "g", 3)))
+    return failure();
+  const SymShape &context = c[ci], &g = c[gi];
+  if (context[2].isStatic() && context[2].getStatic() % heads != 0)
+    return c.op->emitOpError()
+           << "context width " << context[2].str()
+           << " is not divisible by num_heads (" << heads << ")";
+  if (failed(c.dim(g[0], context[0], "g batch dimension")) ||
+      failed(c.dim(g[2], SymDim(heads), "g width (num_heads)")))
+    return failure();
+  const SymDim &groups = g[1], &seq = context[1];
+  if (groups.isUnknown() || seq.isUnknown() || groups == SymDim(1) ||
+      groups == seq)
+    return success();
+  return c.op->emitOpError()
+         << "g must have one row per sequence (1) or per position ("
+         << seq.str() << "), got " << groups.str();
+}
+
+LogicalResult
+HeadMixtureOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                   SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkHeadMixture(c, 0, 1, getNumHeads())))
+    return failure();
+  r.push_back(s[0]);
+  return success();
+}
+LogicalResult HeadMixtureOp::verify() {
+  if (failed(sameElementType(*this, getResult(), "the result", getContext(),
+                             "context")))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+HeadMixtureGradOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                       SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(checkHeadMixture(c, 1, 2, getNumHeads())) ||
+      failed(c.shape(0, "dy", s[1])))
+    return failure();
+  r.push_back(s[1]);
+  r.push_back(s[2]);
+  return success();
+}
+LogicalResult HeadMixtureGradOp::verify() {
+  if (failed(sameElementType(*this, getDcontext(), "dcontext", getContext(),
+                             "context")) ||
+      failed(sameElementType(*this, getDg(), "dg", getG(), "g")))
+    return failure();
+  return verifyWithShapes(*this);
+}
+
+LogicalResult
+SampleExpertOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                    SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  SymDim experts(static_cast<int64_t>(getNumExperts()));
+  if (failed(c.rank(0, "p", 3)) || failed(c.rank(1, "seed", 0)) ||
+      (!getUniform() && failed(c.dim(s[0][2], experts, "p width (num_experts)"))))
+    return failure();
+  r.push_back({s[0][0], s[0][1], experts});
+  return success();
+}
+LogicalResult SampleExpertOp::verify() { return verifyWithShapes(*this); }
+
+LogicalResult GateStatsOp::inferSymbolicShapes(ArrayRef<SymShape> s,
+                                               SmallVectorImpl<SymShape> &r) {
+  ShapeCheck c(*this, s);
+  if (failed(c.rank(0, "g", 3)))
+    return failure();
+  const SymDim &heads = s[0][2];
+  if (!heads.isStatic())
+    return emitOpError() << "g needs a static number of experts, got "
+                         << heads.str();
+  r.push_back({SymDim(heads.getStatic() + 1)});
+  return success();
+}
+LogicalResult GateStatsOp::verify() { return verifyWithShapes(*this); }
+
+//===----------------------------------------------------------------------===//
 // Experts.
 //===----------------------------------------------------------------------===//
 

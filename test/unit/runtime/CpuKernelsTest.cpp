@@ -40,6 +40,9 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "moe.finite_or_min",    "moe.finite_or_min_grad",
                          "moe.rescale_rows",
                          "moe.batch_norm",       "moe.batch_norm_grad",
+                         "moe.window_mean",      "moe.window_mean_grad",
+                         "moe.head_mixture",     "moe.head_mixture_grad",
+                         "moe.sample_expert",    "moe.gate_stats",
                          "moe.lr_schedule",      "moe.global_norm",
                          "moe.adam_update",      "moe.sgd_update",
                          "arith.addf",           "arith.subf",
@@ -48,7 +51,7 @@ TEST(CpuKernels, RegistryHasEveryOp) {
                          "arith.minimumf"}) {
     EXPECT_NE(cpu::lookupKernel(op), nullptr) << op;
   }
-  EXPECT_EQ(names.size(), 55u);
+  EXPECT_EQ(names.size(), 61u);
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(cpu::lookupKernel("moe.no_such_op"), nullptr);
 }

@@ -80,6 +80,16 @@ LogicalResult mlir::moe::cuda::emitGroup(GroupEmitter &e) {
     return emitBatchNormGroup(e);
   case K::BatchNormGrad:
     return emitBatchNormGradGroup(e);
+  case K::WindowMean:
+    return emitWindowMeanGroup(e);
+  case K::WindowMeanGrad:
+    return emitWindowMeanGradGroup(e);
+  case K::HeadMixtureGrad:
+    return emitHeadMixtureGradGroup(e);
+  case K::SampleExpert:
+    return emitSampleExpertGroup(e);
+  case K::GateStats:
+    return emitGateStatsGroup(e);
   }
   return e.error("is in a '")
          << stringifyKernelKind(e.group().kind)

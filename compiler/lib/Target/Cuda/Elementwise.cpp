@@ -5,7 +5,8 @@
 // only the values other groups read are stored. Scalar (0-d) operands are
 // broadcast. A scalar group is the same loop over one element, plus the
 // learning-rate schedule. moe.rope joins a run as a load of its x at the
-// element and at its partner, the position from the element's row.
+// element and at its partner, the position from the element's row;
+// moe.head_mixture as a load of its g at the element's row group and head.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +38,9 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
   auto readAtElement = [&](Value v) {
     return llvm::any_of(v.getUses(), [&](OpOperand &use) {
       return llvm::is_contained(g.ops, use.getOwner()) &&
-             !(isa<RopeOp>(use.getOwner()) && use.getOperandNumber() == 0);
+             !(isa<RopeOp>(use.getOwner()) && use.getOperandNumber() == 0) &&
+             !(isa<HeadMixtureOp>(use.getOwner()) &&
+               use.getOperandNumber() == 1);
     });
   };
   llvm::DenseMap<Value, std::string> names, pointers;
@@ -74,6 +77,20 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
         e.declareScalar(w, it->second, seq);
       }
       seqLens[op] = it->second;
+    }
+  // moe.head_mixture: the context rows that share a row of g (S for one
+  // gate per sequence, 1 for one per position).
+  llvm::DenseMap<Operation *, std::string> gateRows;
+  for (Operation *op : g.ops)
+    if (auto mixture = dyn_cast<HeadMixtureOp>(op)) {
+      const SymDim &groups = e.shapeOf(mixture.getG())[1];
+      if (groups == SymDim(1)) {
+        std::string rows = e.fresh("R");
+        e.declareScalar(w, rows, e.shapeOf(mixture.getContext())[1]);
+        gateRows[op] = rows;
+      } else {
+        gateRows[op] = "1";
+      }
     }
   llvm::SmallVector<std::pair<Value, std::string>> outputs;
   for (Operation *op : g.ops)
@@ -129,6 +146,27 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
                   {"width", width},
                   {"S", seqLens.lookup(op)},
                   {"base", doubleLiteral(rope.getBase().convertToDouble())}}));
+        names[op->getResult(0)] = v;
+        continue;
+      }
+      if (auto mixture = dyn_cast<HeadMixtureOp>(op)) {
+        // g comes from before the kernel: a load at the element's row
+        // group and head.
+        int64_t heads = static_cast<int64_t>(mixture.getNumHeads());
+        int64_t width = cast<RankedTensorType>(mixture.getContext().getType())
+                            .getShape()
+                            .back();
+        if (ShapedType::isDynamic(width))
+          return op->emitOpError("needs a static context width");
+        std::string v = e.fresh();
+        w.line(fill("const float ${v} = ${x} * moec::headMixtureScale<${H}, "
+                    "${DH}>(${g}, i, ${rows});",
+                    {{"v", v},
+                     {"x", in[0]},
+                     {"H", heads},
+                     {"DH", width / heads},
+                     {"g", pointers.lookup(mixture.getG())},
+                     {"rows", gateRows.lookup(op)}}));
         names[op->getResult(0)] = v;
         continue;
       }

@@ -261,6 +261,9 @@ std::string mlir::moe::cuda::deviceEnum(BalanceLoss value) {
 std::string mlir::moe::cuda::deviceEnum(LrSchedule value) {
   return deviceEnumName<moec::defs::LrSchedule>("LrSchedule", value);
 }
+std::string mlir::moe::cuda::deviceEnum(PoolWindow value) {
+  return deviceEnumName<moec::defs::PoolWindow>("PoolWindow", value);
+}
 
 StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
                                             int64_t tn, int64_t tk,

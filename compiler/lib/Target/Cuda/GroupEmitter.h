@@ -119,6 +119,7 @@ std::string deviceEnum(GateWeighting value);
 std::string deviceEnum(Capacity value);
 std::string deviceEnum(BalanceLoss value);
 std::string deviceEnum(LrSchedule value);
+std::string deviceEnum(PoolWindow value);
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
 /// tiles: moec::gemmTileBf16Async (tensor cores, fp32 accumulation; it
@@ -179,6 +180,11 @@ LogicalResult emitFiniteOrMinGroup(GroupEmitter &e);
 LogicalResult emitFiniteOrMinGradGroup(GroupEmitter &e);
 LogicalResult emitBatchNormGroup(GroupEmitter &e);
 LogicalResult emitBatchNormGradGroup(GroupEmitter &e);
+LogicalResult emitWindowMeanGroup(GroupEmitter &e);
+LogicalResult emitWindowMeanGradGroup(GroupEmitter &e);
+LogicalResult emitHeadMixtureGradGroup(GroupEmitter &e);
+LogicalResult emitSampleExpertGroup(GroupEmitter &e);
+LogicalResult emitGateStatsGroup(GroupEmitter &e);
 
 } // namespace mlir::moe::cuda
 

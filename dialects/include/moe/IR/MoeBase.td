@@ -185,6 +185,20 @@ def Moe_InitEnum : Moe_I32Enum<"Init", "parameter initialiser", [
 def Moe_InitAttr : Moe_EnumAttr<"init", Moe_InitEnum>;
 
 //===----------------------------------------------------------------------===//
+// Pooling (the summary the MAE gate reads).
+//===----------------------------------------------------------------------===//
+
+def Moe_PoolWindowEnum : Moe_I32Enum<"PoolWindow",
+    "positions a pooled summary averages", [
+    // Every (unmasked) position of the sequence: one summary per sequence.
+    I32EnumAttrCase<"Sequence", 0, "sequence">,
+    // Positions 0..p for the output at position p (causal running mean).
+    I32EnumAttrCase<"Prefix", 1, "prefix">,
+    // Positions max(0, p - size + 1)..p (a causal sliding window).
+    I32EnumAttrCase<"Last", 2, "last">]>;
+def Moe_PoolWindowAttr : Moe_EnumAttr<"pool_window", Moe_PoolWindowEnum>;
+
+//===----------------------------------------------------------------------===//
 // Type constraints.
 //===----------------------------------------------------------------------===//
 

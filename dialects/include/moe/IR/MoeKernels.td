@@ -67,7 +67,17 @@ def Moe_KernelKindEnum : Moe_I32Enum<"KernelKind",
     // moe.batch_norm: column statistics (multi-block Welford partials merged
     // in a fixed order), then the normalisation.
     I32EnumAttrCase<"BatchNorm", 33, "batch_norm">,
-    I32EnumAttrCase<"BatchNormGrad", 34, "batch_norm_grad">]>;
+    I32EnumAttrCase<"BatchNormGrad", 34, "batch_norm_grad">,
+    // moe.window_mean and its gradient: a running sum along the sequence
+    // per (sequence, feature).
+    I32EnumAttrCase<"WindowMean", 35, "window_mean">,
+    I32EnumAttrCase<"WindowMeanGrad", 36, "window_mean_grad">,
+    // moe.head_mixture_grad: dcontext and the per-head dg sums.
+    I32EnumAttrCase<"HeadMixtureGrad", 37, "head_mixture_grad">,
+    // moe.sample_expert: one row per thread.
+    I32EnumAttrCase<"SampleExpert", 38, "sample_expert">,
+    // moe.gate_stats: one block.
+    I32EnumAttrCase<"GateStats", 39, "gate_stats">]>;
 def Moe_KernelKindAttr : EnumAttr<Moe_Dialect, Moe_KernelKindEnum,
                                   "kernel_kind"> {
   let assemblyFormat = "$value";
@@ -90,7 +100,10 @@ def Moe_TilesAttr : AttrDef<Moe_Dialect, "Tiles"> {
     - norm, router and row kernels: `rows_per_block` rows (a warp each);
     - row_scale and its gradient: `rows_per_block` rows, each on
       `threads / rows_per_block` lanes (short rows share a warp);
-    - cv_loss and its gradient: `threads` (one block);
+    - cv_loss and its gradient, gate_stats: `threads` (one block);
+    - window_mean and its gradient: `threads`, one (sequence, feature)
+      column per thread; head_mixture_grad: `threads` per (row group,
+      head); sample_expert: `threads`, one row per thread;
     - elementwise, gathers, finite_or_min and batch_norm (its
       normalising launches): `items` elements per thread.
 

@@ -614,6 +614,147 @@ def Moe_FiniteOrMinGradOp : Moe_Op<"finite_or_min_grad"> {
 }
 
 //===----------------------------------------------------------------------===//
+// The MAE layer (Mixture of Attentive Experts): expert j is every attention
+// head but head j; a gate reads a pooled summary of the layer input and
+// gives responsibilities g over the experts, and the mixture is one
+// multi-head attention whose heads are rescaled.
+//===----------------------------------------------------------------------===//
+
+def Moe_WindowMeanOp : Moe_DiffOp<"window_mean", [AttrSizedOperandSegments]> {
+  let summary = "mean of a sequence over a window of positions";
+  let description = [{
+    x `[B, S, d]`; optional `history` `[B, L, d]` (decoding: the cache of
+    the layer's inputs, already holding x at positions past..past+S-1, as
+    moe.kv_cache_write returns it) with the scalar `past` (i64, the number
+    of positions before x's first; given exactly when history is); optional
+    `mask` (i32 `[B, S]`, 1 real, 0 padding; `sequence` only). With `p =
+    past + t` (past = 0 without history) and the sequence read from history
+    when given, else from x:
+
+    - sequence: `y[b, 0] = mean of x[b, s] over the s with mask[b, s] != 0`
+      (every s without mask), 0 when there is none; y `[B, 1, d]`;
+    - prefix: `y[b, t] = mean of positions 0..p`; y `[B, S, d]`;
+    - last: `y[b, t] = mean of positions max(0, p - size + 1)..p`
+      (`size` >= 1); y `[B, S, d]`.
+
+    Sums accumulate in f32 (f64 on the cpu device) along the sequence, one
+    running sum per feature; the result has x's element type. `past + S >
+    L` is a run-time error. Only the form without history is
+    differentiable (moe.window_mean_grad).
+  }];
+  let arguments = (ins Moe_FloatTensor:$x,
+                       Optional<Moe_FloatTensor>:$history,
+                       Optional<0DTensorOf<[I64]>>:$past,
+                       Optional<Moe_IndexTensor>:$mask,
+                       Moe_PoolWindowAttr:$window,
+                       DefaultValuedAttr<I64Attr, "0">:$size);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x (`history` $history^)? (`past` $past^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_WindowMeanGradOp : Moe_Op<"window_mean_grad"> {
+  let summary = "gradient of moe.window_mean (without history)";
+  let description = [{
+    x `[B, S, d]` gives dx its shape (its values are not read), dy has the
+    forward result's shape. `dx[b, s] = sum over the outputs t whose window
+    holds s of dy[b, t] / count(t)`, count(t) the positions in t's window:
+
+    - sequence: `dx[b, s] = dy[b, 0] / count_b` where mask[b, s] != 0 (all
+      s without mask), 0 at padding;
+    - prefix: `dx[b, s] = sum_{t >= s} dy[b, t] / (t + 1)`, a reverse
+      cumulative sum;
+    - last: `dx[b, s] = sum_{t = s}^{min(S - 1, s + size - 1)} dy[b, t] /
+      min(t + 1, size)`, a sliding window.
+  }];
+  let arguments = (ins Moe_FloatTensor:$x, Moe_FloatTensor:$dy,
+                       Optional<Moe_IndexTensor>:$mask,
+                       Moe_PoolWindowAttr:$window,
+                       DefaultValuedAttr<I64Attr, "0">:$size);
+  let results = (outs Moe_FloatTensor:$dx);
+  let assemblyFormat = [{
+    $x `,` $dy (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Moe_HeadMixtureOp : Moe_DiffOp<"head_mixture"> {
+  let summary = "scales attention heads by the MAE mixture's weights";
+  let description = [{
+    context `[B, S, H * dh]` (the attention output before the output
+    projection, in its storage type) and the responsibilities g `[B, G, H]`
+    with G = 1 (one gate per sequence, broadcast over S) or G = S (one per
+    position); H = `num_heads` >= 2. The mixture of the H experts "all
+    heads but head j" weighted by g is one attention whose head j is scaled
+    by `s_j = H (1 - g_j) / (H - 1)`:
+
+      y[b, s, j * dh + i] = context[b, s, j * dh + i] *
+                            H (1 - g[b, G == 1 ? 0 : s, j]) / (H - 1)
+
+    computed in f32 and rounded to context's type (g may be f32 with a
+    bf16 context). g = 1/H for every head leaves context unchanged.
+  }];
+  let arguments = (ins Moe_FloatTensor:$context, Moe_FloatTensor:$g,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$num_heads);
+  let results = (outs Moe_FloatTensor:$result);
+  let assemblyFormat = "$context `,` $g attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_HeadMixtureGradOp : Moe_Op<"head_mixture_grad"> {
+  let summary = "gradients of moe.head_mixture";
+  let description = [{
+    `dcontext = dy * s_j` (context's type) and
+
+      dg[b, t, j] = -H / (H - 1) * sum over the positions s of group t
+                    (all s for G = 1, s = t for G = S) and i < dh of
+                    dy[b, s, j * dh + i] * context[b, s, j * dh + i]
+
+    accumulated in f32 (f64 on the cpu device); dg has g's type.
+  }];
+  let arguments = (ins Moe_FloatTensor:$dy, Moe_FloatTensor:$context,
+                       Moe_FloatTensor:$g,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$num_heads);
+  let results = (outs Moe_FloatTensor:$dcontext, Moe_FloatTensor:$dg);
+  let assemblyFormat = "$dy `,` $context `,` $g attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_SampleExpertOp : Moe_Op<"sample_expert"> {
+  let summary = "draws one expert per sequence (one-hot, no gradient)";
+  let description = [{
+    p `[B, G, n]` (n = `num_experts` >= 2; probabilities over the experts
+    per row) and the scalar `seed` (i64, like moe.dropout's); result f32
+    `[B, G, n]`, one-hot per row. Sequence b draws ONE uniform `u_b`, number
+    b of the Philox-4x32-10 stream keyed by (`seed`, `stream`), which all G
+    rows of b share (sampling is per instance even when the gate is per
+    position). Row (b, t) picks the first j with `u_b < sum_{i <= j}
+    p[b, t, i]` (the running sum in f32, index order); if rounding leaves
+    none, the last j with p > 0 (n - 1 when no p is > 0). With `uniform`,
+    p's values are ignored (any float `[B, G, *]`) and every row picks `j =
+    min(floor(u_b * n), n - 1)` (in double): the uniform-responsibility
+    baseline. The result is piecewise constant in p, so no gradient flows
+    through it (moe-build-backward treats it as a constant).
+  }];
+  let arguments = (ins Moe_FloatTensor:$p, 0DTensorOf<[I64]>:$seed,
+                       ConfinedAttr<I64Attr, [IntMinValue<2>]>:$num_experts,
+                       I64Attr:$stream, UnitAttr:$uniform);
+  let results = (outs TensorOf<[F32]>:$result);
+  let assemblyFormat = "$p `,` $seed attr-dict `:` functional-type(operands, results)";
+}
+
+def Moe_GateStatsOp : Moe_Op<"gate_stats"> {
+  let summary = "mean responsibilities and their mean entropy";
+  let description = [{
+    g `[B, G, H]` (responsibilities, rows on the simplex); f32 `[H + 1]`:
+    `mean over the B * G rows of g[:, :, j]` for each j, then the mean over
+    rows of the entropy `-sum_j g_j log g_j` in nats (0 log 0 = 0; entries
+    <= 0 count as 0). A statistic for the runtime; not differentiable.
+  }];
+  let arguments = (ins Moe_FloatTensor:$g);
+  let results = (outs TensorOf<[F32]>:$stats);
+  let assemblyFormat = "$g attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Experts.
 //===----------------------------------------------------------------------===//
 

@@ -80,6 +80,14 @@ void rescaleRowsKernel(KernelContext &ctx);
 void finiteOrMinKernel(KernelContext &ctx);
 void finiteOrMinGradKernel(KernelContext &ctx);
 
+// Mae.cpp
+void windowMeanKernel(KernelContext &ctx);
+void windowMeanGradKernel(KernelContext &ctx);
+void headMixtureKernel(KernelContext &ctx);
+void headMixtureGradKernel(KernelContext &ctx);
+void sampleExpertKernel(KernelContext &ctx);
+void gateStatsKernel(KernelContext &ctx);
+
 // Optimizers.cpp
 void lrScheduleKernel(KernelContext &ctx);
 void globalNormKernel(KernelContext &ctx);

@@ -424,8 +424,13 @@ enum class KernelKind : int32_t {
   FiniteOrMinGrad = 32,
   BatchNorm = 33,
   BatchNormGrad = 34,
+  WindowMean = 35,
+  WindowMeanGrad = 36,
+  HeadMixtureGrad = 37,
+  SampleExpert = 38,
+  GateStats = 39,
 };
-inline constexpr std::array<KernelKind, 35> kKernelKindValues = {
+inline constexpr std::array<KernelKind, 40> kKernelKindValues = {
     KernelKind::Elementwise,
     KernelKind::Scalar,
     KernelKind::Embedding,
@@ -461,6 +466,11 @@ inline constexpr std::array<KernelKind, 35> kKernelKindValues = {
     KernelKind::FiniteOrMinGrad,
     KernelKind::BatchNorm,
     KernelKind::BatchNormGrad,
+    KernelKind::WindowMean,
+    KernelKind::WindowMeanGrad,
+    KernelKind::HeadMixtureGrad,
+    KernelKind::SampleExpert,
+    KernelKind::GateStats,
 };
 /// How .moe files, MLIR and bundles spell it.
 constexpr std::string_view spelling(KernelKind value) {
@@ -535,6 +545,16 @@ constexpr std::string_view spelling(KernelKind value) {
     return "batch_norm";
   case KernelKind::BatchNormGrad:
     return "batch_norm_grad";
+  case KernelKind::WindowMean:
+    return "window_mean";
+  case KernelKind::WindowMeanGrad:
+    return "window_mean_grad";
+  case KernelKind::HeadMixtureGrad:
+    return "head_mixture_grad";
+  case KernelKind::SampleExpert:
+    return "sample_expert";
+  case KernelKind::GateStats:
+    return "gate_stats";
   }
   return "";
 }
@@ -611,6 +631,16 @@ constexpr std::string_view enumerator(KernelKind value) {
     return "BatchNorm";
   case KernelKind::BatchNormGrad:
     return "BatchNormGrad";
+  case KernelKind::WindowMean:
+    return "WindowMean";
+  case KernelKind::WindowMeanGrad:
+    return "WindowMeanGrad";
+  case KernelKind::HeadMixtureGrad:
+    return "HeadMixtureGrad";
+  case KernelKind::SampleExpert:
+    return "SampleExpert";
+  case KernelKind::GateStats:
+    return "GateStats";
   }
   return "";
 }
@@ -685,14 +715,24 @@ constexpr std::optional<KernelKind> parseKernelKind(std::string_view text) {
     return KernelKind::BatchNorm;
   if (text == "batch_norm_grad")
     return KernelKind::BatchNormGrad;
+  if (text == "window_mean")
+    return KernelKind::WindowMean;
+  if (text == "window_mean_grad")
+    return KernelKind::WindowMeanGrad;
+  if (text == "head_mixture_grad")
+    return KernelKind::HeadMixtureGrad;
+  if (text == "sample_expert")
+    return KernelKind::SampleExpert;
+  if (text == "gate_stats")
+    return KernelKind::GateStats;
   return std::nullopt;
 }
-/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad".
-inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad";
+/// Every spelling, for messages: "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad, window_mean, window_mean_grad, head_mixture_grad, sample_expert, gate_stats".
+inline constexpr std::string_view kKernelKindSpellings = "elementwise, scalar, embedding, embedding_grad, positions_grad, gemm, gemm_grad, norm, norm_grad, attention, attention_grad, kv_write, router, router_grad, switch_loss_grad, z_loss_grad, experts, experts_grad, cross_entropy, cross_entropy_grad, global_norm, optimizer, expert_map, expert_map_grad, expert_reduce, expert_reduce_grad, cv_loss, cv_loss_grad, routing_stats, row_scale, row_scale_grad, finite_or_min, finite_or_min_grad, batch_norm, batch_norm_grad, window_mean, window_mean_grad, head_mixture_grad, sample_expert, gate_stats";
 template <> struct EnumTraits<KernelKind> {
   static constexpr std::string_view kDescription = "what a fused kernel group computes";
   static constexpr std::string_view kSpellings = kKernelKindSpellings;
-  static constexpr std::array<KernelKind, 35> kValues = kKernelKindValues;
+  static constexpr std::array<KernelKind, 40> kValues = kKernelKindValues;
   static constexpr std::optional<KernelKind> parse(std::string_view text) {
     return parseKernelKind(text);
   }
@@ -766,6 +806,61 @@ template <> struct EnumTraits<LrSchedule> {
   static constexpr std::array<LrSchedule, 5> kValues = kLrScheduleValues;
   static constexpr std::optional<LrSchedule> parse(std::string_view text) {
     return parseLrSchedule(text);
+  }
+};
+
+/// positions a pooled summary averages.
+enum class PoolWindow : int32_t {
+  Sequence = 0,
+  Prefix = 1,
+  Last = 2,
+};
+inline constexpr std::array<PoolWindow, 3> kPoolWindowValues = {
+    PoolWindow::Sequence,
+    PoolWindow::Prefix,
+    PoolWindow::Last,
+};
+/// How .moe files, MLIR and bundles spell it.
+constexpr std::string_view spelling(PoolWindow value) {
+  switch (value) {
+  case PoolWindow::Sequence:
+    return "sequence";
+  case PoolWindow::Prefix:
+    return "prefix";
+  case PoolWindow::Last:
+    return "last";
+  }
+  return "";
+}
+/// The enumerator's name, as the device library's moec::PoolWindow spells it.
+constexpr std::string_view enumerator(PoolWindow value) {
+  switch (value) {
+  case PoolWindow::Sequence:
+    return "Sequence";
+  case PoolWindow::Prefix:
+    return "Prefix";
+  case PoolWindow::Last:
+    return "Last";
+  }
+  return "";
+}
+constexpr std::optional<PoolWindow> parsePoolWindow(std::string_view text) {
+  if (text == "sequence")
+    return PoolWindow::Sequence;
+  if (text == "prefix")
+    return PoolWindow::Prefix;
+  if (text == "last")
+    return PoolWindow::Last;
+  return std::nullopt;
+}
+/// Every spelling, for messages: "sequence, prefix, last".
+inline constexpr std::string_view kPoolWindowSpellings = "sequence, prefix, last";
+template <> struct EnumTraits<PoolWindow> {
+  static constexpr std::string_view kDescription = "positions a pooled summary averages";
+  static constexpr std::string_view kSpellings = kPoolWindowSpellings;
+  static constexpr std::array<PoolWindow, 3> kValues = kPoolWindowValues;
+  static constexpr std::optional<PoolWindow> parse(std::string_view text) {
+    return parsePoolWindow(text);
   }
 };
 
@@ -997,10 +1092,27 @@ namespace finite_or_min {
 inline constexpr std::string_view kName = "moe.finite_or_min";
 } // namespace finite_or_min
 
+/// moe.gate_stats: mean responsibilities and their mean entropy.
+namespace gate_stats {
+inline constexpr std::string_view kName = "moe.gate_stats";
+} // namespace gate_stats
+
 /// moe.global_norm: L2 norm of a list of tensors.
 namespace global_norm {
 inline constexpr std::string_view kName = "moe.global_norm";
 } // namespace global_norm
+
+/// moe.head_mixture_grad: gradients of moe.head_mixture.
+namespace head_mixture_grad {
+inline constexpr std::string_view kName = "moe.head_mixture_grad";
+inline constexpr std::string_view kNumHeads = "num_heads";
+} // namespace head_mixture_grad
+
+/// moe.head_mixture: scales attention heads by the MAE mixture's weights.
+namespace head_mixture {
+inline constexpr std::string_view kName = "moe.head_mixture";
+inline constexpr std::string_view kNumHeads = "num_heads";
+} // namespace head_mixture
 
 /// moe.kernel: a fused kernel group.
 namespace kernel {
@@ -1086,6 +1198,7 @@ inline constexpr std::string_view kScale = "scale";
 inline constexpr double kScaleDefault = 1.0;
 inline constexpr std::string_view kFrozen = "frozen";
 inline constexpr std::string_view kRowNorm = "row_norm";
+inline constexpr std::string_view kGroup = "group";
 } // namespace param
 
 /// moe.rescale_rows: rescales each row to a given L2 norm (no gradient).
@@ -1125,6 +1238,14 @@ inline constexpr std::string_view kName = "moe.routing_stats";
 inline constexpr std::string_view kParts = "parts";
 inline constexpr std::string_view kNumExperts = "num_experts";
 } // namespace routing_stats
+
+/// moe.sample_expert: draws one expert per sequence (one-hot, no gradient).
+namespace sample_expert {
+inline constexpr std::string_view kName = "moe.sample_expert";
+inline constexpr std::string_view kNumExperts = "num_experts";
+inline constexpr std::string_view kStream = "stream";
+inline constexpr std::string_view kUniform = "uniform";
+} // namespace sample_expert
 
 /// moe.sgd_update: one SGD step (with optional momentum) for one parameter.
 namespace sgd_update {
@@ -1184,6 +1305,22 @@ inline constexpr int64_t kSampleDefault = 0;
 inline constexpr std::string_view kStream = "stream";
 inline constexpr int64_t kStreamDefault = 0;
 } // namespace topk_router
+
+/// moe.window_mean_grad: gradient of moe.window_mean (without history).
+namespace window_mean_grad {
+inline constexpr std::string_view kName = "moe.window_mean_grad";
+inline constexpr std::string_view kWindow = "window";
+inline constexpr std::string_view kSize = "size";
+inline constexpr int64_t kSizeDefault = 0;
+} // namespace window_mean_grad
+
+/// moe.window_mean: mean of a sequence over a window of positions.
+namespace window_mean {
+inline constexpr std::string_view kName = "moe.window_mean";
+inline constexpr std::string_view kWindow = "window";
+inline constexpr std::string_view kSize = "size";
+inline constexpr int64_t kSizeDefault = 0;
+} // namespace window_mean
 
 /// moe.yield: the values a fused kernel group returns.
 namespace yield {

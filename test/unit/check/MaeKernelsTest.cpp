@@ -1,0 +1,120 @@
+//===- MaeKernelsTest.cpp - the MAE layer's kernels against the cpu -------===//
+//
+// inputs/mae_ops.mlir (no .moe syntax has the MAE layer yet) compiled with
+// f32 and bf16 storage: every generated kernel of every program (the
+// loss, its backward and train_step, and a decoding step's windows over a
+// history) on the emu device against the cpu device, in emu's checking
+// mode too, and through NVRTC for sm_80 and sm_90 without spills.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BundleData.h"
+#include "KernelCheck.h"
+#include "emu/EmuDevice.h"
+#include "moec/Compiler.h"
+#include "moec/Cuda.h"
+#include "moec/Files.h"
+#include "moec/KernelCheck.h"
+#include "moec/Session.h"
+
+#include <gtest/gtest.h>
+#include <iostream>
+
+using namespace moec;
+
+namespace {
+
+/// `text` with every `name` replaced by `value`.
+void substitute(std::string &text, const std::string &name,
+                const std::string &value) {
+  for (size_t at = text.find(name); at != std::string::npos;
+       at = text.find(name, at))
+    text.replace(at, name.size(), value);
+}
+
+/// The MAE module with `storage` (f32 or bf16) activations and sequences
+/// (and decoding histories) of up to `maxSeq` positions, tiled for `arch`.
+Bundle maeBundle(const std::string &storage, const std::string &arch,
+                 int64_t maxSeq = 40) {
+  std::string text =
+      readRegularFile(MOEC_SOURCE_DIR "/test/unit/check/inputs/mae_ops.mlir",
+                      size_t(1) << 20);
+  substitute(text, "STORAGE", storage);
+  substitute(text, "MAXSEQ", std::to_string(maxSeq));
+  CompileOptions options;
+  options.arch = arch;
+  return compileModuleSource(text, "mae_ops.mlir (" + storage + ")", options);
+}
+
+class MaeKernels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaeKernels, MatchTheCpuDevice) {
+  Bundle bundle = maeBundle(GetParam(), "sm_80");
+  ASSERT_FALSE(bundle.internals().kernels.empty()) << "no CUDA was generated";
+  KernelCheckOptions options;
+  options.device = "emu";
+  KernelCheckReport report = checkKernels(bundle, options);
+  EXPECT_TRUE(report.passed()) << report.format();
+  EXPECT_EQ(report.covered.size(), bundle.internals().kernels.size());
+  // The MAE kernels are among those compared, on values that are not all
+  // zero (head_mixture is in the elementwise kernels).
+  for (const char *kind : {"window_mean", "window_mean_grad",
+                           "head_mixture_grad", "sample_expert", "gate_stats",
+                           "elementwise"}) {
+    bool seen = false;
+    for (const BufferComparison &c : report.comparisons)
+      seen |= c.kind == kind && !c.trivial;
+    EXPECT_TRUE(seen) << kind;
+  }
+  std::cout << report.format();
+}
+
+TEST_P(MaeKernels, MatchTheCpuDeviceOnLongSequences) {
+  // 9 sequences of 200 (decoding: 3 new positions after up to 197): the
+  // window columns span two blocks, the running sums run 200 long, and
+  // the statistics, sampling and head-mixture gradient blocks loop over
+  // more rows than they have threads.
+  Bundle bundle = maeBundle(GetParam(), "sm_80", 200);
+  KernelCheckOptions options;
+  options.device = "emu";
+  options.batch = 9;
+  options.seqLen = 200;
+  KernelCheckReport report = checkKernels(bundle, options);
+  EXPECT_TRUE(report.passed()) << report.format();
+  std::cout << report.format();
+}
+
+TEST_P(MaeKernels, PassTheEmuChecks) {
+  Bundle bundle = maeBundle(GetParam(), "sm_80");
+  detail::emu::EmuDeviceOptions emu = detail::emu::emuOptionsFromEnvironment();
+  emu.build.check = true;
+  std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
+  std::unique_ptr<detail::Device> device = detail::emu::createEmuDevice(emu);
+  device->setBundle(bundle.internals());
+  KernelCheckReport report =
+      detail::checkKernels(bundle.internals(), *cpu, *device, {});
+  EXPECT_TRUE(report.passed()) << report.format();
+}
+
+TEST_P(MaeKernels, CompileWithoutSpills) {
+#ifndef MOEC_HAVE_NVRTC
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#endif
+  for (const char *arch : {"sm_80", "sm_90"}) {
+    Bundle bundle = maeBundle(GetParam(), arch);
+    std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, arch);
+    ASSERT_FALSE(kernels.empty());
+    for (const PrecompiledKernel &k : kernels) {
+      std::cout << arch << " " << k.name << ": " << k.usage.registers
+                << " registers, " << k.usage.sharedBytes << " B shared\n";
+      EXPECT_LE(k.usage.registers, 128) << k.name;
+      EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
+      EXPECT_EQ(k.usage.spillLoadBytes, 0) << k.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, MaeKernels, ::testing::Values("f32", "bf16"),
+                         [](const auto &info) { return info.param; });
+
+} // namespace
