@@ -541,6 +541,7 @@ PhaseConfig readPhases(const JsonReader &r,
   } else {
     p.first = r.field("first").integer(1, kMaxSteps);
   }
+  p.thenF = r.has("then_f") && r.field("then_f").boolean();
   return p;
 }
 
@@ -670,6 +671,7 @@ support::PhaseSchedule scheduleOf(const PhaseConfig &p) {
   s.length = p.length;
   s.offset = p.offset;
   s.first = p.first;
+  s.thenF = p.thenF;
   return s;
 }
 } // namespace
@@ -680,6 +682,10 @@ bool PhaseConfig::isGStep(int64_t index) const {
 
 int64_t PhaseConfig::gStepsIn(int64_t steps) const {
   return scheduleOf(*this).gStepsIn(steps);
+}
+
+int64_t PhaseConfig::fStepsIn(int64_t steps) const {
+  return scheduleOf(*this).fStepsIn(steps);
 }
 
 Bundle Bundle::parse(const std::string &text, const std::string &origin) {

@@ -69,9 +69,10 @@ struct Session::Impl {
   std::map<std::string, int64_t> updatesAt(int64_t steps) const {
     const std::optional<PhaseConfig> &phases = data.training.phases;
     int64_t g = phases ? phases->gStepsIn(steps) : 0;
+    int64_t f = phases ? phases->fStepsIn(steps) : steps;
     std::map<std::string, int64_t> counts;
     for (const std::string &name : counters())
-      counts[name] = phases && name == "step:" + phases->group ? g : steps - g;
+      counts[name] = phases && name == "step:" + phases->group ? g : f;
     return counts;
   }
 
@@ -114,8 +115,9 @@ struct Session::Impl {
 
   static Tensor scalarI64(int64_t v) { return Tensor::of<int64_t>({}, {v}); }
 
-  /// Moves row parents[r] of every self-attention cache to row r (beam
-  /// search continuing other hypotheses).
+  /// Moves row parents[r] of every cache of earlier positions (self-
+  /// attention keys and values, MAE gates' inputs) to row r (beam search
+  /// continuing other hypotheses).
   void reorderCaches(const std::vector<int64_t> &parents) {
     bool identity = true;
     for (size_t r = 0; r < parents.size(); ++r)
@@ -123,7 +125,9 @@ struct Session::Impl {
     if (identity)
       return;
     for (const detail::StateDesc &s : data.states) {
-      if (!s.like.empty() || s.name.rfind("kv.", 0) != 0)
+      bool ofEarlierPositions =
+          s.name.rfind("kv.", 0) == 0 || s.name.rfind("pool.", 0) == 0;
+      if (!s.like.empty() || !ofEarlierPositions)
         continue;
       auto it = states.find(s.name);
       if (it == states.end())
@@ -268,26 +272,38 @@ std::string Session::nextPhase() const {
 StepResult Session::trainStep(const Batch &batch) {
   StepResult result;
   result.phase = nextPhase();
-  const std::string program =
-      result.phase == "G" ? "train_step_g" : "train_step";
-  ProgramRunner &r = impl->runner(program);
   double waitedBefore = impl->device->waitSeconds();
-  std::map<std::string, Tensor> outputs =
-      impl->run(program, impl->batchInputs(batch, r, impl->step));
-  result.step = ++impl->step;
-  for (const std::string &name : impl->counters())
-    if (r.hasInput(name))
-      ++impl->updates[name];
-  result.deviceWaitSeconds = impl->device->waitSeconds() - waitedBefore;
-  for (const auto &[name, tensor] : outputs) {
-    if (tensor.numel() == 1 && tensor.shape().empty())
-      result.scalars[name] = tensor.at(0);
-    else if (name.rfind("gate:", 0) == 0) {
-      std::vector<double> &values = result.gates[name.substr(5)];
-      for (int64_t i = 0; i < tensor.numel(); ++i)
-        values.push_back(tensor.at(i));
+  // One update by `program`; its outputs replace those of an earlier one.
+  auto update = [&](const std::string &program) {
+    ProgramRunner &r = impl->runner(program);
+    std::map<std::string, Tensor> outputs =
+        impl->run(program, impl->batchInputs(batch, r, impl->step));
+    for (const std::string &name : impl->counters())
+      if (r.hasInput(name))
+        ++impl->updates[name];
+    for (const auto &[name, tensor] : outputs) {
+      if (tensor.numel() == 1 && tensor.shape().empty())
+        result.scalars[name] = tensor.at(0);
+      else if (name.rfind("gate:", 0) == 0) {
+        std::vector<double> &values = result.gates[name.substr(5)];
+        values.clear();
+        for (int64_t i = 0; i < tensor.numel(); ++i)
+          values.push_back(tensor.at(i));
+      }
     }
+  };
+  if (result.phase == "G") {
+    update("train_step_g");
+    if (impl->data.training.phases->thenF) {
+      // The G update's objective stays visible; the F update's is "loss".
+      result.scalars["g_loss"] = result.scalars.at("loss");
+      update("train_step");
+    }
+  } else {
+    update("train_step");
   }
+  result.step = ++impl->step;
+  result.deviceWaitSeconds = impl->device->waitSeconds() - waitedBefore;
   return result;
 }
 

@@ -651,6 +651,8 @@ moe.param @p : tensor<4x4xf32> {init = #moe.init<zeros>, group = ""}
 func.func @batch_norm_rank(%x: tensor<8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{x must have rank >= 2, got [8]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {training} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return
+}
 
 // -----
 
@@ -665,6 +667,8 @@ func.func @window_mean_rank(%x: tensor<?x16xf32>) {
 func.func @batch_norm_gamma(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %g: tensor<4xf32>) {
   // expected-error @+1 {{gamma must have shape [8], got [4]}}
   %0:3 = moe.batch_norm %x, %g, %v, %v, %v : (tensor<?x8xf32>, tensor<4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -679,6 +683,8 @@ func.func @window_mean_history_needs_past(%x: tensor<2x1x16xf32>, %h: tensor<2x8
 func.func @batch_norm_running_var(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %rv: tensor<8x1xf32>) {
   // expected-error @+1 {{running_var must have shape [8], got [8, 1]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %rv : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x1xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -693,6 +699,8 @@ func.func @window_mean_past_needs_history(%x: tensor<2x1x16xf32>, %past: tensor<
 func.func @batch_norm_mask(%x: tensor<2x3x8xf32>, %v: tensor<8xf32>, %m: tensor<2x4xi32>) {
   // expected-error @+1 {{mask must have shape [2, 3], got [2, 4]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v mask %m {training} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x4xi32>) -> (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -707,6 +715,8 @@ func.func @window_mean_sequence_history(%x: tensor<2x1x16xf32>, %h: tensor<2x8x1
 func.func @batch_norm_momentum(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{momentum must be in (0, 1], got 0}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {momentum = 0.0 : f64, training} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -721,6 +731,8 @@ func.func @window_mean_mask_window(%x: tensor<2x5x16xf32>, %mask: tensor<2x5xi32
 func.func @batch_norm_momentum_above_one(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{momentum must be in (0, 1], got 1.5}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {momentum = 1.5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -735,6 +747,8 @@ func.func @window_mean_last_size(%x: tensor<2x5x16xf32>) {
 func.func @batch_norm_eps(%x: tensor<?x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{eps must be > 0, got 0}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v {eps = 0.0 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -749,6 +763,8 @@ func.func @window_mean_prefix_size(%x: tensor<2x5x16xf32>) {
 func.func @batch_norm_stats_type(%x: tensor<?x8xf32>, %v: tensor<8xf32>, %h: tensor<8xbf16>) {
   // expected-error @+1 {{running_mean must have the element type of gamma ('f32'), got 'bf16'}}
   %0:3 = moe.batch_norm %x, %v, %v, %h, %v : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<8xbf16>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -763,6 +779,8 @@ func.func @window_mean_history_width(%x: tensor<2x1x16xf32>, %h: tensor<2x8x8xf3
 func.func @batch_norm_param_type(%x: tensor<?x8xf32>, %v: tensor<8xf64>) {
   // expected-error @+1 {{gamma, beta and the running statistics must be 'f32' like x, got 'f64'}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<?x8xf32>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) -> (tensor<?x8xf32>, tensor<8xf64>, tensor<8xf64>)
+  return
+}
 
 // -----
 
@@ -777,6 +795,8 @@ func.func @window_mean_history_batch(%x: tensor<2x1x16xf32>, %h: tensor<3x8x16xf
 func.func @batch_norm_result_type(%x: tensor<?x8xbf16>, %v: tensor<8xf32>) {
   // expected-error @+1 {{result #1 must have element type 'f32', got 'bf16'}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<?x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<?x8xbf16>, tensor<8xbf16>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -791,6 +811,8 @@ func.func @window_mean_history_type(%x: tensor<2x1x16xf32>, %h: tensor<2x8x16xbf
 func.func @batch_norm_result_shape(%x: tensor<4x8xf32>, %v: tensor<8xf32>) {
   // expected-error @+1 {{result #1 has type 'tensor<4xf32>' but its operands imply shape [8]}}
   %0:3 = moe.batch_norm %x, %v, %v, %v, %v : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -805,6 +827,8 @@ func.func @window_mean_mask_shape(%x: tensor<2x5x16xf32>, %mask: tensor<2x4xi32>
 func.func @batch_norm_grad_dy(%x: tensor<4x8xf32>, %v: tensor<8xf32>, %dy: tensor<4x7xf32>) {
   // expected-error @+1 {{dy must have shape [4, 8], got [4, 7]}}
   %0:3 = moe.batch_norm_grad %x, %v, %v, %v, %dy {training} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x7xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 
@@ -819,6 +843,8 @@ func.func @window_mean_sequence_result(%x: tensor<2x5x16xf32>) {
 func.func @batch_norm_grad_dy_type(%x: tensor<4x8xbf16>, %v: tensor<8xf32>, %dy: tensor<4x8xf32>) {
   // expected-error @+1 {{dy must have x's element type 'bf16', got 'f32'}}
   %0:3 = moe.batch_norm_grad %x, %v, %v, %v, %dy : (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
 
 // -----
 

@@ -50,6 +50,24 @@ void ModuleEmitter::declareMultiHeadMoe(const std::string &p,
   }
 }
 
+/// An MAE gate: BatchNorm (affine; its running statistics are frozen
+/// parameters that the training programs update), then two Linear layers
+/// with torch's default initialisation U(+-1/sqrt(fan_in)).
+void ModuleEmitter::declareMaeGate(const std::string &p, const MaeSpec &mae,
+                                   int64_t heads) {
+  int64_t d = model.dModel, hidden = mae.gateHidden;
+  auto linearDefault = [](int64_t fanIn) { return 1.0 / std::sqrt(fanIn); };
+  addParam(p + ".gate.bn.g", {d}, Init::Ones);
+  addParam(p + ".gate.bn.b", {d}, Init::Zeros);
+  addParam(p + ".gate.bn.mean", {d}, Init::Zeros, 1.0, /*frozen=*/true);
+  addParam(p + ".gate.bn.var", {d}, Init::Ones, 1.0, /*frozen=*/true);
+  addParam(p + ".gate.w1", {d, hidden}, Init::Uniform, linearDefault(d));
+  addParam(p + ".gate.b1", {hidden}, Init::Uniform, linearDefault(d));
+  addParam(p + ".gate.w2", {hidden, heads}, Init::Uniform,
+           linearDefault(hidden));
+  addParam(p + ".gate.b2", {heads}, Init::Uniform, linearDefault(hidden));
+}
+
 std::string ModuleEmitter::prefix(const StackSpec &stack, size_t block,
                                   const SublayerSpec &sub) {
   return stack.prefix + "." + std::to_string(block) + "." + sub.name;
@@ -113,6 +131,8 @@ void ModuleEmitter::declareParameters() {
             addParam(p + ".bv", {kv}, Init::Zeros);
             addParam(p + ".bo", {d}, Init::Zeros);
           }
+          if (a.mae && !a.mae->uniform)
+            declareMaeGate(p, *a.mae, a.heads);
           break;
         }
         case SublayerSpec::Kind::Moa: {
@@ -213,6 +233,20 @@ void ModuleEmitter::declareCaches(Location loc) {
         b.create<StateOp>(loc, b.getStringAttr(name), TypeAttr::get(type),
                           dims, FlatSymbolRefAttr());
         caches.push_back({name, type, cross});
+      }
+      // An MAE gate's causal window reads the layer's earlier inputs.
+      if (sub.kind == SublayerSpec::Kind::Attention && sub.attention.mae &&
+          maePoolsHistory(*sub.attention.mae)) {
+        int64_t d = model.dModel;
+        auto poolType = RankedTensorType::get(
+            {ShapedType::kDynamic, model.maxSeq, d}, floatType);
+        std::string name = "pool." + prefix(*decoder, i, sub);
+        b.create<StateOp>(loc, b.getStringAttr(name), TypeAttr::get(poolType),
+                          b.getArrayAttr({b.getStringAttr("B"),
+                                          b.getI64IntegerAttr(model.maxSeq),
+                                          b.getI64IntegerAttr(d)}),
+                          FlatSymbolRefAttr());
+        caches.push_back({name, poolType, false});
       }
     }
 }

@@ -256,12 +256,23 @@ void ModuleEmitter::emitObjective(Function &fn, Value logits, Location loc) {
   fn.outputs.append(loads.begin(), loads.end());
 }
 
+bool ModuleEmitter::coordinateDescent() const {
+  return spec.train.phases.has_value();
+}
+
 bool ModuleEmitter::randomInTraining() const {
   bool random = model.dropout > 0;
   for (const StackSpec &stack : model.stacks)
     for (const BlockSpec &block : stack.blocks)
-      for (const SublayerSpec &sub : block.sublayers)
+      for (const SublayerSpec &sub : block.sublayers) {
         random |= sub.kind == SublayerSpec::Kind::Moa && sub.moa.sample > 0;
+        // MAE: gate dropout, and the expert drawn per sequence by the
+        // uniform baseline and by F steps of coordinate descent.
+        if (sub.kind == SublayerSpec::Kind::Attention && sub.attention.mae) {
+          const MaeSpec &mae = *sub.attention.mae;
+          random |= mae.uniform || mae.gateDropout > 0 || coordinateDescent();
+        }
+      }
   return random;
 }
 

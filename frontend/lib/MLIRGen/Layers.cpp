@@ -152,7 +152,114 @@ Value ModuleEmitter::attention(Function &fn, const StackContext &sc,
       keyMaskOf(sc, a.cross), b.getI64IntegerAttr(a.heads),
       b.getI64IntegerAttr(a.kvHeads), b.getF64FloatAttr(a.scale),
       a.causal ? b.getUnitAttr() : UnitAttr());
-  return linear(fn, op.getResult(), p + ".wo", p + ".bo", loc);
+  Value context = op.getResult();
+  if (a.mae)
+    context = maeMixture(fn, sc, *a.mae, a.heads, p, h, context, loc);
+  return linear(fn, context, p + ".wo", p + ".bo", loc);
+}
+
+bool ModuleEmitter::trainsGates(const Function &fn) const {
+  // F steps of coordinate descent freeze the gates, BatchNorm included.
+  return fn.training() && !(fn.mode == Mode::Loss && coordinateDescent());
+}
+
+Value ModuleEmitter::maeMixture(Function &fn, const StackContext &sc,
+                                const MaeSpec &mae, int64_t heads,
+                                const std::string &p, Value h, Value context,
+                                Location loc) {
+  auto mixture = [&](Value g) {
+    return b.create<HeadMixtureOp>(loc, unranked(), context, g,
+                                   b.getI64IntegerAttr(heads))
+        .getResult();
+  };
+  // One expert per sequence: the shared uniform of each sequence picks it
+  // from every position's g (or uniformly).
+  auto sampled = [&](Value probs, bool uniform) {
+    return b.create<SampleExpertOp>(
+               loc, UnrankedTensorType::get(b.getF32Type()), probs, fn.rng,
+               b.getI64IntegerAttr(heads),
+               b.getI64IntegerAttr(fn.dropoutStream++),
+               uniform ? b.getUnitAttr() : UnitAttr())
+        .getResult();
+  };
+  if (mae.uniform)
+    return fn.training() ? mixture(sampled(h, /*uniform=*/true)) : context;
+  Value g = maeGate(fn, sc, mae, heads, p, h, loc);
+  if (fn.objective())
+    fn.outputs.push_back(
+        {"gate:" + p,
+         b.create<GateStatsOp>(
+              loc, RankedTensorType::get({heads + 1}, b.getF32Type()), g)
+             .getResult()});
+  if (fn.training() && !trainsGates(fn))
+    g = sampled(g, /*uniform=*/false);
+  return mixture(g);
+}
+
+Value ModuleEmitter::maeGate(Function &fn, const StackContext &sc,
+                             const MaeSpec &mae, int64_t heads,
+                             const std::string &p, Value h, Location loc) {
+  // The summary: a mean over the window, over the layer's earlier inputs
+  // (kept in the "pool." cache) when decoding.
+  Value history, past;
+  if (fn.mode == Mode::Decode && maePoolsHistory(mae)) {
+    std::string cache = "pool." + p;
+    history = b.create<KvCacheWriteOp>(loc, unranked(),
+                                       fn.cacheArgs.at(cache), h, fn.past);
+    fn.updates.push_back({cache, history});
+    past = fn.past;
+  }
+  bool wholeSequence = mae.pool == MaeSpec::Pool::Sequence;
+  PoolWindow window = wholeSequence ? PoolWindow::Sequence
+                      : mae.pool == MaeSpec::Pool::Prefix
+                          ? PoolWindow::Prefix
+                          : PoolWindow::Last;
+  Value pooled = b.create<WindowMeanOp>(
+      loc, unranked(), h, history, past, wholeSequence ? sc.mask : Value(),
+      PoolWindowAttr::get(ctx, window),
+      b.getI64IntegerAttr(mae.windowSize));
+  pooled = convert(pooled, masterType, loc);
+
+  // BatchNorm over the pooled rows (padding positions of a decoder's
+  // per-position summaries left out of the statistics).
+  bool train = trainsGates(fn);
+  auto statType = RankedTensorType::get({model.dModel}, masterType);
+  auto bn = b.create<BatchNormOp>(
+      loc, TypeRange{unrankedMaster(), statType, statType}, pooled,
+      masterParam(fn, p + ".gate.bn.g"), masterParam(fn, p + ".gate.bn.b"),
+      masterParam(fn, p + ".gate.bn.mean"),
+      masterParam(fn, p + ".gate.bn.var"), wholeSequence ? Value() : sc.mask,
+      b.getF64FloatAttr(mae.bnEps), b.getF64FloatAttr(mae.bnMomentum),
+      train ? b.getUnitAttr() : UnitAttr());
+  if (train) {
+    fn.updates.push_back({p + ".gate.bn.mean", bn.getNewMean()});
+    fn.updates.push_back({p + ".gate.bn.var", bn.getNewVar()});
+  }
+  Value z = b.create<LinearOp>(loc, unrankedMaster(), bn.getResult(),
+                               masterParam(fn, p + ".gate.w1"),
+                               masterParam(fn, p + ".gate.b1"), UnitAttr());
+  z = b.create<ActivationOp>(loc, unrankedMaster(), z,
+                             ActivationAttr::get(ctx, Activation::Tanh));
+  if (train && fn.rng && mae.gateDropout > 0)
+    z = b.create<DropoutOp>(loc, unrankedMaster(), z, fn.rng,
+                            b.getF64FloatAttr(mae.gateDropout),
+                            b.getI64IntegerAttr(fn.dropoutStream++));
+  Value logits = b.create<LinearOp>(loc, unrankedMaster(), z,
+                                    masterParam(fn, p + ".gate.w2"),
+                                    masterParam(fn, p + ".gate.b2"),
+                                    UnitAttr());
+  // The softmax over the h experts: the probabilities of a top-1 router,
+  // whose selection nothing reads.
+  auto router = b.create<TopKRouterOp>(
+      loc,
+      TypeRange{unrankedMaster(), unrankedIndex(), unrankedMaster(),
+                unrankedIndex()},
+      logits, Value(), Value(), b.getI64IntegerAttr(1),
+      GateWeightingAttr::get(ctx, GateWeighting::Raw),
+      CapacityAttr::get(ctx, Capacity::None), b.getF64FloatAttr(1.0),
+      b.getI64IntegerAttr(0), PriorityAttr::get(ctx, Priority::TokenOrder),
+      b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
+  return router.getProbs();
 }
 
 Value ModuleEmitter::rope(Value x, Value start, int64_t heads,

@@ -131,6 +131,8 @@ public:
   /// Whether training draws random numbers (dropout, sampled MoA heads):
   /// then the loss takes an rng and an eval_loss program exists.
   bool randomInTraining() const;
+  /// Whether training alternates F and G steps (train's `phases`).
+  bool coordinateDescent() const;
 
   //===--- Layers.cpp ---------------------------------------------------===//
 
@@ -146,6 +148,20 @@ public:
   mlir::Value attention(Function &fn, const StackContext &sc,
                         const AttentionSpec &a, const std::string &p,
                         mlir::Value h, mlir::Location loc);
+  /// MAE: the attention's context [B, S, h * dh] with head j scaled by
+  /// h (1 - g_j) / (h - 1); g from the gate, a sampled expert (F steps of
+  /// coordinate descent, the uniform baseline) or 1/h (uniform, eval).
+  mlir::Value maeMixture(Function &fn, const StackContext &sc,
+                         const MaeSpec &mae, int64_t heads,
+                         const std::string &p, mlir::Value h,
+                         mlir::Value context, mlir::Location loc);
+  /// The gate's responsibilities [B, 1 or S, h] (master type).
+  mlir::Value maeGate(Function &fn, const StackContext &sc, const MaeSpec &mae,
+                      int64_t heads, const std::string &p, mlir::Value h,
+                      mlir::Location loc);
+  /// Whether `fn` trains the MAE gates (joint training, G steps): their
+  /// BatchNorm then uses batch statistics and updates its running ones.
+  bool trainsGates(const Function &fn) const;
   mlir::Value moa(Function &fn, const StackContext &sc, const MoaSpec &a,
                   const std::string &p, mlir::Value h, mlir::Location loc);
   /// K and V of an attention sublayer: projected from the stack (self) or
@@ -195,6 +211,13 @@ public:
                 double rowNorm = 0);
   void addNorm(const std::string &name);
   void declareMultiHeadMoe(const std::string &prefix, const MoeLayerSpec &e);
+  void declareMaeGate(const std::string &prefix, const MaeSpec &mae,
+                      int64_t heads);
+  /// Whether an MAE layer's gate reads earlier positions (a causal window
+  /// with a learned gate): decoding then keeps the layer's inputs.
+  static bool maePoolsHistory(const MaeSpec &mae) {
+    return !mae.uniform && mae.pool != MaeSpec::Pool::Sequence;
+  }
   /// Activations (the storage type).
   mlir::Type unranked();
   /// Router values, attention statistics and losses (the master type).

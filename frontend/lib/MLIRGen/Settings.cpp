@@ -200,8 +200,9 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
   // descent the group phi trains in G steps, every other parameter in F
   // steps.
   int64_t gSteps = t.phases ? t.phases->gSteps.gStepsIn(t.steps) : 0;
+  int64_t fSteps = t.phases ? t.phases->gSteps.fStepsIn(t.steps) : t.steps;
   SmallVector<NamedAttribute> trainingAttrs =
-      optimizerAttrs(b, t, t.steps - gSteps);
+      optimizerAttrs(b, t, fSteps);
   trainingAttrs.append({
       b.getNamedAttr("clip_norm", f(t.clipNorm)),
       b.getNamedAttr("batch", i(t.batch)),
@@ -219,7 +220,7 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
     for (const ParamGroupSpec &g : t.groups) {
       bool phi = t.phases && t.phases->group == g.name;
       SmallVector<NamedAttribute> group =
-          optimizerAttrs(b, g, phi ? gSteps : t.steps - gSteps);
+          optimizerAttrs(b, g, phi ? gSteps : fSteps);
       std::vector<std::string> patterns;
       for (const ParamGroupSpec::Pattern &p : g.patterns)
         patterns.push_back(p.glob);
@@ -242,6 +243,8 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
                      b.getNamedAttr("offset", i(g.offset))});
     else
       phases.push_back(b.getNamedAttr("first", i(g.first)));
+    if (g.thenF)
+      phases.push_back(b.getNamedAttr("then_f", b.getBoolAttr(true)));
     trainingAttrs.push_back(
         b.getNamedAttr("phases", b.getDictionaryAttr(phases)));
   }

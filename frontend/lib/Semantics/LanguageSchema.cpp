@@ -405,52 +405,115 @@ std::vector<OwnerInfo> buildSchema() {
 
   const std::string attentionDefaultCausal = "true in decoders, false in "
                                              "encoders";
+  auto attentionSettings = [&](bool cross) {
+    std::vector<SettingInfo> settings = {
+        range(required(setting("heads", T::Integer, "query heads")), 1.0),
+        range(computed(setting("kv_heads", T::Integer,
+                               cross ? "key/value heads (a divisor of heads)"
+                                     : "key/value heads (a divisor of heads; "
+                                       "1: multi-query)"),
+                       "heads"),
+              1.0),
+        range(computed(setting("head_dim", T::Integer, "width of a head"),
+                       "d_model / heads"),
+              1.0),
+    };
+    if (!cross)
+      settings.push_back(computed(setting("causal", T::Flag,
+                                          "each position sees only earlier "
+                                          "ones (decoders must be causal)"),
+                                  attentionDefaultCausal));
+    settings.push_back(fallback(setting("bias", T::Flag,
+                                        "biases on the Q, K, V and output "
+                                        "projections"),
+                                "false"));
+    settings.push_back(range(computed(setting("scale", T::Number,
+                                              "the score scale"),
+                                      "1 / sqrt(head_dim)"),
+                             0.0));
+    return settings;
+  };
   owner("layer attention", "the attention layer",
         "Multi-head self-attention with grouped key/value heads (causal in "
         "decoders; padding keys are masked).",
-        {
-            range(required(setting("heads", T::Integer, "query heads")), 1.0),
-            range(computed(setting("kv_heads", T::Integer,
-                                   "key/value heads (a divisor of heads; 1: "
-                                   "multi-query)"),
-                           "heads"),
-                  1.0),
-            range(computed(setting("head_dim", T::Integer, "width of a head"),
-                           "d_model / heads"),
-                  1.0),
-            computed(setting("causal", T::Flag,
-                             "each position sees only earlier ones (decoders "
-                             "must be causal)"),
-                     attentionDefaultCausal),
-            fallback(setting("bias", T::Flag,
-                             "biases on the Q, K, V and output projections"),
-                     "false"),
-            range(computed(setting("scale", T::Number,
-                                   "the score scale"),
-                           "1 / sqrt(head_dim)"),
-                  0.0),
-        });
+        attentionSettings(false));
   owner("layer cross_attention", "the cross_attention layer",
         "Attention from the decoder to the encoder's output "
         "(encoder_decoder decoders only); padding source positions are "
         "masked.",
-        {
-            range(required(setting("heads", T::Integer, "query heads")), 1.0),
-            range(computed(setting("kv_heads", T::Integer,
-                                   "key/value heads (a divisor of heads)"),
-                           "heads"),
-                  1.0),
-            range(computed(setting("head_dim", T::Integer, "width of a head"),
-                           "d_model / heads"),
-                  1.0),
-            fallback(setting("bias", T::Flag,
-                             "biases on the Q, K, V and output projections"),
-                     "false"),
-            range(computed(setting("scale", T::Number,
-                                   "the score scale"),
-                           "1 / sqrt(head_dim)"),
-                  0.0),
-        });
+        attentionSettings(true));
+  auto maeSettings = [&](bool cross) {
+    std::vector<SettingInfo> settings = attentionSettings(cross);
+    settings.push_back(choices(
+        fallback(setting("responsibilities", T::Name,
+                         "learned: the gate network gives each expert its "
+                         "responsibility; uniform: no gate, one head "
+                         "dropped uniformly at random per sequence in "
+                         "training and the plain attention in eval (the "
+                         "MAE paper's baseline)"),
+                 "learned"),
+        {"learned", "uniform"}));
+    settings.push_back(choices(
+        computed(setting("pool", T::Call,
+                         "the positions the gate's summary averages: the "
+                         "whole sequence (padding excluded), each "
+                         "position's causal prefix, or its last N "
+                         "positions; decoders must pool causally"),
+                 "sequence in encoders, prefix in decoders"),
+        {"sequence", "prefix", "last"}));
+    settings.push_back(range(fallback(setting("gate_hidden", T::Integer,
+                                              "the width of the gate's tanh "
+                                              "layer"),
+                                      "256"),
+                             1.0));
+    settings.push_back(range(fallback(setting("gate_dropout", T::Number,
+                                              "dropout after the gate's tanh "
+                                              "layer (training)"),
+                                      "0.1"),
+                             0.0, 0.999));
+    settings.push_back(range(fallback(setting("bn_momentum", T::Number,
+                                              "the weight of each batch in "
+                                              "the gate's BatchNorm running "
+                                              "statistics"),
+                                      "0.1"),
+                             1e-6, 1.0));
+    settings.push_back(range(fallback(setting("bn_eps", T::Number,
+                                              "the gate's BatchNorm epsilon"),
+                                      "1e-5"),
+                             1e-12));
+    return settings;
+  };
+  owner("layer mae", "the mae layer",
+        "Mixture of attentive experts (MAE): multi-head self-attention with "
+        "h >= 2 heads as h experts, expert j being every head but head j "
+        "(its output rescaled by h / (h - 1)). A gate network (BatchNorm, "
+        "Linear(d, gate_hidden), tanh, dropout, Linear(gate_hidden, h), "
+        "softmax) maps an average of the layer's input to responsibilities "
+        "g, and the output is the attention with head j scaled by h (1 - "
+        "g_j) / (h - 1) before the output projection: one attention, not h. "
+        "How it trains (jointly, or by block coordinate descent) is "
+        "train's `phases`.",
+        maeSettings(false));
+  owner("layer cross_mae", "the cross_mae layer",
+        "MAE attending from the decoder to the encoder's output "
+        "(encoder_decoder decoders only); the gate pools the decoder's own "
+        "input, causally.",
+        maeSettings(true));
+  owner("pool sequence", "pool 'sequence'",
+        "The mean over the sequence's real positions: one gate per "
+        "sequence (encoders).",
+        {});
+  owner("pool prefix", "pool 'prefix'",
+        "At each position, the mean over it and every earlier position "
+        "(decoders).",
+        {});
+  owner("pool last", "pool 'last'",
+        "At each position, the mean over its last `size` positions, "
+        "itself included (decoders; the MAE paper's language models "
+        "average the last 100).",
+        {range(required(setting("size", T::Integer,
+                                "how many positions the window holds")),
+               1.0)});
   auto moaSettings = [&](bool cross) {
     std::vector<SettingInfo> settings = {
         range(required(setting("experts", T::Integer,
@@ -677,7 +740,14 @@ std::vector<OwnerInfo> buildSchema() {
         {required(setting("group", T::Text, "the group phi, by name")),
          choices(required(setting("g_steps", T::Call,
                                   "which steps are G steps")),
-                 {"every", "first"})});
+                 {"every", "first"}),
+         fallback(setting("then_f", T::Flag,
+                          "each G step is followed by an F step on the "
+                          "same batch, so theta trains at every step (the "
+                          "MAE paper's Algorithm 3: G and F updates on "
+                          "every batch of a G epoch); false: a G step "
+                          "replaces the F step"),
+                  "false")});
   owner("g_steps every", "g_steps 'every'",
         "In every window of `period` steps the last `length` are G steps: "
         "step n is a G step when (n - 1 - offset) mod period >= period - "
@@ -977,6 +1047,7 @@ std::string languageReference() {
                                 "layers)",
                                 "capacity "},
                       CallGroup{"router (mh_moe layer)", "router "},
+                      CallGroup{"pool (mae and cross_mae layers)", "pool "},
                       CallGroup{"optimizer (train)", "optimizer "},
                       CallGroup{"schedule (train)", "schedule "},
                       CallGroup{"groups (train)", "groups "},

@@ -298,8 +298,8 @@ private:
                    (sub.kind == SublayerSpec::Kind::Moa && sub.moa.cross);
     if (!crosses && !reporter.failed())
       reporter.error(decoder->range.Start)
-          << "the decoder never reads the encoder: add cross_attention(...) "
-             "or cross_moa(...) to its blocks";
+          << "the decoder never reads the encoder: add cross_attention(...), "
+             "cross_moa(...) or cross_mae(...) to its blocks";
   }
 
   /// The blocks of one stack (the model's own children for a one-stack
@@ -399,8 +399,8 @@ private:
           << "a block holds layers, not settings; put '"
           << node.settings.front().name << "' on the model or a layer";
     static const std::vector<std::string> kLayers = {
-        "attention", "cross_attention", "ffn",      "moe",
-        "mh_moe",    "moa",             "cross_moa"};
+        "attention", "cross_attention", "ffn", "moe",      "mh_moe",
+        "moa",       "cross_moa",       "mae", "cross_mae"};
     std::map<std::string, int> counts;
     for (const SpecNode &child : node.children)
       ++counts[child.kind];
@@ -411,7 +411,8 @@ private:
       SublayerSpec sub;
       sub.range = child.range;
       std::string base;
-      bool cross = child.kind == "cross_attention" || child.kind == "cross_moa";
+      bool cross = child.kind == "cross_attention" ||
+                   child.kind == "cross_moa" || child.kind == "cross_mae";
       if (cross && !inDecoderOfPair) {
         reporter.error(child.range.Start)
             << "'" << child.kind
@@ -423,6 +424,10 @@ private:
         sub.kind = SublayerSpec::Kind::Attention;
         sub.attention = analyzeAttention(child, m, role, cross);
         base = cross ? "cross_attn" : "attn";
+      } else if (child.kind == "mae" || child.kind == "cross_mae") {
+        sub.kind = SublayerSpec::Kind::Attention;
+        sub.attention = analyzeMae(child, m, role, cross);
+        base = child.kind;
       } else if (child.kind == "ffn") {
         sub.kind = SublayerSpec::Kind::Ffn;
         sub.ffn = analyzeFfn(child, m);
@@ -488,11 +493,82 @@ private:
 
   AttentionSpec analyzeAttention(const SpecNode &node, const ModelSpec &m,
                                  StackSpec::Role role, bool cross) {
-    AttentionSpec a;
-    a.cross = cross;
     Settings s(node.settings,
                schemaOf(cross ? "layer cross_attention" : "layer attention"),
                node.range, reporter);
+    AttentionSpec a = readAttention(s, node, m, role, cross);
+    s.finish();
+    return a;
+  }
+
+  /// An MAE layer: its attention settings, then its gate's.
+  AttentionSpec analyzeMae(const SpecNode &node, const ModelSpec &m,
+                           StackSpec::Role role, bool cross) {
+    Settings s(node.settings,
+               schemaOf(cross ? "layer cross_mae" : "layer mae"), node.range,
+               reporter);
+    AttentionSpec a = readAttention(s, node, m, role, cross);
+    MaeSpec &mae = a.mae.emplace();
+    if (a.heads == 1)
+      reporter.error(s.get("heads")->range.Start)
+          << "'" << node.kind
+          << "' needs at least 2 heads: each of its experts drops one head "
+             "and rescales the others by h / (h - 1)";
+    mae.uniform = s.getChoice("responsibilities") == 1;
+    if (a.heads > 64 && !mae.uniform)
+      reporter.error(s.get("heads")->range.Start)
+          << "an MAE gate handles at most 64 heads, got " << a.heads;
+    analyzePool(s, role, mae);
+    mae.gateHidden = s.getInt("gate_hidden");
+    mae.gateDropout = s.getFloat("gate_dropout");
+    mae.bnMomentum = s.getFloat("bn_momentum");
+    mae.bnEps = s.getFloat("bn_eps");
+    s.finish();
+    return a;
+  }
+
+  /// The window of an MAE gate's summary: the whole sequence in encoders,
+  /// a causal one (prefix, last N) in decoders, where generation must never
+  /// look ahead.
+  void analyzePool(Settings &layer, StackSpec::Role role, MaeSpec &mae) {
+    bool decoder = role == StackSpec::Role::Decoder;
+    const SpecValue *value = layer.get("pool");
+    if (!value) {
+      mae.pool = decoder ? MaeSpec::Pool::Prefix : MaeSpec::Pool::Sequence;
+      return;
+    }
+    std::optional<std::string> name = layer.getCallName("pool");
+    if (!name)
+      return;
+    Settings s(callArguments(value), schemaOf("pool " + *name), value->range,
+               reporter);
+    if (*name == "sequence")
+      mae.pool = MaeSpec::Pool::Sequence;
+    else if (*name == "prefix")
+      mae.pool = MaeSpec::Pool::Prefix;
+    else {
+      mae.pool = MaeSpec::Pool::Last;
+      mae.windowSize = s.getInt("size");
+    }
+    s.finish();
+    if (decoder && mae.pool == MaeSpec::Pool::Sequence)
+      reporter.error(value->range.Start)
+          << "pool = sequence averages later positions too, which a "
+             "decoder's gate must not see: use prefix or last(size = N)";
+    if (!decoder && mae.pool != MaeSpec::Pool::Sequence)
+      reporter.error(value->range.Start)
+          << "pool = " << *name
+          << " is a causal window for decoders; an encoder's gate pools its "
+             "whole sequence (pool = sequence)";
+  }
+
+  /// The settings every attention layer has (heads, kv_heads, head_dim,
+  /// causal, bias, scale), read from `s`.
+  AttentionSpec readAttention(Settings &s, const SpecNode &node,
+                              const ModelSpec &m, StackSpec::Role role,
+                              bool cross) {
+    AttentionSpec a;
+    a.cross = cross;
     a.heads = s.getInt("heads");
     a.kvHeads = s.getInt("kv_heads", a.heads);
     if (a.heads > 0 && a.heads % a.kvHeads != 0)
@@ -504,7 +580,6 @@ private:
     a.bias = s.getBool("bias");
     double defaultScale = a.headDim > 0 ? 1.0 / std::sqrt(a.headDim) : 1.0;
     a.scale = s.getFloat("scale", defaultScale);
-    s.finish();
     if (!cross && m.positions == Positions::Rope)
       a.rotaryDim = analyzeRotaryDim(node, m, a.headDim);
     return a;
@@ -675,7 +750,8 @@ private:
   /// updates than warm-up steps. Each group counts its own updates.
   void checkDecayingSchedules(const SpecNode &node, const TrainSpec &t) {
     int64_t gSteps = t.phases ? t.phases->gSteps.gStepsIn(t.steps) : 0;
-    if (decays(t.schedule) && t.steps - gSteps <= t.warmup) {
+    int64_t fSteps = t.phases ? t.phases->gSteps.fStepsIn(t.steps) : t.steps;
+    if (decays(t.schedule) && fSteps <= t.warmup) {
       if (!t.phases)
         reporter.error(node.range.Start)
             << "a decaying schedule needs steps (" << t.steps << ") > warmup ("
@@ -684,12 +760,12 @@ private:
         reporter.error(node.range.Start)
             << "a decaying schedule needs more updates than warmup ("
             << t.warmup << "), but the parameters outside group '"
-            << t.phases->group << "' train in " << t.steps - gSteps
+            << t.phases->group << "' train in " << fSteps
             << " F steps of " << t.steps;
     }
     for (const ParamGroupSpec &g : t.groups) {
       bool phi = t.phases && t.phases->group == g.name;
-      int64_t updates = phi ? gSteps : t.steps - gSteps;
+      int64_t updates = phi ? gSteps : fSteps;
       if (decays(g.schedule) && updates <= g.warmup)
         reporter.error(g.range.Start)
             << "a decaying schedule needs more updates than warmup ("
@@ -811,6 +887,7 @@ private:
     PhaseSpec phases;
     bool valid = analyzePhaseGroup(s, t, phases);
     valid &= analyzeGSteps(s, phases);
+    phases.gSteps.thenF = s.getBool("then_f");
     s.finish();
     if (valid)
       t.phases = phases;

@@ -56,8 +56,12 @@ struct PhaseConfig {
 
   /// Whether the step with 0-based index `index` is a G step.
   bool isGStep(int64_t index) const;
+  /// A G step is followed by an F step on the same batch.
+  bool thenF = false;
   /// The G steps among the first `steps`.
   int64_t gStepsIn(int64_t steps) const;
+  /// The F updates among the first `steps` steps.
+  int64_t fStepsIn(int64_t steps) const;
 };
 
 struct TrainingConfig {

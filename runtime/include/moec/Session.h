@@ -39,11 +39,13 @@ struct StepResult {
   /// The step just taken (1-based).
   int64_t step = 0;
   /// Under block coordinate descent, "F" (train_step: every parameter
-  /// outside the phases' group) or "G" (train_step_g: only the group);
-  /// empty otherwise.
+  /// outside the phases' group) or "G" (train_step_g: only the group;
+  /// with then_f, then train_step on the same batch); empty otherwise.
   std::string phase;
   /// Scalar outputs by name: loss, ce, balance_loss, z_loss, lr (and
-  /// "lr:<group>" per parameter group the step trains), grad_norm.
+  /// "lr:<group>" per parameter group the step trains), grad_norm; after a
+  /// G and an F update, the F update's, and the G update's loss as
+  /// "g_loss".
   std::map<std::string, double> scalars;
   /// Gate statistics by layer path, from the outputs "gate:<layer>": the
   /// mean responsibility of each of the layer's H experts, then the mean

@@ -70,6 +70,18 @@ const Variant kVariants[] = {
      "repeat 2 {\n attention(heads = 2, kv_heads = 1)\n"
      " moe(experts = 3, k = 2, hidden = 6)\n}",
      ""},
+    // MAE trained jointly: the gate's BatchNorm in training mode (batch
+    // statistics over the B * S per-position summaries), tanh MLP with
+    // dropout, the per-head scales.
+    {"MaeJointPrefix",
+     "block {\n mae(heads = 2, gate_hidden = 6, gate_dropout = 0.3)\n"
+     " ffn(hidden = 8)\n}",
+     ""},
+    {"MaeLastWindowPostNorm",
+     "norm_position = post\n"
+     "repeat 2 {\n mae(heads = 4, head_dim = 3, bias = true, gate_hidden = 5, "
+     "gate_dropout = 0, pool = last(size = 2))\n ffn(hidden = 8)\n}",
+     ""},
     {"UnitGateMultiQuery",
      "block {\n attention(heads = 2, kv_heads = 1)\n"
      " moe(experts = 4, k = 3, hidden = 4, activation = tanh, gate = unit)\n}",
@@ -101,6 +113,8 @@ TEST_P(ModelGradient, MatchesCentralDifferences) {
   const double h = 1e-6;
   int checked = 0;
   for (const ParamInfo &p : bundle.params()) {
+    if (p.frozen)
+      continue; // running statistics: no gradient
     const Tensor &grad = grads.at("grad:" + p.name);
     ASSERT_EQ(grad.shape(), p.shape) << p.name;
     Tensor value = session.param(p.name);

@@ -92,7 +92,7 @@ TEST_P(ExampleTraining, LossHalvesWithin300Steps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleTraining,
-                         ::testing::Values("moe_lm", "mhmoe_lm"),
+                         ::testing::Values("moe_lm", "mhmoe_lm", "mae_lm"),
                          [](const auto &info) { return info.param; });
 
 // bf16 storage keeps f32 master parameters and f32 losses, and trains like

@@ -25,6 +25,27 @@ struct NormSpec {
   double eps = 1e-5;
 };
 
+/// The gate of a mixture of attentive experts (MAE): expert j is every
+/// head but head j; responsibilities g over the h experts come from a
+/// pooled summary of the layer's input through BatchNorm, Linear(d,
+/// hidden), tanh, dropout, Linear(hidden, h) and a softmax; the layer is
+/// one multi-head attention whose head j is scaled by h (1 - g_j) / (h - 1).
+struct MaeSpec {
+  /// Which positions the gate's summary averages: the whole (real)
+  /// sequence, every position's causal prefix, or its last `windowSize`
+  /// positions.
+  enum class Pool { Sequence, Prefix, Last };
+  Pool pool = Pool::Sequence;
+  int64_t windowSize = 0;
+  /// No gate: one head dropped uniformly at random per sequence in
+  /// training, the plain attention in eval (the paper's uniform baseline).
+  bool uniform = false;
+  int64_t gateHidden = 256;
+  double gateDropout = 0.1;
+  double bnMomentum = 0.1;
+  double bnEps = 1e-5;
+};
+
 /// Self-attention, or cross-attention to the encoder's output (`cross`).
 struct AttentionSpec {
   int64_t heads = 1;
@@ -36,6 +57,8 @@ struct AttentionSpec {
   double scale = 0;
   /// With positions = rope (self-attention): the rotated width of a head.
   int64_t rotaryDim = 0;
+  /// Set for `mae` and `cross_mae` layers.
+  std::optional<MaeSpec> mae;
 };
 
 /// Mixture of attention heads: self-attention, or cross-attention (`cross`).
@@ -100,7 +123,8 @@ struct SublayerSpec {
   enum class Kind { Attention, Ffn, Moe, Moa };
   Kind kind = Kind::Ffn;
   /// Its name in parameter paths: "attn", "cross_attn", "ffn", "moe", "moa",
-  /// "cross_moa" (+ index when a block has several of one kind).
+  /// "cross_moa", "mae", "cross_mae" (+ index when a block has several of
+  /// one kind).
   std::string name;
   AttentionSpec attention;
   FfnSpec ffn;

@@ -24,6 +24,9 @@ struct PhaseSchedule {
   int64_t period = 1, length = 1, offset = 0;
   /// first: the first `first` steps are G steps, then only F steps.
   int64_t first = 0;
+  /// A G step also takes an F update on the same batch, after the G update
+  /// (the MAE paper's Algorithm 3); otherwise it replaces the F step.
+  bool thenF = false;
 
   /// Whether the step with 0-based index `index` is a G step.
   bool isGStep(int64_t index) const {
@@ -47,6 +50,11 @@ struct PhaseSchedule {
     };
     int64_t w = windowPosition(0);
     return upTo(steps + w) - upTo(w);
+  }
+
+  /// The F updates among the first `steps` steps.
+  int64_t fStepsIn(int64_t steps) const {
+    return thenF ? std::max<int64_t>(steps, 0) : steps - gStepsIn(steps);
   }
 
 private:
