@@ -10,13 +10,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "moec/Compiler.h"
+#include "moec/ModelData.h"
 #include "moec/Session.h"
 #include "Decoding.h"
 #include "RandomWeights.h"
 
 #include <cmath>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <set>
+#include <unistd.h>
 
 using namespace moec;
 using moec::test::decodeIncrementally;
@@ -302,6 +305,120 @@ data {
   expectAllClose(
       decodeIncrementally(session, ids, 2, {{"source_mask", sourceMask}}),
       full);
+}
+
+/// A decoder with MAE self-attention trained by block coordinate descent:
+/// G steps in steps 3-4, 7-8, ... (after an F update too with then_f).
+std::string coordinateDescentSpec(bool thenF) {
+  return std::string(R"(moe 1
+model m {
+  vocab = 40
+  d_model = 16
+  max_seq = 12
+  repeat 2 {
+    mae(heads = 4, gate_hidden = 8)
+    ffn(hidden = 32)
+  }
+}
+train {
+  batch = 2
+  seq_len = 12
+  steps = 12
+  seed = 5
+  optimizer = adam(lr = 1e-2)
+  groups = [group("gate", params = ["*.gate.*"], optimizer = sgd(lr = 1.0))]
+  phases = coordinate_descent(group = "gate", then_f = )") +
+         (thenF ? "true" : "false") + R"(,
+                              g_steps = every(period = 4, length = 2))
+}
+data {
+  source = synthetic("markov")
+}
+)";
+}
+
+using Snapshot = std::map<std::string, std::vector<double>>;
+
+Snapshot parameters(const Session &session) {
+  Snapshot values;
+  for (const ParamInfo &p : session.bundle().params())
+    values[p.name] = tensorValues(session.param(p.name));
+  return values;
+}
+
+bool isGate(const std::string &name) {
+  return name.find(".gate.") != std::string::npos;
+}
+
+// A G step trains the gates alone (their BatchNorm statistics move too); an
+// F step trains everything else and leaves every gate parameter, running
+// statistics included, as it was.
+TEST(Mae, GStepsTrainOnlyTheGatesAndFStepsNoneOfThem) {
+  Bundle bundle = compileSource(coordinateDescentSpec(false), "bcd.moe");
+  Session session(bundle);
+  auto data = openDataSource(bundle.data(), 40, session.seed());
+  const std::string expected = "FFGGF";
+  for (int64_t i = 0; i < static_cast<int64_t>(expected.size()); ++i) {
+    Snapshot before = parameters(session);
+    StepResult result = session.trainStep(data->batch(i, 2, 12));
+    Snapshot after = parameters(session);
+    ASSERT_EQ(result.phase, std::string(1, expected[i])) << "step " << i + 1;
+    bool gStep = expected[i] == 'G';
+    for (const auto &[name, values] : before) {
+      bool moved = values != after.at(name);
+      if (isGate(name) == gStep)
+        EXPECT_TRUE(moved) << "step " << i + 1 << " left " << name;
+      else
+        EXPECT_FALSE(moved) << "step " << i + 1 << " changed " << name;
+    }
+    // Statistics of both layers' gates: responsibilities sum to 1.
+    ASSERT_EQ(result.gates.size(), 2u);
+    for (const auto &[layer, stats] : result.gates) {
+      double sum = 0;
+      for (int64_t j = 0; j < kHeads; ++j)
+        sum += stats[j];
+      EXPECT_NEAR(sum, 1.0, 1e-5) << layer;
+      EXPECT_GT(stats[kHeads], 0.0);
+      EXPECT_LE(stats[kHeads], std::log(double(kHeads)) + 1e-6);
+    }
+  }
+}
+
+// With then_f, G steps take a G and then an F update on one batch; a run
+// stopped inside a G window and resumed from its checkpoint repeats an
+// unbroken run bit for bit (losses, parameters, running statistics).
+TEST(Mae, ResumedInsideAGWindowRepeatsAnUnbrokenRun) {
+  Bundle bundle = compileSource(coordinateDescentSpec(true), "bcd.moe");
+  auto data = openDataSource(bundle.data(), 40, 5);
+  const int64_t total = 10, stop = 3;
+  Session unbroken(bundle);
+  std::vector<double> losses;
+  for (int64_t i = 0; i < total; ++i) {
+    StepResult r = unbroken.trainStep(data->batch(i, 2, 12));
+    EXPECT_EQ(r.scalars.count("g_loss"), r.phase == "G" ? 1u : 0u);
+    losses.push_back(r.scalars.at("loss"));
+  }
+  // Steps 3, 4, 7, 8 took both updates: 10 F and 4 G updates.
+  EXPECT_EQ(unbroken.updates(),
+            (std::map<std::string, int64_t>{{"step", 10}, {"step:gate", 4}}));
+
+  Session first(bundle);
+  for (int64_t i = 0; i < stop; ++i)
+    first.trainStep(data->batch(i, 2, 12));
+  ASSERT_EQ(first.nextPhase(), "G");
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("moec-mae-" + std::to_string(::getpid()) + ".ckpt"))
+                         .string();
+  first.saveCheckpoint(path);
+  // The same seed: it keys the per-step draws (dropout, sampled experts).
+  Session resumed(bundle);
+  resumed.loadCheckpoint(path);
+  std::filesystem::remove(path);
+  for (int64_t i = stop; i < total; ++i)
+    EXPECT_EQ(resumed.trainStep(data->batch(i, 2, 12)).scalars.at("loss"),
+              losses[i])
+        << "step " << i + 1;
+  EXPECT_EQ(parameters(resumed), parameters(unbroken));
 }
 
 } // namespace
