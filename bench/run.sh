@@ -24,6 +24,17 @@ mhmoeSection() {
   echo
   bash bench/mhmoe_vs_moe.sh "$1"
 }
+# MAE trained by coordinate descent against the paper's baselines.
+maeSection() {
+  echo "### MAE and the MAE paper's baselines (cpu, $1 threads)"
+  echo
+  echo "\`bench/mae_variants.sh $1\`: examples/mae_lm.moe (300 steps) by block"
+  echo "coordinate descent, the same model trained jointly, with uniform"
+  echo "responsibilities, and with plain attention; training loss (mean of the"
+  echo "last 25 steps), validation cross-entropy and the mean time per step."
+  echo
+  bash bench/mae_variants.sh "$1"
+}
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
 {
   echo "## bench/run.sh ($(date -u +%Y-%m-%d), $(nproc) cores, $threads threads)"
@@ -51,7 +62,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo
   echo "| example | kernels | FLOPs | fused | op by op | ratio | H100 time | layers (fused/op-by-op) |"
   echo "|---|---|---|---|---|---|---|---|"
-  for example in moe_lm switch_lm glu_moe_lm moa_mlm moa_translate mhmoe_lm; do
+  for example in moe_lm switch_lm glu_moe_lm moa_mlm moa_translate mhmoe_lm \
+      mae_lm; do
     "$moec" compile "examples/$example.moe" --report > "$work/report.txt"
     total=$(awk '$1 == "train_step" && $3 == "kernels"' "$work/report.txt")
     layers=$(awk '/by kernel kind/ { on = 1; next } on && NF == 0 { exit }
@@ -90,6 +102,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo "| \`moec train --steps 0\` on the cpu: load and draw $params initial weights | $(elapsed "$t0" "$t1") |"
   echo
   mhmoeSection "$threads"
+  echo
+  maeSection "$threads"
 } > "$section"
 
 python3 - "$section" <<'PY'

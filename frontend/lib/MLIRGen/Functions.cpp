@@ -53,6 +53,10 @@ struct Signature {
 void ModuleEmitter::emitFunction(Mode mode) {
   Function fn;
   fn.mode = mode;
+  // A G update and the F update after it (then_f) share the step's rng:
+  // disjoint streams keep their draws independent.
+  if (mode == Mode::GateLoss)
+    fn.dropoutStream = int64_t(1) << 20;
   bool encDec = model.kind == ModelKind::EncoderDecoder;
   Signature sig;
   for (const ParamDecl &p : params) {

@@ -13,6 +13,7 @@
 
 #include "BundleData.h"
 #include "KernelCheck.h"
+#include "ModuleKernelChecks.h"
 #include "emu/EmuDevice.h"
 #include "moec/Compiler.h"
 #include "moec/Cuda.h"
@@ -76,33 +77,15 @@ TEST_P(BatchNormKernels, MatchTheCpuDevice) {
 }
 
 TEST_P(BatchNormKernels, PassTheEmuChecks) {
-  Bundle bundle = bnBundle(GetParam());
-  detail::emu::EmuDeviceOptions emu = detail::emu::emuOptionsFromEnvironment();
-  emu.build.check = true;
-  std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
-  std::unique_ptr<detail::Device> device = detail::emu::createEmuDevice(emu);
-  device->setBundle(bundle.internals());
-  KernelCheckReport report =
-      detail::checkKernels(bundle.internals(), *cpu, *device, {});
-  EXPECT_TRUE(report.passed()) << report.format();
+  test::expectEmuChecksPass(bnBundle(GetParam()));
 }
 
 TEST_P(BatchNormKernels, CompileWithoutSpills) {
 #ifndef MOEC_HAVE_NVRTC
   GTEST_SKIP() << "built without the CUDA toolkit";
 #endif
-  for (const char *arch : {"sm_80", "sm_90"}) {
-    Bundle bundle = bnBundle(GetParam(), arch);
-    std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, arch);
-    ASSERT_FALSE(kernels.empty());
-    for (const PrecompiledKernel &k : kernels) {
-      std::cout << arch << " " << k.name << ": " << k.usage.registers
-                << " registers, " << k.usage.sharedBytes << " B shared\n";
-      EXPECT_LE(k.usage.registers, 128) << k.name;
-      EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
-      EXPECT_EQ(k.usage.spillLoadBytes, 0) << k.name;
-    }
-  }
+  test::expectCompilesWithoutSpills(
+      [&](const std::string &arch) { return bnBundle(GetParam(), arch); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, BatchNormKernels,

@@ -190,14 +190,19 @@ TEST(CpuGradients, BatchNormTrainingWithOneRow) {
   expectGradient(loss, gamma, grads[1], "dgamma");
 }
 
-/// Whether `python3 -c 'import torch'` works.
+/// Debian's interpreter, where python3-torch installs.
+const char *kPython = "/usr/bin/python3";
+
+/// Whether that python imports torch.
 bool haveTorch() {
-  return std::system("python3 -c 'import torch' > /dev/null 2>&1") == 0;
+  return std::system((std::string(kPython) +
+                      " -c 'import torch' > /dev/null 2>&1")
+                         .c_str()) == 0;
 }
 
 TEST(CpuBatchNorm, MatchesTorchBatchNorm1d) {
   if (!haveTorch())
-    GTEST_SKIP() << "python3 with torch is not installed";
+    GTEST_SKIP() << kPython << " cannot import torch (install python3-torch)";
   // torch.nn.BatchNorm1d(3, eps=1e-5, momentum=0.1) in training mode on
   // 5 rows, from running statistics (0.5, -1, 2) and (2, 3, 0.5).
   Tensor x = randomTensor(F64, {5, 3}, 11, -3, 3);
@@ -240,7 +245,7 @@ TEST(CpuBatchNorm, MatchesTorchBatchNorm1d) {
     std::fputs(script.str().c_str(), f);
     std::fclose(f);
   }
-  FILE *pipe = popen(("python3 " + path).c_str(), "r");
+  FILE *pipe = popen((std::string(kPython) + " " + path).c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string text;
   char buf[4096];
