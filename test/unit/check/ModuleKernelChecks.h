@@ -17,6 +17,7 @@
 #include "moec/KernelCheck.h"
 
 #include <functional>
+#include <initializer_list>
 #include <gtest/gtest.h>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,19 @@ inline void expectEmuChecksPass(const Bundle &bundle) {
   KernelCheckReport report =
       detail::checkKernels(bundle.internals(), *cpu, *device, {});
   EXPECT_TRUE(report.passed()) << report.format();
+}
+
+/// Each kernel kind in `kinds` is among the buffers `report` compared, on
+/// values that are not all zero.
+inline void
+expectKindsCompared(const KernelCheckReport &report,
+                    std::initializer_list<const char *> kinds) {
+  for (const char *kind : kinds) {
+    bool seen = false;
+    for (const BufferComparison &c : report.comparisons)
+      seen |= c.kind == kind && !c.trivial;
+    EXPECT_TRUE(seen) << kind;
+  }
 }
 
 /// Every kernel of the bundle `bundleFor(arch)` compiles by NVRTC for sm_80
