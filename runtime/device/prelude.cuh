@@ -25,6 +25,10 @@ typedef unsigned long long uint64_t;
 #endif
 
 #define MOEC_DEVICE __device__ __forceinline__
+/// A device function compiled once and called: for library loops that a
+/// generated kernel runs once per tensor, where inlining would copy the
+/// loop into the kernel for every tensor (ptxas time grows with code size).
+#define MOEC_DEVICE_CALLED __device__ inline __noinline__
 
 #ifndef MOEC_EMU
 /// A static shared-memory array of `count` elements.

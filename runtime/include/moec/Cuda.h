@@ -28,6 +28,32 @@ struct KernelResources {
   int stackBytes = -1;
 };
 
+/// The instructions of a kernel's PTX by kind: static counts (each
+/// instruction in the code once, the functions it calls included), not how
+/// often they run. They show whether a kernel takes the hardware paths it
+/// is meant to: tensor cores, asynchronous copies, 16-byte accesses.
+struct InstructionMix {
+  int64_t instructions = 0;
+  /// mma.sync and wgmma.mma_async (tensor cores).
+  int64_t mma = 0;
+  int64_t ldmatrix = 0;
+  /// cp.async copies (their commits and waits are not counted).
+  int64_t cpAsync = 0;
+  /// ld.global / st.global, and those of them that move 16 bytes at once.
+  int64_t globalLoads = 0, globalLoads16 = 0;
+  int64_t globalStores = 0, globalStores16 = 0;
+  /// ld.shared and st.shared.
+  int64_t sharedAccesses = 0;
+  /// Block-wide barriers (bar.sync, barrier.sync, bar.arrive).
+  int64_t barriers = 0;
+  int64_t calls = 0;
+  /// Instructions on double-precision values.
+  int64_t f64 = 0;
+};
+
+/// The instruction mix of a PTX module.
+InstructionMix instructionMix(const std::string &ptx);
+
 /// What compiling one kernel gave.
 struct PrecompiledKernel {
   std::string name;
@@ -36,6 +62,8 @@ struct PrecompiledKernel {
   double seconds = 0;
   KernelResources usage;
   size_t cubinBytes = 0;
+  /// Counted in the kernel's PTX when precompileKernels was asked to.
+  InstructionMix mix;
 };
 
 /// The device library followed by every kernel of the bundle: one CUDA C++
@@ -49,10 +77,12 @@ std::string cudaPtx(const Bundle &bundle, const std::string &arch);
 
 /// Compiles every kernel of the bundle for `arch` into the kernel cache,
 /// `jobs` at a time (0: one per hardware thread); results in kernel-name
-/// order. A kernel already cached is fetched, not compiled.
+/// order. A kernel already cached is fetched, not compiled. With `mix`
+/// each kernel's PTX is kept too and its instruction mix counted.
 std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
                                                  const std::string &arch,
-                                                 unsigned jobs = 0);
+                                                 unsigned jobs = 0,
+                                                 bool mix = false);
 
 /// The tile family of a GPU architecture: "sm_80" for sm_80 up to sm_89
 /// (Ampere, Ada), "sm_90" for sm_90 and newer (Hopper). Throws moec::Error

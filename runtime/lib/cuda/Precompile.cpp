@@ -20,7 +20,8 @@
 namespace moec::detail::cuda {
 
 std::vector<PrecompiledKernel>
-precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs) {
+precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs,
+                 bool mix) {
   const BundleData &data = bundle.internals();
   checkDeviceLibrary(data);
   archNumber(arch);
@@ -41,9 +42,10 @@ precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs) {
       try {
         const KernelDesc &kernel = *kernels[i];
         CompiledKernel compiled = compileCached(kernelTranslationUnit(kernel),
-                                                kernel.name, arch, false);
+                                                kernel.name, arch, mix);
         results[i] = {kernel.name, compiled.cacheHit, compiled.seconds,
-                      compiled.usage, compiled.cubin.size()};
+                      compiled.usage, compiled.cubin.size(),
+                      mix ? instructionMix(compiled.ptx) : InstructionMix()};
       } catch (...) {
         std::lock_guard<std::mutex> lock(failureMutex);
         if (!failure)
@@ -92,8 +94,8 @@ std::string cudaPtx(const Bundle &bundle, const std::string &arch) {
 
 std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
                                                  const std::string &arch,
-                                                 unsigned jobs) {
-  return detail::cuda::precompileBundle(bundle, arch, jobs);
+                                                 unsigned jobs, bool mix) {
+  return detail::cuda::precompileBundle(bundle, arch, jobs, mix);
 }
 
 std::string tileFamily(const std::string &arch) {

@@ -25,10 +25,12 @@ using PrecompiledKernel = moec::PrecompiledKernel;
 /// thread), and returns the results in kernel-name order; empty when the
 /// bundle has no CUDA kernels. Throws moec::Error when the bundle was
 /// generated against another device library, when NVRTC is unavailable, or
-/// when a kernel does not compile (with NVRTC's log).
+/// when a kernel does not compile (with NVRTC's log). With `mix` the PTX is
+/// kept and each kernel's instruction mix counted.
 std::vector<PrecompiledKernel> precompileBundle(const Bundle &bundle,
                                                 const std::string &arch,
-                                                unsigned jobs = 0);
+                                                unsigned jobs = 0,
+                                                bool mix = false);
 
 } // namespace moec::detail::cuda
 

@@ -2,8 +2,9 @@
 //
 // Compiles every generated kernel of a model with NVRTC for one GPU
 // architecture into the kernel cache, so that the first run on that GPU
-// starts at once; reports ptxas's registers, shared memory and spills.
-// Needs NVRTC, not a GPU.
+// starts at once; reports ptxas's registers, shared memory and spills, and
+// with --mix each kernel's instruction mix as counted in its PTX. Needs
+// NVRTC, not a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,8 +26,9 @@ public:
                 "Compile every kernel of a model into the kernel cache "
                 "(needs NVRTC, not a GPU).") {
     positional("FILE", "a .moe spec (compiled first) or a bundle", input);
-    option("arch", "sm_XY", "The GPU architecture: sm_80, sm_86, sm_89, "
-                            "sm_90, ...",
+    option("arch", "sm_XY",
+           "The GPU architecture: sm_80, sm_86, sm_89, "
+           "sm_90, ...",
            arch)
         .required();
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
@@ -36,6 +38,12 @@ public:
            jobs)
         .atLeast(int64_t{0});
     flag("v", "List every kernel with its resources", verbose);
+    flag("mix",
+         "List every kernel's instruction mix, counted in its PTX: "
+         "instructions, tensor-core mma, ldmatrix, cp.async, global loads "
+         "and stores (of them 16-byte), shared accesses, barriers, calls, "
+         "double-precision",
+         mix);
   }
 
   int run() override;
@@ -43,18 +51,41 @@ public:
 private:
   std::string input, arch, dtype;
   int64_t jobs = 0;
-  bool verbose = false;
+  bool verbose = false, mix = false;
 };
+
+void printMix(const std::vector<PrecompiledKernel> &kernels) {
+  std::cout << fmt::format("{:<36} {:>6} {:>5} {:>8} {:>8} {:>11} {:>11} "
+                           "{:>6} {:>5} {:>5} {:>5}\n",
+                           "kernel", "instr", "mma", "ldmatrix", "cp.async",
+                           "ld.global", "st.global", "shared", "bar", "call",
+                           "f64");
+  auto wide = [](int64_t all, int64_t wide16) {
+    return fmt::format("{} ({})", all, wide16);
+  };
+  for (const PrecompiledKernel &k : kernels) {
+    const InstructionMix &m = k.mix;
+    std::cout << fmt::format(
+        "{:<36} {:>6} {:>5} {:>8} {:>8} {:>11} {:>11} {:>6} {:>5} {:>5} "
+        "{:>5}\n",
+        k.name, m.instructions, m.mma, m.ldmatrix, m.cpAsync,
+        wide(m.globalLoads, m.globalLoads16),
+        wide(m.globalStores, m.globalStores16), m.sharedAccesses, m.barriers,
+        m.calls, m.f64);
+  }
+  std::cout << "(static counts in each kernel's PTX, called functions "
+               "included; in parentheses the 16-byte accesses)\n";
+}
 
 int PrecompileCommand::run() {
   tileFamily(arch);
   Bundle bundle = loadModel(input, dtype, arch);
   auto start = std::chrono::steady_clock::now();
   std::vector<PrecompiledKernel> kernels =
-      precompileKernels(bundle, arch, static_cast<unsigned>(jobs));
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+      precompileKernels(bundle, arch, static_cast<unsigned>(jobs), mix);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   size_t hits = 0, spilling = 0;
   int maxRegisters = 0, maxShared = 0;
   for (const PrecompiledKernel &k : kernels) {
@@ -71,11 +102,13 @@ int PrecompileCommand::run() {
           k.usage.spillStoreBytes, k.usage.spillLoadBytes,
           k.cacheHit ? "cached " : "", k.seconds);
   }
+  if (mix)
+    printMix(kernels);
   std::cout << fmt::format(
       "{} kernels for {}: {} from the cache, {} compiled; {:.2f} s; at most "
       "{} registers and {} B of shared memory; {}\n",
-      kernels.size(), arch, hits, kernels.size() - hits, seconds,
-      maxRegisters, maxShared,
+      kernels.size(), arch, hits, kernels.size() - hits, seconds, maxRegisters,
+      maxShared,
       spilling ? fmt::format("{} kernels spill", spilling) : "no spills");
   std::cout << "cache: " << kernelCacheDirectory() << "\n";
   return 0;

@@ -4,7 +4,11 @@
 // compiles with NVRTC for sm_80 and sm_90
 // with its kernels tiled for that architecture; the test prints ptxas's
 // registers, shared memory and stack for each (the record of what the
-// generated code costs) and fails on any spill. No GPU is needed.
+// generated code costs) and fails on any spill. Each kernel's instruction
+// mix, counted in its PTX, shows the intended hardware paths: tensor cores
+// in every bf16 GEMM and none in f32 models, the cp.async / ldmatrix
+// pipeline in bf16 models, 16-byte accesses in the optimizer kernels. No
+// GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +20,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <iostream>
+#include <map>
+#include <regex>
 
 using namespace moec;
 
@@ -43,6 +49,28 @@ std::vector<Case> cases() {
   return all;
 }
 
+/// Each kernel's own source in the bundle's translation unit, by name.
+std::map<std::string, std::string> kernelSources(const Bundle &bundle) {
+  std::string unit = cudaTranslationUnit(bundle);
+  std::map<std::string, std::string> sources;
+  const std::regex name(R"(void (?:__launch_bounds__\([^)]*\) )?(moek_\w+)\()");
+  size_t at = unit.find("\n// group ");
+  while (at != std::string::npos) {
+    size_t next = unit.find("\n// group ", at + 1);
+    std::string text = unit.substr(
+        at, next == std::string::npos ? std::string::npos : next - at);
+    std::smatch m;
+    if (std::regex_search(text, m, name))
+      sources[m[1]] = text;
+    at = next;
+  }
+  return sources;
+}
+
+bool calls(const std::string &source, const char *function) {
+  return source.find(function) != std::string::npos;
+}
+
 class KernelResources : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KernelResources, CompileWithoutSpills) {
@@ -54,14 +82,33 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   options.arch = c.arch;
   options.dtype = c.dtype;
   Bundle bundle = compileFile(c.spec.path, options);
-  std::vector<PrecompiledKernel> kernels = precompileKernels(bundle, c.arch);
+  std::vector<PrecompiledKernel> kernels =
+      precompileKernels(bundle, c.arch, 0, /*mix=*/true);
   ASSERT_FALSE(kernels.empty());
+  std::map<std::string, std::string> sources = kernelSources(bundle);
+  const bool bf16 = bundle.model().dtype == "bf16";
+  int pipelined = 0;
   std::cout << fmt::format("{}: {} kernels\n", c.name(), kernels.size());
   for (const PrecompiledKernel &k : kernels) {
+    const InstructionMix &m = k.mix;
     std::cout << fmt::format("  {:<34} {:>3} registers {:>6} B shared {:>4} B "
-                             "stack\n",
+                             "stack; {:>5} instructions, {} mma, {} ldmatrix, "
+                             "{} cp.async, {} of {} global loads 16-byte\n",
                              k.name, k.usage.registers, k.usage.sharedBytes,
-                             k.usage.stackBytes);
+                             k.usage.stackBytes, m.instructions, m.mma,
+                             m.ldmatrix, m.cpAsync, m.globalLoads16,
+                             m.globalLoads);
+    ASSERT_TRUE(sources.count(k.name)) << k.name;
+    const std::string &source = sources[k.name];
+    EXPECT_GT(m.instructions, 0) << k.name;
+    if (!bf16)
+      EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor cores";
+    if (calls(source, "moec::gemmTileBf16"))
+      EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
+    pipelined += m.cpAsync > 0 && m.ldmatrix > 0 && m.mma > 0;
+    if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
+        calls(source, "moec::sumOfSquares"))
+      EXPECT_GT(m.globalLoads16, 0) << k.name << ": no 16-byte loads";
     EXPECT_GT(k.usage.registers, 0) << k.name;
     EXPECT_LE(k.usage.registers, 128) << k.name;
     EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
@@ -70,6 +117,8 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     EXPECT_LE(k.usage.sharedBytes, 48 * 1024) << k.name;
     EXPECT_GT(k.cubinBytes, 0u) << k.name;
   }
+  if (bf16)
+    EXPECT_GT(pipelined, 0) << "no kernel runs the cp.async/ldmatrix pipeline";
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, KernelResources,

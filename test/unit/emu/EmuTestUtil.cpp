@@ -28,6 +28,7 @@ std::string readFile(const std::string &path) {
 std::string deviceHeaders() {
   std::string dir = MOEC_DEVICE_DIR;
   return readFile(dir + "/defs.cuh") + readFile(dir + "/prelude.cuh") +
+         readFile(dir + "/vector.cuh") +
          readFile(dir + "/mma.cuh") + readFile(dir + "/async_copy.cuh") +
          readFile(dir + "/gemm.cuh");
 }

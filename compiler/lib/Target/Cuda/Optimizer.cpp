@@ -9,8 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
-#include "moec/support/MoeDefs.h"
 #include "moe/IR/MoeOps.h"
+#include "moec/support/MoeDefs.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -23,6 +24,13 @@ namespace {
 
 constexpr int64_t kNormBlocks = 64;
 
+/// The accessor expression of a value's buffer, for a call argument: the
+/// per-tensor loops live in the device library (optim.cuh), so a kernel
+/// holds one call per tensor, not one loop.
+std::string pointer(GroupEmitter &e, Value v, bool writable) {
+  return e.bufferExpr(e.buffer(v),
+                      cast<TensorType>(v.getType()).getElementType(), writable);
+}
 
 } // namespace
 
@@ -33,7 +41,8 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
   for (Value g : norm.getInputs()) {
     auto type = cast<RankedTensorType>(g.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape())
-      return norm.emitOpError("the CUDA gradient norm takes static f32 tensors");
+      return norm.emitOpError(
+          "the CUDA gradient norm takes static f32 tensors");
   }
   // Large models have more gradients than one kernel's parameter block
   // holds: each launch sums its share into partials of its own, in stream
@@ -43,8 +52,8 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
                 "a gradient-norm launch must fit the kernel ABI");
   auto inputs = norm.getInputs();
   const size_t launches = (inputs.size() + kPerLaunch - 1) / kPerLaunch;
-  int64_t partials = e.scratch(
-      f64, {SymDim(kNormBlocks * static_cast<int64_t>(launches))});
+  int64_t partials =
+      e.scratch(f64, {SymDim(kNormBlocks * static_cast<int64_t>(launches))});
   int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
   const int64_t threads = 256;
   CodeWriter w;
@@ -58,8 +67,8 @@ LogicalResult mlir::moe::cuda::emitGlobalNormGroup(GroupEmitter &e) {
     size_t end = std::min(inputs.size(), (launch + 1) * kPerLaunch);
     for (size_t i = launch * kPerLaunch; i < end; ++i) {
       auto type = cast<RankedTensorType>(inputs[i].getType());
-      std::string p = e.declared(w, inputs[i], false, "g");
-      w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});", p,
+      w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});",
+                           pointer(e, inputs[i], false),
                            type.getNumElements()));
     }
     w.line(llvm::formatv("const moec::gptr<double> partials = {0};",
@@ -175,11 +184,9 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
                       : "");
     CodeWriter w;
     w.indent();
-    w.line("const int64_t stride = static_cast<int64_t>(gridDim.x) * "
-           "blockDim.x;");
-    w.line("const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) "
-           "+ threadIdx.x;");
     SharedScalars shared(e, w);
+    // Updates with the same hyperparameters share one moec::AdamConfig.
+    std::map<std::string, std::string> configs;
     int64_t largest = 0;
     for (size_t i = begin; i < end; ++i) {
       Operation *op = ops[i];
@@ -195,58 +202,54 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
         std::string scale = shared.value(adam.getGradScale());
         std::string rbc1 = shared.inverseCorrection(adam.getStep(), b1);
         std::string rbc2 = shared.inverseCorrection(adam.getStep(), b2);
-        CodeWriter::Scope scope(w, "");
-        std::string p = e.declared(w, adam.getParam(), false, "p");
-        std::string g = e.declared(w, adam.getGrad(), false, "g");
-        std::string m = e.declared(w, adam.getM(), false, "m");
-        std::string v = e.declared(w, adam.getV(), false, "v");
-        std::string po = e.declared(w, adam.getNewParam(), true, "po");
-        std::string mo = e.declared(w, adam.getNewM(), true, "mo");
-        std::string vo = e.declared(w, adam.getNewV(), true, "vo");
-        w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
-                             n));
-        w.line(llvm::formatv(
-            "  float pv = {0}[i], mv = {1}[i], vv = {2}[i];", p, m, v));
-        w.line(fill("  moec::adamStep(pv, mv, vv, ${g}[i], ${lr}, ${scale}, "
-                    "${beta1}, ${beta2}, ${eps}, ${weightDecay}, "
-                    "${decoupled}, ${rbc1}, ${rbc2});",
-                    {{"g", g},
-                     {"lr", lr},
-                     {"scale", scale},
-                     {"beta1", floatLiteral(b1)},
-                     {"beta2", floatLiteral(b2)},
-                     {"eps", floatLiteral(adam.getEps().convertToDouble())},
-                     {"weightDecay",
-                      floatLiteral(adam.getWeightDecay().convertToDouble())},
-                     {"decoupled", static_cast<bool>(adam.getDecoupled())},
-                     {"rbc1", rbc1},
-                     {"rbc2", rbc2}}));
-        w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv; {2}[i] = vv;", po, mo,
-                             vo));
-        w.line("}");
+        std::string fields =
+            fill("${lr}, ${scale}, ${beta1}, ${beta2}, ${eps}, ${weightDecay}, "
+                 "${rbc1}, ${rbc2}, ${decoupled}",
+                 {{"lr", lr},
+                  {"scale", scale},
+                  {"beta1", floatLiteral(b1)},
+                  {"beta2", floatLiteral(b2)},
+                  {"eps", floatLiteral(adam.getEps().convertToDouble())},
+                  {"weightDecay",
+                   floatLiteral(adam.getWeightDecay().convertToDouble())},
+                  {"rbc1", rbc1},
+                  {"rbc2", rbc2},
+                  {"decoupled", static_cast<bool>(adam.getDecoupled())}});
+        auto [config, inserted] = configs.try_emplace(fields);
+        if (inserted) {
+          config->second = e.fresh("adam");
+          w.line(llvm::formatv("const moec::AdamConfig {0}{{{1}};",
+                               config->second, fields));
+        }
+        // Arguments numbered in operand order, whatever the order in which
+        // the host compiler evaluates a call's arguments.
+        llvm::SmallVector<std::string, 7> pointers = {
+            pointer(e, adam.getParam(), false),
+            pointer(e, adam.getGrad(), false),
+            pointer(e, adam.getM(), false),
+            pointer(e, adam.getV(), false),
+            pointer(e, adam.getNewParam(), true),
+            pointer(e, adam.getNewM(), true),
+            pointer(e, adam.getNewV(), true)};
+        w.line(llvm::formatv("moec::adamUpdate({0}, {1}, {2});",
+                             llvm::join(pointers, ", "), n, config->second));
       } else {
         auto sgd = cast<SgdUpdateOp>(op);
         std::string lr = shared.value(sgd.getLr());
         std::string scale = shared.value(sgd.getGradScale());
-        CodeWriter::Scope scope(w, "");
-        std::string p = e.declared(w, sgd.getParam(), false, "p");
-        std::string g = e.declared(w, sgd.getGrad(), false, "g");
-        std::string m = e.declared(w, sgd.getM(), false, "m");
-        std::string po = e.declared(w, sgd.getNewParam(), true, "po");
-        std::string mo = e.declared(w, sgd.getNewM(), true, "mo");
-        w.line(llvm::formatv("for (int64_t i = first; i < {0}; i += stride) {{",
-                             n));
-        w.line(llvm::formatv("  float pv = {0}[i], mv = {1}[i];", p, m));
-        w.line(llvm::formatv("  moec::sgdStep(pv, mv, {0}[i], {1}, {2}, {3}, "
-                             "{4});",
-                             g, lr, scale,
-                             floatLiteral(sgd.getMomentum().convertToDouble()),
-                             floatLiteral(sgd.getWeightDecay().convertToDouble())));
-        w.line(llvm::formatv("  {0}[i] = pv; {1}[i] = mv;", po, mo));
-        w.line("}");
+        llvm::SmallVector<std::string, 7> pointers = {
+            pointer(e, sgd.getParam(), false), pointer(e, sgd.getGrad(), false),
+            pointer(e, sgd.getM(), false), pointer(e, sgd.getNewParam(), true),
+            pointer(e, sgd.getNewM(), true)};
+        w.line(llvm::formatv(
+            "moec::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5});",
+            llvm::join(pointers, ", "), n, lr, scale,
+            floatLiteral(sgd.getMomentum().convertToDouble()),
+            floatLiteral(sgd.getWeightDecay().convertToDouble())));
       }
     }
-    // Enough blocks for the largest tensor of the launch.
+    // Enough blocks for the largest tensor of the launch, four elements a
+    // thread.
     e.finishKernel(w.str(), GridDim{SymDim(largest), 256 * 4}, GridDim(),
                    GridDim(), 256);
   }
