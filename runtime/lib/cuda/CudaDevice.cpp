@@ -13,6 +13,7 @@
 #include "KernelParams.h"
 #include "KernelSource.h"
 #include "LaunchShape.h"
+#include "Precompile.h"
 #include "moec/Error.h"
 
 #include <algorithm>
@@ -21,11 +22,11 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 namespace moec::detail::cuda {
 
 namespace {
-
 
 /// Launches need no attribute up to this much dynamic shared memory.
 constexpr int64_t kDefaultDynamicShared = 48 * 1024;
@@ -262,6 +263,9 @@ public:
            const std::vector<DeviceBuffer *> &buffers) override;
 
 private:
+  /// Compiles the program's kernels that are not loaded yet, one per
+  /// hardware thread, into the kernel cache; load() then finds them there.
+  void compileMissing(const ProgramDesc &program);
   LoadedKernel &load(const ProgramDesc &program, const std::string &kernel);
   /// Launches every group of `program` on the stream.
   void launchAll(const ProgramDesc &program, const SymbolValues &symbols,
@@ -314,6 +318,20 @@ LoadedKernel &CudaDeviceImpl::load(const ProgramDesc &program,
   return kernels.emplace(kernel, loaded).first->second;
 }
 
+void CudaDeviceImpl::compileMissing(const ProgramDesc &program) {
+  std::vector<const KernelDesc *> missing;
+  std::set<std::string> seen;
+  for (const GroupDesc &group : program.groups)
+    for (const LaunchDesc &launch : group.launches) {
+      if (kernels.count(launch.kernel) || !seen.insert(launch.kernel).second)
+        continue;
+      auto desc = bundle->kernels.find(launch.kernel);
+      if (desc != bundle->kernels.end()) // load() reports a missing one
+        missing.push_back(&desc->second);
+    }
+  compileKernels(missing, archName);
+}
+
 void CudaDeviceImpl::prepare(const ProgramDesc &program) {
   if (program.groups.empty())
     throw Error(fmt::format("program '{}' has no generated kernels, so the "
@@ -325,6 +343,7 @@ void CudaDeviceImpl::prepare(const ProgramDesc &program) {
                             "bundle before preparing program '{}'",
                             program.name));
   gpu->makeCurrent();
+  compileMissing(program);
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       auto fail = [&](const std::string &what) {
@@ -462,9 +481,9 @@ void CudaDeviceImpl::finish(const ProgramDesc &program,
                             const std::string &where) {
   auto start = std::chrono::steady_clock::now();
   CUresult result = gpu->driver.cuStreamSynchronize(gpu->stream);
-  waited += std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count();
+  waited +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': {} failed on the GPU: {}; run with "
                             "MOEC_CUDA_SYNC=1 to find the kernel",

@@ -3,10 +3,10 @@
 #include "Precompile.h"
 #include "BundleData.h"
 #include "KernelCache.h"
-#include "KernelSource.h"
 #include "KernelCacheFiles.h"
-#include "moec/support/DeviceLibrary.h"
+#include "KernelSource.h"
 #include "moec/Error.h"
+#include "moec/support/DeviceLibrary.h"
 #include "moec/support/GpuArch.h"
 
 #include <fmt/format.h>
@@ -20,14 +20,8 @@
 namespace moec::detail::cuda {
 
 std::vector<PrecompiledKernel>
-precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs,
-                 bool mix) {
-  const BundleData &data = bundle.internals();
-  checkDeviceLibrary(data);
-  archNumber(arch);
-  std::vector<const KernelDesc *> kernels;
-  for (const auto &[name, kernel] : data.kernels)
-    kernels.push_back(&kernel);
+compileKernels(const std::vector<const KernelDesc *> &kernels,
+               const std::string &arch, unsigned jobs, bool mix) {
   std::vector<PrecompiledKernel> results(kernels.size());
   if (kernels.empty())
     return results;
@@ -43,8 +37,11 @@ precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs,
         const KernelDesc &kernel = *kernels[i];
         CompiledKernel compiled = compileCached(kernelTranslationUnit(kernel),
                                                 kernel.name, arch, mix);
-        results[i] = {kernel.name, compiled.cacheHit, compiled.seconds,
-                      compiled.usage, compiled.cubin.size(),
+        results[i] = {kernel.name,
+                      compiled.cacheHit,
+                      compiled.seconds,
+                      compiled.usage,
+                      compiled.cubin.size(),
                       mix ? instructionMix(compiled.ptx) : InstructionMix()};
       } catch (...) {
         std::lock_guard<std::mutex> lock(failureMutex);
@@ -68,6 +65,18 @@ precompileBundle(const Bundle &bundle, const std::string &arch, unsigned jobs,
   return results;
 }
 
+std::vector<PrecompiledKernel> precompileBundle(const Bundle &bundle,
+                                                const std::string &arch,
+                                                unsigned jobs, bool mix) {
+  const BundleData &data = bundle.internals();
+  checkDeviceLibrary(data);
+  archNumber(arch);
+  std::vector<const KernelDesc *> kernels;
+  for (const auto &[name, kernel] : data.kernels)
+    kernels.push_back(&kernel);
+  return compileKernels(kernels, arch, jobs, mix);
+}
+
 } // namespace moec::detail::cuda
 
 namespace moec {
@@ -88,7 +97,8 @@ std::string cudaTranslationUnit(const Bundle &bundle) {
 
 std::string cudaPtx(const Bundle &bundle, const std::string &arch) {
   std::string unit = cudaTranslationUnit(bundle);
-  std::string name = bundle.model().name.empty() ? "model" : bundle.model().name;
+  std::string name =
+      bundle.model().name.empty() ? "model" : bundle.model().name;
   return detail::cuda::Nvrtc::get().compile(unit, name, arch, true).ptx;
 }
 

@@ -9,6 +9,7 @@
 #ifndef MOEC_RUNTIME_CUDA_PRECOMPILE_H
 #define MOEC_RUNTIME_CUDA_PRECOMPILE_H
 
+#include "BundleData.h"
 #include "PtxasLog.h"
 #include "moec/Bundle.h"
 
@@ -19,6 +20,13 @@
 namespace moec::detail::cuda {
 
 using PrecompiledKernel = moec::PrecompiledKernel;
+
+/// Compiles `kernels` for `arch` through the process-wide kernel cache,
+/// `jobs` at a time (0: one per hardware thread); results in the order
+/// given. The first failure stops the others and is rethrown.
+std::vector<PrecompiledKernel>
+compileKernels(const std::vector<const KernelDesc *> &kernels,
+               const std::string &arch, unsigned jobs = 0, bool mix = false);
 
 /// Compiles every kernel of `bundle` for `arch` ("sm_80", "sm_90") through
 /// the process-wide kernel cache, `jobs` at a time (0: one per hardware
