@@ -101,6 +101,20 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   t1=$(date +%s.%N)
   echo "| \`moec train --steps 0\` on the cpu: load and draw $params initial weights | $(elapsed "$t0" "$t1") |"
   echo
+  echo "### The cuda device's host overhead, without a GPU"
+  echo
+  echo "\`bench/host_overhead.sh EXAMPLE 1000\`: CPU time (user + system) per"
+  echo "training step of \`moec train --device cuda\` against the test suite's"
+  echo "fake driver (nothing runs; launches are recorded), the difference of"
+  echo "a 1005-step and a 5-step run: moec's host work per step plus the fake"
+  echo "driver's bookkeeping, an upper bound on what moec adds to the driver."
+  echo
+  echo "| what | launches | CPU per step | per launch |"
+  echo "|---|---|---|---|"
+  for example in examples/moe_lm.moe examples/mae_lm.moe; do
+    bash bench/host_overhead.sh "$example" 1000
+  done
+  echo
   mhmoeSection "$threads"
   echo
   maeSection "$threads"
