@@ -36,8 +36,10 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   Value logits = router.getLogits();
   int64_t experts = cast<RankedTensorType>(logits.getType()).getShape().back();
   int64_t k = static_cast<int64_t>(router.getK());
-  if (experts > 64)
-    return router.emitOpError("the CUDA router handles at most 64 experts, "
+  // One warp holds a token's probabilities, at most 32 per lane
+  // (moec::kRouterMaxExperts).
+  if (experts > 1024)
+    return router.emitOpError("the CUDA router handles at most 1024 experts, "
                               "got ")
            << experts;
   int64_t d = linear
