@@ -7,10 +7,10 @@
 // the softmax (zero for masked tokens), the top-k (ties to the lower expert;
 // MoA's sampled extra choices drawn from the Philox stream) and the gate
 // weights, and each block leaves its loss partial sums in scratch. The last
-// block to finish (integer ticket) adds the partials in block order, assigns
-// capacity positions in priority order (choice-major; tokens in order or by
-// descending top-1 probability) and drops what overflows or has probability
-// 0. Everything is in a fixed order: results do not depend on timing.
+// block to finish (integer ticket) adds the partials in block order. The
+// priority order and the capacity slots follow in launches of their own
+// (router_tail.cuh). Everything is in a fixed order: results do not depend
+// on timing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,10 +31,10 @@ struct RouterParams {
   // Outputs (null when nobody reads them).
   gptr<float> logits, probs, gates, load, balance, zloss;
   gptr<int32_t> expert, slot;
-  // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], order [T],
-  // live [T * K] (1: the assignment's probability is > 0), ticket [1].
+  // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], live [T * K]
+  // (1: the assignment's probability is > 0), ticket [1].
   gptr<float> zPart, pPart, top1;
-  gptr<int32_t> order, live;
+  gptr<int32_t> live;
   gptr<unsigned> ticket;
   double capacityFactor;
   int64_t minCapacity;
@@ -338,84 +338,10 @@ MOEC_DEVICE void routerLosses(const RouterParams &r, sptr<int> counts,
   }
 }
 
-/// Phase 5, the last block, batch-priority routing only: the tokens by
-/// descending top-1 probability (ties to the lower token) into order.
-template <int THREADS>
-MOEC_DEVICE void routerPriorityOrder(const RouterParams &r) {
-  const int64_t n = r.tokens;
-  for (int64_t t1 = threadIdx.x; t1 < n; t1 += THREADS) {
-    float mine = r.top1[t1];
-    int64_t rank = 0;
-    for (int64_t t2 = 0; t2 < n; ++t2) {
-      float other = r.top1[t2];
-      rank += other > mine || (other == mine && t2 < t1);
-    }
-    r.order[rank] = static_cast<int32_t>(t1);
-  }
-  __syncthreads();
-}
-
-/// Phase 6, the last block: capacity positions choice-major, in priority
-/// order; an assignment past the capacity, or not live, is dropped (slot
-/// -1, gate 0) and a dead one takes no position. Writes the load (kept
-/// assignments per expert).
-template <int E, int K, int THREADS, Capacity Cap, bool Bpr>
-MOEC_DEVICE void routerSlots(const RouterParams &r) {
-  constexpr int kWarps = THREADS / 32;
-  MOEC_SHARED(int, kept, E);
-  MOEC_SHARED(int, running, E);
-  MOEC_SHARED(int, scanScratch, kWarps);
-  const int64_t n = r.tokens;
-  const int64_t capacity =
-      Cap == Capacity::None
-          ? (int64_t(1) << 62)
-          : routerCapacity<E, K, Cap>(n, r.capacityFactor, r.minCapacity);
-  for (int e = threadIdx.x; e < E; e += THREADS) {
-    kept[e] = 0;
-    running[e] = 0;
-  }
-  __syncthreads();
-  for (int j = 0; j < K; ++j)
-    for (int64_t c0 = 0; c0 < n; c0 += THREADS) {
-      int64_t pos = c0 + threadIdx.x;
-      int64_t tok = pos < n ? (Bpr ? r.order[pos] : pos) : -1;
-      const bool dead = tok >= 0 && r.live[tok * K + j] == 0;
-      int myE = tok >= 0 && !dead ? r.expert[tok * K + j] : -1;
-      if (dead) {
-        if (r.slot)
-          r.slot[tok * K + j] = -1;
-        if (r.gates)
-          r.gates[tok * K + j] = 0.0f;
-      }
-      for (int e = 0; e < E; ++e) {
-        int total;
-        int before = blockExclusiveScan<THREADS>(myE == e ? 1 : 0, scanScratch,
-                                                 total);
-        if (myE == e) {
-          int64_t slot = running[e] + before;
-          bool keep = slot < capacity;
-          if (r.slot)
-            r.slot[tok * K + j] = keep ? static_cast<int32_t>(slot) : -1;
-          if (!keep && r.gates)
-            r.gates[tok * K + j] = 0.0f;
-          if (keep)
-            atomicAdd(&kept[e], 1);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0)
-          running[e] += total;
-        __syncthreads();
-      }
-    }
-  for (int e = threadIdx.x; e < E; e += THREADS)
-    if (r.load)
-      r.load[e] = static_cast<float>(kept[e]);
-}
-
 /// grid ceil(T / (THREADS / 32)); one warp per token for phases 1-3, then
-/// the last block to finish (integer ticket) runs phases 4-6.
+/// the last block to finish (integer ticket) runs phase 4.
 template <int D, int E, int K, int S, int THREADS, bool Linear,
-          GateWeighting Gate, Capacity Cap, bool Bpr, BalanceLoss Balance>
+          GateWeighting Gate, bool Bpr, BalanceLoss Balance>
 MOEC_DEVICE void routerKernel(const RouterParams r) {
   static_assert(E <= kRouterMaxExperts,
                 "a lane marks its taken experts in one 32-bit mask");
@@ -434,9 +360,6 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
   MOEC_SHARED(int, counts, E + 2);
   MOEC_SHARED(float, pMean, E);
   routerLosses<E, K, THREADS, Balance>(r, counts, pMean);
-  if (Bpr)
-    routerPriorityOrder<THREADS>(r);
-  routerSlots<E, K, THREADS, Cap, Bpr>(r);
 }
 
 /// d logits of moe.topk_router for one token per warp (grid ceil(T /
