@@ -71,23 +71,23 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                                       cast<TensorType>(v.getType()).getElementType(),
                                       writable)));
   };
-  // What the router kernel and the slots kernel share: the sizes, the
-  // routing and the capacity.
-  auto common = [&](CodeWriter &w) {
+  auto begin = [&](CodeWriter &w) {
     w.line("moec::RouterParams r{};");
     w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});",
                          e.scalar(tokens)));
+  };
+  // What the router kernel and the slots kernel both write.
+  auto routing = [&](CodeWriter &w) {
     set(w, "gates", router.getGates(), true);
     // expert is also read back by the tail: always stored.
     w.line(llvm::formatv("r.expert = {0};",
                          e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
-    w.line(llvm::formatv("r.live = {0};", scratch(live, i32, true)));
   };
 
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  common(w);
+  begin(w);
   if (linear) {
     set(w, "h", linear.getX(), false);
     set(w, "w", linear.getWeight(), false);
@@ -101,6 +101,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.stream = {0}ull;",
                        static_cast<uint64_t>(router.getStream())));
   set(w, "probs", router.getProbs(), true);
+  routing(w);
   if (balance)
     set(w, "balance", balance.getLoss(), true);
   if (zloss)
@@ -108,6 +109,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.zPart = {0};", scratch(zPart, f32, true)));
   w.line(llvm::formatv("r.pPart = {0};", scratch(pPart, f32, true)));
   w.line(llvm::formatv("r.top1 = {0};", scratch(top1, f32, true)));
+  w.line(llvm::formatv("r.live = {0};", scratch(live, i32, true)));
   w.line(llvm::formatv("r.ticket = moec::bufferArg<unsigned>(p, {0});",
                        e.argument(ticket)));
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
@@ -196,7 +198,8 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   e.beginKernel("slots");
   CodeWriter sw;
   sw.indent();
-  common(sw);
+  begin(sw);
+  routing(sw);
   set(sw, "slot", router.getSlot(), true);
   if (load)
     set(sw, "load", load.getLoad(), true);
