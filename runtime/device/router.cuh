@@ -2,13 +2,15 @@
 //
 // One kernel for moe.linear (router logits) + moe.topk_router + moe.z_loss +
 // moe.switch_loss + moe.expert_load. One warp per token computes the logits,
+// each lane holding experts lane, lane + 32, ... (E / 32 rounded up, at
+// most 32 per lane, so E <= 1024),
 // the softmax (zero for masked tokens), the top-k (ties to the lower expert;
 // MoA's sampled extra choices drawn from the Philox stream) and the gate
 // weights, and each block leaves its loss partial sums in scratch. The last
-// block to finish (integer ticket) adds the partials in block order, assigns
-// capacity positions in priority order (choice-major; tokens in order or by
-// descending top-1 probability) and drops what overflows or has probability
-// 0. Everything is in a fixed order: results do not depend on timing.
+// block to finish (integer ticket) adds the partials in block order. The
+// priority order and the capacity slots follow in launches of their own
+// (router_tail.cuh). Everything is in a fixed order: results do not depend
+// on timing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,14 +31,21 @@ struct RouterParams {
   // Outputs (null when nobody reads them).
   gptr<float> logits, probs, gates, load, balance, zloss;
   gptr<int32_t> expert, slot;
-  // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], order [T],
-  // live [T * K] (1: the assignment's probability is > 0), ticket [1].
+  // Scratch: zPart [blocks], pPart [blocks * E], top1 [T], live [T * K]
+  // (1: the assignment's probability is > 0), ticket [1].
   gptr<float> zPart, pPart, top1;
-  gptr<int32_t> order, live;
+  gptr<int32_t> live;
   gptr<unsigned> ticket;
   double capacityFactor;
   int64_t minCapacity;
 };
+
+/// Experts per lane when a warp holds one token's E probabilities.
+constexpr int routerPerLane(int experts) { return (experts + 31) / 32; }
+
+/// The most experts a warp holds: a lane's taken experts are the bits of
+/// one 32-bit mask.
+constexpr int kRouterMaxExperts = 32 * 32;
 
 /// The floor of the renorm gate's denominator: float32's epsilon (Tutel).
 constexpr float kRenormEpsilon = 1.1920928955078125e-07f;
@@ -56,12 +65,16 @@ MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
 }
 
 /// Phase 1, one warp per token: the logits (computed from h and w, or read),
-/// the softmax into p (two experts per lane) and the token's z-loss term.
+/// the softmax into p (expert lane + 32 s in p[s]) and the token's z-loss
+/// term.
 template <int D, int E, bool Linear>
 MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
-                                float (&p)[2]) {
-  float l[2] = {-3.0e38f, -3.0e38f};
-  for (int s = 0; s < 2; ++s) {
+                                float (&p)[routerPerLane(E)]) {
+  constexpr int kPer = routerPerLane(E);
+  float l[kPer];
+  float mine = -3.0e38f;
+  for (int s = 0; s < kPer; ++s) {
+    l[s] = -3.0e38f;
     int e = lane + 32 * s;
     if (e >= E)
       continue;
@@ -76,19 +89,20 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
       v = r.logitsIn[t * E + e];
     }
     l[s] = v;
+    mine = v > mine ? v : mine;
     if (r.logits)
       r.logits[t * E + e] = v;
   }
-  float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
+  float mx = warpMax(mine);
   float sum = 0.0f;
-  for (int s = 0; s < 2; ++s)
+  for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E) {
       p[s] = expf(l[s] - mx);
       sum += p[s];
     }
   sum = warpSum(sum);
   const bool masked = r.mask && r.mask[t] == 0;
-  for (int s = 0; s < 2; ++s)
+  for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E) {
       p[s] = masked ? 0.0f : p[s] / sum;
       if (r.probs)
@@ -98,21 +112,36 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
   return lse * lse;
 }
 
+/// Expert e's value of p (e uniform over the warp) on every lane: a select
+/// over p's slots rather than p[e / 32], which would put p in local memory.
+template <int E>
+MOEC_DEVICE float routerExpertValue(const float (&p)[routerPerLane(E)],
+                                    int e) {
+  float mine = 0.0f;
+  for (int s = 0; s < routerPerLane(E); ++s)
+    if (s == e / 32)
+      mine = p[s];
+  return __shfl_sync(kFullMask, mine, e % 32);
+}
+
+/// Whether expert e (uniform over the warp) is taken, on every lane.
+MOEC_DEVICE bool routerExpertTaken(unsigned taken, int e) {
+  return __shfl_sync(kFullMask, static_cast<int>((taken >> (e / 32)) & 1u),
+                     e % 32) != 0;
+}
+
 /// MoA's sample_topk draw of choice j: the first untaken expert (index
 /// order) whose running weight p + 1e-6 exceeds u * (the total), in double,
-/// as the cpu kernel does; every lane computes the same pick.
+/// as the cpu kernel does; every lane computes the same pick. Bit s of
+/// `taken` is expert lane + 32 s.
 template <int E, int K>
 MOEC_DEVICE int routerSample(const RouterParams &r, int64_t t, int j,
-                             const float (&p)[2], const bool (&taken)[2]) {
+                             const float (&p)[routerPerLane(E)],
+                             unsigned taken) {
   double total = 0.0;
-  for (int e = 0; e < E; ++e) {
-    const float pe = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
-    const bool te =
-        __shfl_sync(kFullMask, (e < 32 ? taken[0] : taken[1]) ? 1 : 0,
-                    e % 32) != 0;
-    if (!te)
-      total += static_cast<double>(pe) + 1e-6;
-  }
+  for (int e = 0; e < E; ++e)
+    if (!routerExpertTaken(taken, e))
+      total += static_cast<double>(routerExpertValue<E>(p, e)) + 1e-6;
   const double target =
       philoxUniform(static_cast<uint64_t>(r.seed[0]), r.stream,
                     static_cast<uint64_t>(t * K + j)) *
@@ -120,11 +149,8 @@ MOEC_DEVICE int routerSample(const RouterParams &r, int64_t t, int j,
   double running = 0.0;
   int pick = -1;
   for (int e = 0; e < E; ++e) {
-    const float pe = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
-    const bool te =
-        __shfl_sync(kFullMask, (e < 32 ? taken[0] : taken[1]) ? 1 : 0,
-                    e % 32) != 0;
-    if (te || (pick >= 0 && running > target))
+    const float pe = routerExpertValue<E>(p, e);
+    if (routerExpertTaken(taken, e) || (pick >= 0 && running > target))
       continue;
     pick = e;
     running += static_cast<double>(pe) + 1e-6;
@@ -138,30 +164,28 @@ MOEC_DEVICE int routerSample(const RouterParams &r, int64_t t, int j,
 /// batch-priority routing) the top-1 probability.
 template <int E, int K, int S, GateWeighting Gate, bool Bpr>
 MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
-                            const float (&p)[2]) {
-  bool taken[2] = {false, false};
+                            const float (&p)[routerPerLane(E)]) {
+  constexpr int kPer = routerPerLane(E);
+  unsigned taken = 0; // bit s: expert lane + 32 s
   float chosen[K];
   int chosenExpert[K];
   float selSum = 0.0f;
   for (int j = 0; j < K; ++j) {
     if (j >= K - S) {
       const int e = routerSample<E, K>(r, t, j, p, taken);
-      if (lane == e % 32) {
-        if (e < 32)
-          taken[0] = true;
-        else
-          taken[1] = true;
-      }
-      chosen[j] = __shfl_sync(kFullMask, e < 32 ? p[0] : p[1], e % 32);
+      if (lane == e % 32)
+        taken |= 1u << (e / 32);
+      chosen[j] = routerExpertValue<E>(p, e);
       chosenExpert[j] = e;
       selSum += chosen[j];
       continue;
     }
     float best = -1.0f;
     int bestE = 1 << 30;
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < kPer; ++s) {
       int e = lane + 32 * s;
-      if (e < E && !taken[s] && (p[s] > best || (p[s] == best && e < bestE))) {
+      if (e < E && !((taken >> s) & 1u) &&
+          (p[s] > best || (p[s] == best && e < bestE))) {
         best = p[s];
         bestE = e;
       }
@@ -174,9 +198,8 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
         bestE = oe;
       }
     }
-    for (int s = 0; s < 2; ++s)
-      if (lane + 32 * s == bestE)
-        taken[s] = true;
+    if (lane == bestE % 32)
+      taken |= 1u << (bestE / 32);
     chosen[j] = best;
     chosenExpert[j] = bestE;
     selSum += best;
@@ -202,31 +225,35 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
 }
 
 /// Phase 3, every block: its z-loss sum and probability mass per expert,
-/// in warp order, into zPart / pPart.
+/// in warp order, into zPart / pPart. The experts go through shared memory
+/// 32 at a time (p[s] of every warp), so it does not grow with E.
 template <int E, int THREADS>
 MOEC_DEVICE void routerBlockPartials(const RouterParams &r, int lane, int warp,
-                                     float z, const float (&p)[2]) {
+                                     float z,
+                                     const float (&p)[routerPerLane(E)]) {
   constexpr int kWarps = THREADS / 32;
   MOEC_SHARED(float, zWarp, kWarps);
-  MOEC_SHARED(float, pWarp, kWarps * E);
+  MOEC_SHARED(float, pWarp, kWarps * 32);
   if (lane == 0)
     zWarp[warp] = z;
-  for (int s = 0; s < 2; ++s)
-    if (lane + 32 * s < E)
-      pWarp[warp * E + lane + 32 * s] = p[s];
-  __syncthreads();
   const int64_t block = blockIdx.x;
+  for (int s = 0; s < routerPerLane(E); ++s) {
+    pWarp[warp * 32 + lane] = p[s];
+    __syncthreads();
+    const int e = 32 * s + static_cast<int>(threadIdx.x);
+    if (threadIdx.x < 32 && e < E) {
+      float ps = 0.0f;
+      for (int w = 0; w < kWarps; ++w)
+        ps += pWarp[w * 32 + threadIdx.x];
+      r.pPart[block * E + e] = ps;
+    }
+    __syncthreads(); // pWarp is read before the next experts overwrite it
+  }
   if (threadIdx.x == 0) {
     float zs = 0.0f;
     for (int w = 0; w < kWarps; ++w)
       zs += zWarp[w];
     r.zPart[block] = zs;
-  }
-  for (int e = threadIdx.x; e < E; e += THREADS) {
-    float ps = 0.0f;
-    for (int w = 0; w < kWarps; ++w)
-      ps += pWarp[w * E + e];
-    r.pPart[block * E + e] = ps;
   }
 }
 
@@ -311,91 +338,18 @@ MOEC_DEVICE void routerLosses(const RouterParams &r, sptr<int> counts,
   }
 }
 
-/// Phase 5, the last block, batch-priority routing only: the tokens by
-/// descending top-1 probability (ties to the lower token) into order.
-template <int THREADS>
-MOEC_DEVICE void routerPriorityOrder(const RouterParams &r) {
-  const int64_t n = r.tokens;
-  for (int64_t t1 = threadIdx.x; t1 < n; t1 += THREADS) {
-    float mine = r.top1[t1];
-    int64_t rank = 0;
-    for (int64_t t2 = 0; t2 < n; ++t2) {
-      float other = r.top1[t2];
-      rank += other > mine || (other == mine && t2 < t1);
-    }
-    r.order[rank] = static_cast<int32_t>(t1);
-  }
-  __syncthreads();
-}
-
-/// Phase 6, the last block: capacity positions choice-major, in priority
-/// order; an assignment past the capacity, or not live, is dropped (slot
-/// -1, gate 0) and a dead one takes no position. Writes the load (kept
-/// assignments per expert).
-template <int E, int K, int THREADS, Capacity Cap, bool Bpr>
-MOEC_DEVICE void routerSlots(const RouterParams &r) {
-  constexpr int kWarps = THREADS / 32;
-  MOEC_SHARED(int, kept, E);
-  MOEC_SHARED(int, running, E);
-  MOEC_SHARED(int, scanScratch, kWarps);
-  const int64_t n = r.tokens;
-  const int64_t capacity =
-      Cap == Capacity::None
-          ? (int64_t(1) << 62)
-          : routerCapacity<E, K, Cap>(n, r.capacityFactor, r.minCapacity);
-  for (int e = threadIdx.x; e < E; e += THREADS) {
-    kept[e] = 0;
-    running[e] = 0;
-  }
-  __syncthreads();
-  for (int j = 0; j < K; ++j)
-    for (int64_t c0 = 0; c0 < n; c0 += THREADS) {
-      int64_t pos = c0 + threadIdx.x;
-      int64_t tok = pos < n ? (Bpr ? r.order[pos] : pos) : -1;
-      const bool dead = tok >= 0 && r.live[tok * K + j] == 0;
-      int myE = tok >= 0 && !dead ? r.expert[tok * K + j] : -1;
-      if (dead) {
-        if (r.slot)
-          r.slot[tok * K + j] = -1;
-        if (r.gates)
-          r.gates[tok * K + j] = 0.0f;
-      }
-      for (int e = 0; e < E; ++e) {
-        int total;
-        int before = blockExclusiveScan<THREADS>(myE == e ? 1 : 0, scanScratch,
-                                                 total);
-        if (myE == e) {
-          int64_t slot = running[e] + before;
-          bool keep = slot < capacity;
-          if (r.slot)
-            r.slot[tok * K + j] = keep ? static_cast<int32_t>(slot) : -1;
-          if (!keep && r.gates)
-            r.gates[tok * K + j] = 0.0f;
-          if (keep)
-            atomicAdd(&kept[e], 1);
-        }
-        __syncthreads();
-        if (threadIdx.x == 0)
-          running[e] += total;
-        __syncthreads();
-      }
-    }
-  for (int e = threadIdx.x; e < E; e += THREADS)
-    if (r.load)
-      r.load[e] = static_cast<float>(kept[e]);
-}
-
 /// grid ceil(T / (THREADS / 32)); one warp per token for phases 1-3, then
-/// the last block to finish (integer ticket) runs phases 4-6.
+/// the last block to finish (integer ticket) runs phase 4.
 template <int D, int E, int K, int S, int THREADS, bool Linear,
-          GateWeighting Gate, Capacity Cap, bool Bpr, BalanceLoss Balance>
+          GateWeighting Gate, bool Bpr, BalanceLoss Balance>
 MOEC_DEVICE void routerKernel(const RouterParams r) {
-  static_assert(E <= 64, "the router keeps two experts per lane");
+  static_assert(E <= kRouterMaxExperts,
+                "a lane marks its taken experts in one 32-bit mask");
   constexpr int kWarps = THREADS / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   float z = 0.0f;
-  float p[2] = {0.0f, 0.0f};
+  float p[routerPerLane(E)] = {};
   if (t < r.tokens) {
     z = routerSoftmax<D, E, Linear>(r, t, lane, p);
     routerTopK<E, K, S, Gate, Bpr>(r, t, lane, p);
@@ -406,9 +360,6 @@ MOEC_DEVICE void routerKernel(const RouterParams r) {
   MOEC_SHARED(int, counts, E + 2);
   MOEC_SHARED(float, pMean, E);
   routerLosses<E, K, THREADS, Balance>(r, counts, pMean);
-  if (Bpr)
-    routerPriorityOrder<THREADS>(r);
-  routerSlots<E, K, THREADS, Cap, Bpr>(r);
 }
 
 /// d logits of moe.topk_router for one token per warp (grid ceil(T /
@@ -423,8 +374,9 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
   if (t >= tokens)
     return;
-  float p[2] = {0.0f, 0.0f}, dp[2] = {0.0f, 0.0f}, direct[2] = {0.0f, 0.0f};
-  for (int s = 0; s < 2; ++s) {
+  constexpr int kPer = routerPerLane(E);
+  float p[kPer] = {}, dp[kPer] = {}, direct[kPer] = {};
+  for (int s = 0; s < kPer; ++s) {
     int e = lane + 32 * s;
     if (e < E) {
       p[s] = probs[t * E + e];
@@ -445,7 +397,7 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
       int e = expert[t * K + j];
       bool kept = slot[t * K + j] >= 0;
       float dg = kept ? dgates[t * K + j] : 0.0f;
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < kPer; ++s) {
         if (lane + 32 * s != e)
           continue;
         if (Gate == GateWeighting::Raw)
@@ -465,8 +417,11 @@ MOEC_DEVICE void routerGradRows(int64_t tokens, gptr<const float> probs,
       }
     }
   }
-  float dot = warpSum(dp[0] * p[0] + dp[1] * p[1]);
-  for (int s = 0; s < 2; ++s) {
+  float mine = 0.0f;
+  for (int s = 0; s < kPer; ++s)
+    mine += dp[s] * p[s];
+  float dot = warpSum(mine);
+  for (int s = 0; s < kPer; ++s) {
     int e = lane + 32 * s;
     if (e < E)
       dlogits[t * E + e] = p[s] * (dp[s] - dot) + direct[s];
@@ -481,19 +436,22 @@ MOEC_DEVICE void zLossGradRows(int64_t tokens, gptr<const float> logits,
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (THREADS / 32) + warp;
   if (t >= tokens)
     return;
-  float l[2] = {-3.0e38f, -3.0e38f};
-  for (int s = 0; s < 2; ++s)
-    if (lane + 32 * s < E)
-      l[s] = logits[t * E + lane + 32 * s];
-  float mx = warpMax(l[0] > l[1] ? l[0] : l[1]);
+  constexpr int kPer = routerPerLane(E);
+  float l[kPer];
+  float mine = -3.0e38f;
+  for (int s = 0; s < kPer; ++s) {
+    l[s] = lane + 32 * s < E ? logits[t * E + lane + 32 * s] : -3.0e38f;
+    mine = l[s] > mine ? l[s] : mine;
+  }
+  float mx = warpMax(mine);
   float sum = 0.0f;
-  for (int s = 0; s < 2; ++s)
+  for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E)
       sum += expf(l[s] - mx);
   sum = warpSum(sum);
   const float lse = mx + logf(sum);
   const float scale = dloss[0] * 2.0f * lse / static_cast<float>(tokens);
-  for (int s = 0; s < 2; ++s)
+  for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E)
       dlogits[t * E + lane + 32 * s] = scale * expf(l[s] - mx) / sum;
 }

@@ -143,7 +143,7 @@ std::vector<SettingInfo> moeLayerSettings(bool multiHead) {
                         {"linear", "xmoe"}));
   }
   s.push_back(range(required(setting("experts", T::Integer,
-                                     "the number of experts E")),
+                                     "the number of experts E, at most 1024")),
                     1.0));
   s.push_back(range(fallback(setting("k", T::Integer,
                                      byKind("experts per token (at most E)",
@@ -518,7 +518,7 @@ std::vector<OwnerInfo> buildSchema() {
     std::vector<SettingInfo> settings = {
         range(required(setting("experts", T::Integer,
                                "attention experts E (query and output "
-                               "projections)")),
+                               "projections), at most 1024")),
               1.0),
         range(fallback(setting("k", T::Integer,
                                "experts (heads) per query token, at most E"),

@@ -605,9 +605,7 @@ private:
       reporter.error(s.get("k")->range.Start)
           << "k (" << a.k << ") exceeds the number of experts (" << a.experts
           << ")";
-    if (a.experts > 64)
-      reporter.error(s.get("experts")->range.Start)
-          << "a router handles at most 64 experts, got " << a.experts;
+    checkRouterExperts(s, a.experts);
     a.headDim = analyzeHeadDim(s, m, a.k, "k");
     a.gate = *symbolizeGateWeighting(
         s.schema().find("gate")->choices[s.getChoice("gate")]);
@@ -638,6 +636,18 @@ private:
     return f;
   }
 
+  /// The CUDA router (runtime/device/router.cuh) holds a token's
+  /// probabilities in one warp, at most 32 per lane, and marks a lane's
+  /// chosen experts in a 32-bit mask: 1024 experts at most.
+  void checkRouterExperts(Settings &s, int64_t experts) {
+    constexpr int64_t kMaxRouterExperts = 1024;
+    if (experts > kMaxRouterExperts)
+      reporter.error(s.get("experts")->range.Start)
+          << "a router handles at most " << kMaxRouterExperts
+          << " experts (32 per lane of the warp that routes a token), got "
+          << experts;
+  }
+
   MoeLayerSpec analyzeMoe(const SpecNode &node, const ModelSpec &m,
                           bool multiHead) {
     MoeLayerSpec e;
@@ -652,6 +662,7 @@ private:
       reporter.error(s.get("k")->range.Start)
           << "k (" << e.k << ") exceeds the number of experts ("
           << e.experts << ")";
+    checkRouterExperts(s, e.experts);
     e.hidden = s.getInt("hidden");
     e.activation = s.getEnum<Activation>("activation");
     e.glu = s.getBool("glu");

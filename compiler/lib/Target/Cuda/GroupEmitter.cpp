@@ -278,25 +278,26 @@ StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
                                         : "moec::gemmTile";
 }
 
-namespace {
-
-/// The counting sort's tiles and block size: TILES * numKeys counts, and
-/// every tile walked in chunks of kSortThreads elements.
-constexpr int64_t kSortTiles = 64, kSortThreads = 256;
-
-} // namespace
-
-CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
-                                               int64_t numKeys) {
-  Type i32 = IntegerType::get(keys.getContext(), 32);
-  SymDim n = e.numElements(keys);
+CountingSort mlir::moe::cuda::countingSortScratch(GroupEmitter &e,
+                                                  const SymDim &n,
+                                                  int64_t numKeys,
+                                                  bool scatter) {
+  Type i32 = IntegerType::get(e.first()->getContext(), 32);
   int64_t keyBlocks = (numKeys + kSortThreads - 1) / kSortThreads;
   CountingSort s;
   s.counts = e.scratch(i32, {SymDim(kSortTiles * numKeys)});
   s.rank = e.scratch(i32, {n});
   s.totals = e.scratch(i32, {SymDim(std::max<int64_t>(1, keyBlocks))});
   s.offsets = e.scratch(i32, {SymDim(numKeys + 1)});
-  s.order = e.scratch(i32, {n});
+  s.order = scatter ? e.scratch(i32, {n}) : -1;
+  return s;
+}
+
+void mlir::moe::cuda::emitCountingSortPhases(
+    GroupEmitter &e, const CountingSort &s, StringRef prefix, const SymDim &n,
+    int64_t numKeys, llvm::function_ref<std::string(CodeWriter &)> keys,
+    bool scatter) {
+  Type i32 = IntegerType::get(e.first()->getContext(), 32);
   auto buffer = [&](int64_t id, bool writable) {
     return e.bufferExpr(e.argument(id), i32, writable);
   };
@@ -304,15 +305,15 @@ CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
   // One phase: `body` writes the device library call.
   auto phase = [&](StringRef name, GridDim grid,
                    llvm::function_ref<void(CodeWriter &)> body) {
-    e.beginKernel(name);
+    e.beginKernel((prefix + name).str());
     CodeWriter w;
     w.indent();
     body(w);
     e.finishKernel(w.str(), grid, GridDim(), GridDim(), kSortThreads);
   };
-  phase("sort_rank", GridDim{SymDim(kSortTiles), 1}, [&](CodeWriter &w) {
+  phase("rank", GridDim{SymDim(kSortTiles), 1}, [&](CodeWriter &w) {
     e.declareScalar(w, "n", n);
-    std::string k = e.declared(w, keys, false, "keys");
+    std::string k = keys(w);
     w.line(fill("moec::sortRank${params}(n, ${K}, ${keys}, ${counts}, "
                 "${rank});",
                 {{"params", params},
@@ -321,28 +322,27 @@ CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
                  {"counts", buffer(s.counts, true)},
                  {"rank", buffer(s.rank, true)}}));
   });
-  phase("sort_count", GridDim{SymDim(numKeys), kSortThreads},
-        [&](CodeWriter &w) {
-          w.line(fill("moec::sortCount${params}(${K}, ${counts}, ${offsets}, "
-                      "${totals});",
-                      {{"params", params},
-                       {"K", numKeys},
-                       {"counts", buffer(s.counts, true)},
-                       {"offsets", buffer(s.offsets, true)},
-                       {"totals", buffer(s.totals, true)}}));
-        });
-  phase("sort_offsets", GridDim{SymDim(numKeys), kSortThreads},
-        [&](CodeWriter &w) {
-          w.line(fill("moec::sortOffsets<${threads}>(${K}, ${totals}, "
-                      "${offsets});",
-                      {{"threads", kSortThreads},
-                       {"K", numKeys},
-                       {"totals", buffer(s.totals, false)},
-                       {"offsets", buffer(s.offsets, true)}}));
-        });
-  phase("sort_scatter", GridDim{n, kSortThreads}, [&](CodeWriter &w) {
+  phase("count", GridDim{SymDim(numKeys), kSortThreads}, [&](CodeWriter &w) {
+    w.line(fill("moec::sortCount${params}(${K}, ${counts}, ${offsets}, "
+                "${totals});",
+                {{"params", params},
+                 {"K", numKeys},
+                 {"counts", buffer(s.counts, true)},
+                 {"offsets", buffer(s.offsets, true)},
+                 {"totals", buffer(s.totals, true)}}));
+  });
+  if (!scatter)
+    return;
+  phase("offsets", GridDim{SymDim(numKeys), kSortThreads}, [&](CodeWriter &w) {
+    w.line(fill("moec::sortOffsets<${threads}>(${K}, ${totals}, ${offsets});",
+                {{"threads", kSortThreads},
+                 {"K", numKeys},
+                 {"totals", buffer(s.totals, false)},
+                 {"offsets", buffer(s.offsets, true)}}));
+  });
+  phase("scatter", GridDim{n, kSortThreads}, [&](CodeWriter &w) {
     e.declareScalar(w, "n", n);
-    std::string k = e.declared(w, keys, false, "keys");
+    std::string k = keys(w);
     w.line(fill("moec::sortScatter${params}(n, ${K}, ${keys}, ${counts}, "
                 "${rank}, ${offsets}, ${order});",
                 {{"params", params},
@@ -353,5 +353,15 @@ CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
                  {"offsets", buffer(s.offsets, false)},
                  {"order", buffer(s.order, true)}}));
   });
+}
+
+CountingSort mlir::moe::cuda::emitCountingSort(GroupEmitter &e, Value keys,
+                                               int64_t numKeys) {
+  SymDim n = e.numElements(keys);
+  CountingSort s = countingSortScratch(e, n, numKeys, /*scatter=*/true);
+  emitCountingSortPhases(
+      e, s, "sort_", n, numKeys,
+      [&](CodeWriter &w) { return e.declared(w, keys, false, "keys"); },
+      /*scatter=*/true);
   return s;
 }

@@ -129,12 +129,32 @@ std::string deviceEnum(PoolWindow value);
 StringRef gemmTileFunction(Value a, Value b, int64_t tm, int64_t tn,
                            int64_t tk, int64_t threads);
 
+/// The counting sort's tiles and block size: TILES * numKeys counts, and
+/// every tile walked in chunks of kSortThreads elements.
+constexpr int64_t kSortTiles = 64, kSortThreads = 256;
+
 /// The scratch buffers of a counting sort (runtime/device/sort.cuh), all
 /// int32: `order` holds the element indices grouped by key, stably, and
-/// `offsets` (numKeys + 1) where each key's run starts.
+/// `offsets` (numKeys + 1) where each key's run starts. Without the scatter
+/// there is no `order` (-1), and `offsets` holds each key's total.
 struct CountingSort {
   int64_t counts, rank, totals, offsets, order;
 };
+
+/// The scratch of a counting sort of n keys in [0, numKeys), with the
+/// `order` buffer only for a sort that scatters.
+CountingSort countingSortScratch(GroupEmitter &e, const SymDim &n,
+                                 int64_t numKeys, bool scatter);
+
+/// Emits sort.cuh's launches over the n int32 keys that `keys` (called in
+/// each kernel) names, as phases `prefix`rank, count, offsets and scatter
+/// of the group; without `scatter`, only rank and count: then counts[t][k]
+/// holds the keys k in the tiles before t and offsets[k] their total.
+void emitCountingSortPhases(GroupEmitter &e, const CountingSort &s,
+                            StringRef prefix, const SymDim &n,
+                            int64_t numKeys,
+                            llvm::function_ref<std::string(CodeWriter &)> keys,
+                            bool scatter);
 
 /// Emits the four launches of sort.cuh's stable counting sort of the int32
 /// `keys` in [0, numKeys) (others are left out), as phases "sort_*" of the

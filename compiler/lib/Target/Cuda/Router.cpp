@@ -4,6 +4,7 @@
 #include "moe/IR/MoeOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -36,8 +37,10 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   Value logits = router.getLogits();
   int64_t experts = cast<RankedTensorType>(logits.getType()).getShape().back();
   int64_t k = static_cast<int64_t>(router.getK());
-  if (experts > 64)
-    return router.emitOpError("the CUDA router handles at most 64 experts, "
+  // One warp holds a token's probabilities, at most 32 per lane
+  // (moec::kRouterMaxExperts).
+  if (experts > 1024)
+    return router.emitOpError("the CUDA router handles at most 1024 experts, "
                               "got ")
            << experts;
   int64_t d = linear
@@ -45,21 +48,22 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                   : 0;
   int64_t threads = e.tile(e.tiles().getThreads()), warps = threads / 32;
   SymDim tokens = e.rowsOf(logits);
+  SymDim assignments = tokens * SymDim(k);
+  const bool bpr = router.getPriority() == Priority::Bpr;
   MLIRContext *ctx = e.first()->getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
   int64_t zPart = e.scratch(f32, {tokens});
   int64_t pPart = e.scratch(f32, {tokens * SymDim(experts)});
   int64_t top1 = e.scratch(f32, {tokens});
-  int64_t order = e.scratch(i32, {tokens});
-  int64_t live = e.scratch(i32, {tokens * SymDim(k)});
+  int64_t live = e.scratch(i32, {assignments});
   int64_t ticket = e.scratch(i32, {SymDim(1)}, "ticket");
+  auto scratch = [&](int64_t id, Type type, bool writable) {
+    return e.bufferExpr(e.argument(id), type, writable);
+  };
 
-  e.beginKernel("");
-  CodeWriter w;
-  w.indent();
-  w.line("moec::RouterParams r{};");
-  w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});", e.scalar(tokens)));
-  auto set = [&](StringRef field, Value v, bool writable) {
+  // RouterParams fields: a value's buffer (writable ones only when read
+  // after the group).
+  auto set = [&](CodeWriter &w, StringRef field, Value v, bool writable) {
     if (!v || (writable && !e.escapes(v)))
       return;
     w.line(llvm::formatv("r.{0} = {1};", field,
@@ -67,44 +71,50 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                                       cast<TensorType>(v.getType()).getElementType(),
                                       writable)));
   };
+  auto begin = [&](CodeWriter &w) {
+    w.line("moec::RouterParams r{};");
+    w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});",
+                         e.scalar(tokens)));
+  };
+  // What the router kernel and the slots kernel both write.
+  auto routing = [&](CodeWriter &w) {
+    set(w, "gates", router.getGates(), true);
+    // expert is also read back by the tail: always stored.
+    w.line(llvm::formatv("r.expert = {0};",
+                         e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
+  };
+
+  e.beginKernel("");
+  CodeWriter w;
+  w.indent();
+  begin(w);
   if (linear) {
-    set("h", linear.getX(), false);
-    set("w", linear.getWeight(), false);
-    set("bias", linear.getBias(), false);
-    set("logits", linear.getResult(), true);
+    set(w, "h", linear.getX(), false);
+    set(w, "w", linear.getWeight(), false);
+    set(w, "bias", linear.getBias(), false);
+    set(w, "logits", linear.getResult(), true);
   } else {
-    set("logitsIn", logits, false);
+    set(w, "logitsIn", logits, false);
   }
-  set("mask", router.getMask(), false);
-  set("seed", router.getSeed(), false);
+  set(w, "mask", router.getMask(), false);
+  set(w, "seed", router.getSeed(), false);
   w.line(llvm::formatv("r.stream = {0}ull;",
                        static_cast<uint64_t>(router.getStream())));
-  set("probs", router.getProbs(), true);
-  set("gates", router.getGates(), true);
-  // expert is also read back by the last block: always stored.
-  w.line(llvm::formatv("r.expert = {0};",
-                       e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
-  set("slot", router.getSlot(), true);
-  if (load)
-    set("load", load.getLoad(), true);
+  set(w, "probs", router.getProbs(), true);
+  routing(w);
   if (balance)
-    set("balance", balance.getLoss(), true);
+    set(w, "balance", balance.getLoss(), true);
   if (zloss)
-    set("zloss", zloss.getLoss(), true);
-  w.line(llvm::formatv("r.zPart = {0};", e.bufferExpr(e.argument(zPart), f32, true)));
-  w.line(llvm::formatv("r.pPart = {0};", e.bufferExpr(e.argument(pPart), f32, true)));
-  w.line(llvm::formatv("r.top1 = {0};", e.bufferExpr(e.argument(top1), f32, true)));
-  w.line(llvm::formatv("r.order = {0};", e.bufferExpr(e.argument(order), i32, true)));
-  w.line(llvm::formatv("r.live = {0};", e.bufferExpr(e.argument(live), i32, true)));
+    set(w, "zloss", zloss.getLoss(), true);
+  w.line(llvm::formatv("r.zPart = {0};", scratch(zPart, f32, true)));
+  w.line(llvm::formatv("r.pPart = {0};", scratch(pPart, f32, true)));
+  w.line(llvm::formatv("r.top1 = {0};", scratch(top1, f32, true)));
+  w.line(llvm::formatv("r.live = {0};", scratch(live, i32, true)));
   w.line(llvm::formatv("r.ticket = moec::bufferArg<unsigned>(p, {0});",
                        e.argument(ticket)));
-  w.line(llvm::formatv("r.capacityFactor = {0};",
-                       doubleLiteral(router.getCapacityFactor().convertToDouble())));
-  w.line(llvm::formatv("r.minCapacity = {0};",
-                       static_cast<int64_t>(router.getMinCapacity())));
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
   w.line(fill("moec::routerKernel<${D}, ${E}, ${K}, ${S}, ${threads}, "
-              "${linear}, ${gate}, ${capacity}, ${bpr}, ${balance}>(r);",
+              "${linear}, ${gate}, ${bpr}, ${balance}>(r);",
               {{"D", std::max<int64_t>(d, 1)},
                {"E", experts},
                {"K", k},
@@ -112,10 +122,106 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                {"threads", threads},
                {"linear", static_cast<bool>(linear)},
                {"gate", deviceEnum(router.getGate())},
-               {"capacity", deviceEnum(router.getCapacity())},
-               {"bpr", router.getPriority() == Priority::Bpr},
+               {"bpr", bpr},
                {"balance", deviceEnum(variant)}}));
   e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(), threads);
+
+  // Batch priority: three radix passes over the tokens' top-1 keys
+  // (router_tail.cuh), each a stable counting sort of 11-bit digits.
+  std::function<std::string()> order = [] {
+    return std::string("moec::PriorityOrder{}");
+  };
+  if (bpr) {
+    constexpr int64_t kDigits = 2048, kPasses = 3;
+    CountingSort sort =
+        countingSortScratch(e, tokens, kDigits, /*scatter=*/true);
+    int64_t digits = e.scratch(i32, {tokens});
+    int64_t cur[2] = {e.scratch(i32, {tokens}), e.scratch(i32, {tokens})};
+    for (int64_t pass = 0; pass < kPasses; ++pass) {
+      e.beginKernel(llvm::formatv("bpr{0}_digits", pass).str());
+      CodeWriter dw;
+      dw.indent();
+      e.declareScalar(dw, "n", tokens);
+      std::string none = "moec::gptr<const int32_t>()";
+      dw.line(fill(
+          "moec::priorityDigits<${threads}>(n, ${pass}, ${top1}, ${prev}, "
+          "${perm}, ${cur}, ${digits});",
+          {{"threads", kSortThreads},
+           {"pass", pass},
+           {"top1", scratch(top1, f32, false)},
+           {"prev", pass == 2 ? scratch(cur[0], i32, false) : none},
+           {"perm", pass > 0 ? scratch(sort.order, i32, false) : none},
+           {"cur", pass > 0 ? scratch(cur[pass - 1], i32, true)
+                            : std::string("moec::gptr<int32_t>()")},
+           {"digits", scratch(digits, i32, true)}}));
+      e.finishKernel(dw.str(), GridDim{tokens, kSortThreads}, GridDim(),
+                     GridDim(), kSortThreads);
+      emitCountingSortPhases(
+          e, sort, llvm::formatv("bpr{0}_sort_", pass).str(), tokens, kDigits,
+          [&](CodeWriter &) { return scratch(digits, i32, false); },
+          /*scatter=*/true);
+    }
+    order = [&, sort, cur] {
+      return llvm::formatv("moec::PriorityOrder{{{0}, {1}}",
+                           scratch(cur[1], i32, false),
+                           scratch(sort.order, i32, false))
+          .str();
+    };
+  }
+
+  // Capacity slots: a counting sort of the choice-major priority positions
+  // by expert; a position's rank among its expert's is its slot.
+  CountingSort slots =
+      countingSortScratch(e, assignments, experts, /*scatter=*/false);
+  int64_t keys = e.scratch(i32, {assignments});
+  e.beginKernel("slot_keys");
+  {
+    CodeWriter kw;
+    kw.indent();
+    e.declareScalar(kw, "tokens", tokens);
+    kw.line(fill("moec::slotKeys<${K}, ${threads}>(tokens, ${order}, "
+                 "${expert}, ${live}, ${keys});",
+                 {{"K", k},
+                  {"threads", kSortThreads},
+                  {"order", order()},
+                  {"expert", e.bufferExpr(e.buffer(router.getExpert()), i32,
+                                          false)},
+                  {"live", scratch(live, i32, false)},
+                  {"keys", scratch(keys, i32, true)}}));
+    e.finishKernel(kw.str(), GridDim{assignments, kSortThreads}, GridDim(),
+                   GridDim(), kSortThreads);
+  }
+  emitCountingSortPhases(
+      e, slots, "slot_sort_", assignments, experts,
+      [&](CodeWriter &) { return scratch(keys, i32, false); },
+      /*scatter=*/false);
+  e.beginKernel("slots");
+  CodeWriter sw;
+  sw.indent();
+  begin(sw);
+  routing(sw);
+  set(sw, "slot", router.getSlot(), true);
+  if (load)
+    set(sw, "load", load.getLoad(), true);
+  sw.line(llvm::formatv("r.capacityFactor = {0};",
+                        doubleLiteral(router.getCapacityFactor().convertToDouble())));
+  sw.line(llvm::formatv("r.minCapacity = {0};",
+                        static_cast<int64_t>(router.getMinCapacity())));
+  sw.line(fill("moec::applySlots<${E}, ${K}, ${tiles}, ${threads}, "
+               "${capacity}>(r, ${order}, ${keys}, ${counts}, ${rank}, "
+               "${totals});",
+               {{"E", experts},
+                {"K", k},
+                {"tiles", kSortTiles},
+                {"threads", kSortThreads},
+                {"capacity", deviceEnum(router.getCapacity())},
+                {"order", order()},
+                {"keys", scratch(keys, i32, false)},
+                {"counts", scratch(slots.counts, i32, false)},
+                {"rank", scratch(slots.rank, i32, false)},
+                {"totals", scratch(slots.offsets, i32, false)}}));
+  e.finishKernel(sw.str(), GridDim{assignments, kSortThreads}, GridDim(),
+                 GridDim(), kSortThreads);
   return success();
 }
 
