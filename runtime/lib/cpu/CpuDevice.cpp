@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string_view>
 #include <fmt/format.h>
 
 namespace moec::detail {
@@ -86,6 +87,13 @@ private:
   std::vector<Staged> staged;
 };
 
+/// Whether `op` computes a gradient (moe.linear_grad, ...).
+bool isGradientOp(std::string_view op) {
+  constexpr std::string_view suffix = "_grad";
+  return op.size() >= suffix.size() &&
+         op.substr(op.size() - suffix.size()) == suffix;
+}
+
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
@@ -133,6 +141,12 @@ public:
         return TensorView();
       return cpuBuffer(*buffers[id]).tensor.view();
     };
+    // Steps from the first gradient op on are the backward pass.
+    size_t firstGrad = 0;
+    if (profiling)
+      while (firstGrad < program.steps.size() &&
+             !isGradientOp(program.steps[firstGrad].op))
+        ++firstGrad;
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
       cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op)};
@@ -147,11 +161,15 @@ public:
         bf16.finish();
         if (!profiling)
           continue;
-        OpProfile &entry = ops[step.op];
-        ++entry.calls;
-        entry.seconds += std::chrono::duration<double>(
+        double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
+        OpProfile &entry = ops[step.op];
+        ++entry.calls;
+        entry.seconds += seconds;
+        OpProfile &layer = layers[{step.loc, i >= firstGrad}];
+        ++layer.calls;
+        layer.seconds += seconds;
       } catch (const Error &e) {
         throw Error(fmt::format("{} (program '{}', step {}{})", e.what(),
                                 program.name, i,
