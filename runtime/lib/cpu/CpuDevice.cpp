@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuDevice.h"
+#include "HiddenCache.h"
 #include "Kernel.h"
 #include "kernels/Common.h"
 #include "moec/Error.h"
@@ -141,6 +142,12 @@ public:
         return TensorView();
       return cpuBuffer(*buffers[id]).tensor.view();
     };
+    // The expert FFN's saved hidden layers live for this run only.
+    struct ClearAtEnd {
+      cpu::HiddenCache &cache;
+      ~ClearAtEnd() { cache.clear(); }
+    } clearAtEnd{hidden};
+    hidden.clear();
     // Steps from the first gradient op on are the backward pass.
     size_t firstGrad = 0;
     if (profiling)
@@ -154,11 +161,21 @@ public:
         ctx.inputs.push_back(view(id));
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
+      // Staged bf16 operands live in temporaries, whose addresses say
+      // nothing about the values: no saving across steps for those.
+      bool bf16Step = false;
+      for (const auto *views : {&ctx.inputs, &ctx.outputs})
+        for (const TensorView &v : *views)
+          bf16Step |= v.present() && v.dtype == DType::BF16;
+      ctx.hidden = bf16Step ? nullptr : &hidden;
       try {
         auto start = std::chrono::steady_clock::now();
         Bf16Staging bf16(ctx);
         cpu::lookupKernel(step.op)(ctx);
         bf16.finish();
+        // Writing over a saved forward's operands ends its entry.
+        for (int64_t id : step.out)
+          hidden.invalidate(view(id));
         if (!profiling)
           continue;
         double seconds = std::chrono::duration<double>(
@@ -177,6 +194,9 @@ public:
       }
     }
   }
+
+private:
+  cpu::HiddenCache hidden;
 };
 
 } // namespace

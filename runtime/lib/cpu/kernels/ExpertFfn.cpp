@@ -8,11 +8,14 @@
 // The work runs in phases (all gathers, then every expert's gemms, then all
 // pointwise work, ...) rather than expert by expert, and each phase's gemms
 // run as one GemmBatch, so the cores are handed over a few times per call,
-// not per expert, and small experts do not leave them idle.
+// not per expert, and small experts do not leave them idle. On the cpu
+// device the gradient takes the hidden layer's pre-activations from the
+// forward (HiddenCache.h) instead of recomputing them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ActivationFns.h"
+#include "cpu/HiddenCache.h"
 #include "Common.h"
 #include "ExpertGroups.h"
 #include "GemmBatch.h"
@@ -104,36 +107,51 @@ template <typename T> struct Hidden {
   const T *hidden() const { return h ? h : actA; }
 };
 
+/// Storage for a and u outside the kernel's scratch (the HiddenCache's),
+/// and whether it already holds them.
+template <typename T> struct PreActivations {
+  T *a = nullptr, *u = nullptr;
+  bool computed = false;
+};
+
+/// The key of the HiddenCache: the operands a and u depend on (with the
+/// routing and gates, which decide the row order).
+std::vector<TensorView> hiddenKey(const KernelContext &ctx) {
+  return {ctx.inputs.begin(), ctx.inputs.begin() + 9};
+}
+constexpr const char *kHiddenTag = "expert_ffn";
+
 template <typename T>
 Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
                         const ExpertGroups &groups, bool withDerivative,
-                        Scratch &scratch) {
+                        Scratch &scratch, PreActivations<T> pre = {}) {
   int64_t rows = groups.rows(), d = o.d, f = o.hidden;
   bool glu = o.w3.present();
   Hidden<T> hid;
   hid.xg = scratch.get<T>(rows * d);
-  hid.a = scratch.get<T>(rows * f);
+  hid.a = pre.a ? pre.a : scratch.get<T>(rows * f);
   hid.actA = scratch.get<T>(rows * f);
   if (glu) {
-    hid.u = scratch.get<T>(rows * f);
+    hid.u = pre.u ? pre.u : scratch.get<T>(rows * f);
     hid.h = scratch.get<T>(rows * f);
   }
   if (withDerivative)
     hid.dAct = scratch.get<T>(rows * f);
   gatherRows(o.x.as<T>(), groups, o.k, d, hid.xg);
-  T beta =
-      fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o, groups, f,
-                     hid.a);
-  GemmBatch<T> batch;
-  for (int64_t e = 0; e < o.numExperts; ++e) {
-    int64_t m = groups.count(e), r0 = groups.offset[e];
-    batch.add(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
-              o.w1.as<T>() + e * d * f, f, beta, hid.a + r0 * f, f);
-    if (glu)
+  if (!pre.computed) {
+    T beta = fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o,
+                            groups, f, hid.a);
+    GemmBatch<T> batch;
+    for (int64_t e = 0; e < o.numExperts; ++e) {
+      int64_t m = groups.count(e), r0 = groups.offset[e];
       batch.add(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
-                o.w3.as<T>() + e * d * f, f, T(0), hid.u + r0 * f, f);
+                o.w1.as<T>() + e * d * f, f, beta, hid.a + r0 * f, f);
+      if (glu)
+        batch.add(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
+                  o.w3.as<T>() + e * d * f, f, T(0), hid.u + r0 * f, f);
+    }
+    batch.run();
   }
-  batch.run();
   const T *a = hid.a, *u = hid.u;
   T *actA = hid.actA, *h = hid.h, *dAct = hid.dAct;
   act::withKind(kind, [&](auto kc) {
@@ -159,7 +177,18 @@ template <typename T> void expertFfn(KernelContext &ctx) {
   ExpertGroups groups = groupByExpert(o.expert, o.slot, o.numExperts);
   int64_t d = o.d, f = o.hidden;
   Scratch scratch;
-  Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch);
+  // On the cpu device, a and u go where the gradient can find them.
+  PreActivations<T> pre;
+  std::vector<void *> saved;
+  if (ctx.hidden) {
+    saved = ctx.hidden->allocate(o.w3.present() ? 2 : 1,
+                                 groups.rows() * f * sizeof(T));
+    pre.a = static_cast<T *>(saved[0]);
+    pre.u = saved.size() > 1 ? static_cast<T *>(saved[1]) : nullptr;
+  }
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch, pre);
+  if (ctx.hidden)
+    ctx.hidden->put(hiddenKey(ctx), kHiddenTag, std::move(saved));
   // o = h W2_e + b2_e per grouped row, then the gate-weighted combine.
   T *out = scratch.get<T>(groups.rows() * d);
   T beta = fillExpertRows(o.b2.present() ? o.b2.as<T>() : nullptr, o, groups,
@@ -246,7 +275,16 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   int64_t rows = groups.rows();
   bool needDh = dx || dw1 || db1 || dw3;
   Scratch scratch;
-  Hidden<T> hid = computeHidden<T>(o, kind, groups, needDh, scratch);
+  PreActivations<T> pre;
+  if (ctx.hidden) {
+    std::vector<void *> saved = ctx.hidden->take(hiddenKey(ctx), kHiddenTag);
+    if (!saved.empty()) {
+      pre.a = static_cast<T *>(saved[0]);
+      pre.u = saved.size() > 1 ? static_cast<T *>(saved[1]) : nullptr;
+      pre.computed = true;
+    }
+  }
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, needDh, scratch, pre);
   const T *h = hid.hidden();
   // dyg: dy per grouped row; dys = g dy, the gradient of the expert output.
   T *dyg = scratch.get<T>(rows * d);
