@@ -148,12 +148,13 @@ public:
       ~ClearAtEnd() { cache.clear(); }
     } clearAtEnd{hidden};
     hidden.clear();
-    // Steps from the first gradient op on are the backward pass.
+    // Steps from the first gradient op on are the backward pass; programs
+    // without one (eval, generation) save no hidden layers.
     size_t firstGrad = 0;
-    if (profiling)
-      while (firstGrad < program.steps.size() &&
-             !isGradientOp(program.steps[firstGrad].op))
-        ++firstGrad;
+    while (firstGrad < program.steps.size() &&
+           !isGradientOp(program.steps[firstGrad].op))
+      ++firstGrad;
+    bool saveHidden = firstGrad < program.steps.size();
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
       cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op)};
@@ -167,7 +168,7 @@ public:
       for (const auto *views : {&ctx.inputs, &ctx.outputs})
         for (const TensorView &v : *views)
           bf16Step |= v.present() && v.dtype == DType::BF16;
-      ctx.hidden = bf16Step ? nullptr : &hidden;
+      ctx.hidden = saveHidden && !bf16Step ? &hidden : nullptr;
       try {
         auto start = std::chrono::steady_clock::now();
         Bf16Staging bf16(ctx);
