@@ -54,6 +54,18 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   done
   MOA="8 2" bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
   echo
+  echo "\`bench/cpu_layers_vs_torch.sh 256 $steps $threads\`: the MoA, MH-MoE and MAE"
+  echo "layers, each in moe_lm at d 256 (every attention a MoA or MAE layer, every"
+  echo "MoE layer an MH-MoE layer); moec's time is what \`moec train --profile\`"
+  echo "attributes to the layer's statement (norm, layer, auxiliary losses,"
+  echo "residual; backward from the first gradient op), per layer and step;"
+  echo "PyTorch's is the same sublayer in bench/torch_layers.py (the authors'"
+  echo "loops over experts), forward with autograd recording as in training."
+  echo
+  echo "| what | moec | PyTorch | ratio |"
+  echo "|---|---|---|---|"
+  bash bench/cpu_layers_vs_torch.sh 256 "$steps" "$threads"
+  echo
   echo "### Cost model (\`moec compile EXAMPLE --report\`): device-memory traffic"
   echo
   echo "Bytes the fused plan moves per training step against the same ops run"

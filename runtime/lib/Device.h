@@ -74,6 +74,13 @@ public:
   /// work (a kernel, a fused group) decides what "op" means.
   void setProfiling(bool on) { profiling = on; }
   const std::map<std::string, OpProfile> &profile() const { return ops; }
+  /// The same time by the source location of each step and whether it ran
+  /// before the program's first gradient op (forward) or from it on
+  /// (backward); only devices that run the plan's steps (cpu) fill it.
+  const std::map<std::pair<std::string, bool>, OpProfile> &
+  layerProfile() const {
+    return layers;
+  }
 
   /// Seconds the host has spent waiting for asynchronous device work since
   /// the device was made (0 for synchronous devices).
@@ -83,6 +90,7 @@ protected:
   bool profiling = false;
   double waited = 0;
   std::map<std::string, OpProfile> ops;
+  std::map<std::pair<std::string, bool>, OpProfile> layers;
 };
 
 /// The device called `name`; throws moec::Error for an unknown or

@@ -549,4 +549,11 @@ std::vector<Session::OpTime> Session::profile() const {
   return result;
 }
 
+std::vector<Session::LayerTime> Session::layerProfile() const {
+  std::vector<LayerTime> result;
+  for (const auto &[key, entry] : impl->device->layerProfile())
+    result.push_back({key.first, key.second, entry.calls, entry.seconds});
+  return result;
+}
+
 } // namespace moec

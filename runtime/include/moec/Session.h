@@ -182,6 +182,15 @@ public:
   };
   /// The time spent per op since profiling started, most expensive first.
   std::vector<OpTime> profile() const;
+  struct LayerTime {
+    std::string loc; ///< source location of the steps ("" when unknown)
+    bool backward;   ///< from the program's first gradient op on
+    int64_t calls;
+    double seconds;
+  };
+  /// The same time by source location (a layer's statement) and pass,
+  /// sorted by location; empty on devices that run fused groups (cuda, emu).
+  std::vector<LayerTime> layerProfile() const;
 
 private:
   struct Impl;

@@ -6,12 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuDevice.h"
+#include "HiddenCache.h"
 #include "Kernel.h"
 #include "kernels/Common.h"
 #include "moec/Error.h"
 
 #include <chrono>
 #include <cstring>
+#include <string_view>
 #include <fmt/format.h>
 
 namespace moec::detail {
@@ -86,6 +88,13 @@ private:
   std::vector<Staged> staged;
 };
 
+/// Whether `op` computes a gradient (moe.linear_grad, ...).
+bool isGradientOp(std::string_view op) {
+  constexpr std::string_view suffix = "_grad";
+  return op.size() >= suffix.size() &&
+         op.substr(op.size() - suffix.size()) == suffix;
+}
+
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
@@ -133,6 +142,19 @@ public:
         return TensorView();
       return cpuBuffer(*buffers[id]).tensor.view();
     };
+    // The expert FFN's saved hidden layers live for this run only.
+    struct ClearAtEnd {
+      cpu::HiddenCache &cache;
+      ~ClearAtEnd() { cache.clear(); }
+    } clearAtEnd{hidden};
+    hidden.clear();
+    // Steps from the first gradient op on are the backward pass; programs
+    // without one (eval, generation) save no hidden layers.
+    size_t firstGrad = 0;
+    while (firstGrad < program.steps.size() &&
+           !isGradientOp(program.steps[firstGrad].op))
+      ++firstGrad;
+    bool saveHidden = firstGrad < program.steps.size();
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
       cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op)};
@@ -140,18 +162,32 @@ public:
         ctx.inputs.push_back(view(id));
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
+      // Staged bf16 operands live in temporaries, whose addresses say
+      // nothing about the values: no saving across steps for those.
+      bool bf16Step = false;
+      for (const auto *views : {&ctx.inputs, &ctx.outputs})
+        for (const TensorView &v : *views)
+          bf16Step |= v.present() && v.dtype == DType::BF16;
+      ctx.hidden = saveHidden && !bf16Step ? &hidden : nullptr;
       try {
         auto start = std::chrono::steady_clock::now();
         Bf16Staging bf16(ctx);
         cpu::lookupKernel(step.op)(ctx);
         bf16.finish();
+        // Writing over a saved forward's operands ends its entry.
+        for (int64_t id : step.out)
+          hidden.invalidate(view(id));
         if (!profiling)
           continue;
-        OpProfile &entry = ops[step.op];
-        ++entry.calls;
-        entry.seconds += std::chrono::duration<double>(
+        double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
+        OpProfile &entry = ops[step.op];
+        ++entry.calls;
+        entry.seconds += seconds;
+        OpProfile &layer = layers[{step.loc, i >= firstGrad}];
+        ++layer.calls;
+        layer.seconds += seconds;
       } catch (const Error &e) {
         throw Error(fmt::format("{} (program '{}', step {}{})", e.what(),
                                 program.name, i,
@@ -159,6 +195,9 @@ public:
       }
     }
   }
+
+private:
+  cpu::HiddenCache hidden;
 };
 
 } // namespace

@@ -48,11 +48,16 @@ private:
 /// absent optional operand as a view without data; `outputs` follow the
 /// result order, and an output nobody reads has no data (the kernel may skip
 /// it). Output views are allocated by the caller with their final shapes.
+class HiddenCache;
+
 struct KernelContext {
   std::string_view op;
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   Attrs attrs;
+  /// Set by the cpu device for the expert FFN's forward and gradient to
+  /// share the hidden layer within one program run (HiddenCache.h).
+  HiddenCache *hidden = nullptr;
 
   /// Input i, or an absent view when the op has fewer inputs.
   const TensorView &in(size_t i) const {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -139,6 +140,33 @@ void printProfile(std::ostream &os,
     os << fmt::format("  {:<24} {:>8.2f} ms/step  {:>5.1f}%  {:>6} calls\n",
                       t.op, steps > 0 ? t.seconds * 1e3 / steps : 0.0,
                       total > 0 ? 100 * t.seconds / total : 0.0, t.calls);
+}
+
+void printLayerProfile(std::ostream &os,
+                       const std::vector<Session::LayerTime> &layers,
+                       int64_t steps) {
+  if (layers.empty() || steps <= 0)
+    return;
+  // Forward and backward of one location on one line.
+  std::map<std::string, std::pair<const Session::LayerTime *,
+                                  const Session::LayerTime *>>
+      byLoc;
+  for (const Session::LayerTime &t : layers)
+    (t.backward ? byLoc[t.loc].second : byLoc[t.loc].first) = &t;
+  os << "time per source location (backward: from the first gradient op "
+        "of a program on):\n";
+  for (const auto &[loc, pair] : byLoc) {
+    auto ms = [&](const Session::LayerTime *t) {
+      return t ? t->seconds * 1e3 / steps : 0.0;
+    };
+    auto calls = [](const Session::LayerTime *t) {
+      return t ? t->calls : int64_t{0};
+    };
+    os << fmt::format("  {:<32} forward {:>9.2f} ms/step  backward {:>9.2f} "
+                      "ms/step  {:>6} + {} calls\n",
+                      loc.empty() ? "(none)" : loc, ms(pair.first),
+                      ms(pair.second), calls(pair.first), calls(pair.second));
+  }
 }
 
 } // namespace moec::driver

@@ -42,6 +42,12 @@ void printExpertLoad(std::ostream &os, const std::vector<ExpertLoad> &load,
 void printProfile(std::ostream &os,
                   const std::vector<Session::OpTime> &profile, int64_t steps);
 
+/// The same time per source location (layer statement), forward and
+/// backward, per step; prints nothing when the device kept none.
+void printLayerProfile(std::ostream &os,
+                       const std::vector<Session::LayerTime> &layers,
+                       int64_t steps);
+
 } // namespace moec::driver
 
 #endif // MOEC_TOOLS_MOEC_REPORT_H

@@ -103,7 +103,9 @@ public:
            "Held-out batches evaluated after training (default 4; 0 skips)",
            validBatches)
         .atLeast(int64_t{0});
-    flag("profile", "Print the time spent per op at the end", profile);
+    flag("profile",
+         "Print the time spent per op and per source location at the end",
+         profile);
     option("log-every", "N", "Print progress every N steps (default: the "
                              "spec's)",
            logEvery)
@@ -227,8 +229,10 @@ int TrainCommand::run() {
     }
   }
   finishMetrics();
-  if (profile)
+  if (profile) {
     printProfile(std::cout, session.profile(), total);
+    printLayerProfile(std::cout, session.layerProfile(), total);
+  }
   // Before evaluation adds its own routing to the statistics.
   std::vector<ExpertLoad> trainingLoad = session.expertLoad();
   if (validBatches > 0) {

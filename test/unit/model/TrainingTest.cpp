@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <gtest/gtest.h>
 
 using namespace moec;
@@ -185,6 +186,33 @@ TEST(Training, NewBatchShapesNeedNoRecompile) {
   }
   EXPECT_THROW(session.run("forward", {{"tokens", data->batch(0, 1, 25).tokens}}),
                Error); // longer than max_seq
+}
+
+// The cpu device times each layer's statement, forward and backward apart:
+// the attention (line 7) and moe (line 8) statements of kTinySpec both show
+// up with time in both passes, and the op profile covers the same calls.
+TEST(Training, ProfileByLayer) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session session(bundle);
+  session.setProfiling(true);
+  auto data = openDataSource(bundle.data(), 256, session.seed());
+  session.trainStep(data->batch(0, 4, 16));
+  int64_t opCalls = 0, layerCalls = 0;
+  for (const Session::OpTime &t : session.profile())
+    opCalls += t.calls;
+  std::map<std::string, std::pair<double, double>> byLine;
+  for (const Session::LayerTime &t : session.layerProfile()) {
+    layerCalls += t.calls;
+    std::string line = t.loc.substr(0, t.loc.rfind(':'));
+    (t.backward ? byLine[line].second : byLine[line].first) += t.seconds;
+  }
+  EXPECT_EQ(layerCalls, opCalls);
+  for (const char *line : {"tiny.moe:7", "tiny.moe:8"}) {
+    SCOPED_TRACE(line);
+    ASSERT_TRUE(byLine.count(line));
+    EXPECT_GT(byLine[line].first, 0);
+    EXPECT_GT(byLine[line].second, 0);
+  }
 }
 
 /// kTinySpec with other positions than learned ones.

@@ -172,6 +172,24 @@ TEST(CpuConsistency, ResultsDoNotDependOnThreadCount) {
       {like(xs), like(routed[2]), zeros(f, {8, 16, 32}), zeros(f, {8, 32}),
        zeros(f, {8, 32, 16}), zeros(f, {8, 16}), absent()},
       {{"activation", "silu"}});
+  // Wide enough that each expert's gemms split into several blocks, with
+  // the GLU branch (a second gemm into the same blocks of dx).
+  Tensor wideLogits = randomTensor(f, {700, 4}, 18, -2, 2);
+  std::vector<Tensor> wide = runKernel(
+      "moe.topk_router", {wideLogits},
+      {like(wideLogits), zeros(DType::I32, {700, 2}), zeros(f, {700, 2}),
+       zeros(DType::I32, {700, 2})},
+      {{"k", 2}, {"gate", "raw"}, {"capacity", "none"},
+       {"priority", "token_order"}});
+  Tensor wx = randomTensor(f, {700, 90}, 19);
+  expectThreadCountIndependent(
+      "moe.expert_ffn_grad",
+      {wx, wide[1], wide[2], wide[3], randomTensor(f, {4, 90, 300}, 20),
+       absent(), randomTensor(f, {4, 300, 90}, 21), absent(),
+       randomTensor(f, {4, 90, 300}, 22), randomTensor(f, {700, 90}, 23)},
+      {like(wx), like(wide[2]), zeros(f, {4, 90, 300}), absent(),
+       zeros(f, {4, 300, 90}), absent(), zeros(f, {4, 90, 300})},
+      {{"activation", "silu"}});
   expectThreadCountIndependent("moe.switch_loss", {routed[0], routed[1]},
                                {zeros(f, {})}, {{"variant", "any_topk"}});
   expectThreadCountIndependent(

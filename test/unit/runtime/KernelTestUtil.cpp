@@ -29,13 +29,13 @@ static void poison(const Tensor &t) {
 std::vector<Tensor> runKernel(std::string_view op,
                               const std::vector<Tensor> &inputs,
                               const std::vector<Tensor> &outputs,
-                              const Json &attrs) {
+                              const Json &attrs, cpu::HiddenCache *hidden) {
   cpu::KernelFn fn = cpu::lookupKernel(op);
   if (!fn) {
     ADD_FAILURE() << "no cpu kernel for " << op;
     return outputs;
   }
-  cpu::KernelContext ctx{op, {}, {}, cpu::Attrs(attrs, op)};
+  cpu::KernelContext ctx{op, {}, {}, cpu::Attrs(attrs, op), hidden};
   for (const Tensor &t : inputs)
     ctx.inputs.push_back(t.empty() ? TensorView() : t.view());
   for (const Tensor &t : outputs) {

@@ -16,6 +16,10 @@
 #include <string_view>
 #include <vector>
 
+namespace moec::cpu {
+class HiddenCache;
+} // namespace moec::cpu
+
 namespace moec::test {
 
 using Json = nlohmann::json;
@@ -24,11 +28,13 @@ using Json = nlohmann::json;
 inline Tensor absent() { return Tensor(); }
 
 /// Runs the cpu kernel named `op` (fails the test if there is none) on
-/// `inputs` into the preallocated `outputs` and returns `outputs`.
+/// `inputs` into the preallocated `outputs` and returns `outputs`; with
+/// `hidden`, as the cpu device runs it, sharing that cache.
 std::vector<Tensor> runKernel(std::string_view op,
                               const std::vector<Tensor> &inputs,
                               const std::vector<Tensor> &outputs,
-                              const Json &attrs = Json::object());
+                              const Json &attrs = Json::object(),
+                              cpu::HiddenCache *hidden = nullptr);
 
 /// runKernel with one output, returned.
 Tensor runKernel1(std::string_view op, const std::vector<Tensor> &inputs,

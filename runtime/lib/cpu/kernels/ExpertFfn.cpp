@@ -6,14 +6,19 @@
 // dx do not depend on the grouping.
 //
 // The work runs in phases (all gathers, then every expert's gemms, then all
-// pointwise work, ...) rather than expert by expert, so OpenMP loops and
-// OpenBLAS threads hand the cores over a few times per call, not per expert.
+// pointwise work, ...) rather than expert by expert, and each phase's gemms
+// run as one GemmBatch, so the cores are handed over a few times per call,
+// not per expert, and small experts do not leave them idle. On the cpu
+// device the gradient takes the hidden layer's pre-activations from the
+// forward (HiddenCache.h) instead of recomputing them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ActivationFns.h"
+#include "cpu/HiddenCache.h"
 #include "Common.h"
 #include "ExpertGroups.h"
+#include "GemmBatch.h"
 #include "Kernels.h"
 
 #include <cstring>
@@ -79,20 +84,19 @@ template <typename T> FfnOperands ffnOperands(const KernelContext &ctx) {
 }
 
 /// Sets grouped row r of `dst` to row e of `perExpert` (`[E, width]`) for
-/// the expert e owning r, or to 0 without `perExpert`.
+/// the expert e owning r; returns the beta with which gemms then add to
+/// `dst`: 1, or 0 (nothing filled) without `perExpert`.
 template <typename T>
-void fillExpertRows(const T *perExpert, const FfnOperands &o,
-                    const ExpertGroups &groups, int64_t width, T *dst) {
+T fillExpertRows(const T *perExpert, const FfnOperands &o,
+                 const ExpertGroups &groups, int64_t width, T *dst) {
+  if (!perExpert)
+    return T(0);
   const int32_t *ex = o.expert.as<int32_t>();
   parallelFor(groups.rows(), width, [&](int64_t r) {
-    T *row = dst + r * width;
-    if (!perExpert) {
-      std::fill(row, row + width, T(0));
-      return;
-    }
     const T *src = perExpert + ex[groups.assignments[r]] * width;
-    std::copy(src, src + width, row);
+    std::copy(src, src + width, dst + r * width);
   });
+  return T(1);
 }
 
 /// The hidden layer for every grouped row: a = x W1_e + b1_e, u = x W3_e
@@ -103,31 +107,50 @@ template <typename T> struct Hidden {
   const T *hidden() const { return h ? h : actA; }
 };
 
+/// Storage for a and u outside the kernel's scratch (the HiddenCache's),
+/// and whether it already holds them.
+template <typename T> struct PreActivations {
+  T *a = nullptr, *u = nullptr;
+  bool computed = false;
+};
+
+/// The key of the HiddenCache: the operands a and u depend on (with the
+/// routing and gates, which decide the row order).
+std::vector<TensorView> hiddenKey(const KernelContext &ctx) {
+  return {ctx.inputs.begin(), ctx.inputs.begin() + 9};
+}
+constexpr const char *kHiddenTag = "expert_ffn";
+
 template <typename T>
 Hidden<T> computeHidden(const FfnOperands &o, Activation kind,
                         const ExpertGroups &groups, bool withDerivative,
-                        Scratch &scratch) {
+                        Scratch &scratch, PreActivations<T> pre = {}) {
   int64_t rows = groups.rows(), d = o.d, f = o.hidden;
   bool glu = o.w3.present();
   Hidden<T> hid;
   hid.xg = scratch.get<T>(rows * d);
-  hid.a = scratch.get<T>(rows * f);
+  hid.a = pre.a ? pre.a : scratch.get<T>(rows * f);
   hid.actA = scratch.get<T>(rows * f);
   if (glu) {
-    hid.u = scratch.get<T>(rows * f);
+    hid.u = pre.u ? pre.u : scratch.get<T>(rows * f);
     hid.h = scratch.get<T>(rows * f);
   }
   if (withDerivative)
     hid.dAct = scratch.get<T>(rows * f);
   gatherRows(o.x.as<T>(), groups, o.k, d, hid.xg);
-  fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o, groups, f, hid.a);
-  for (int64_t e = 0; e < o.numExperts; ++e) {
-    int64_t m = groups.count(e), r0 = groups.offset[e];
-    gemm<T>(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
-            o.w1.as<T>() + e * d * f, f, T(1), hid.a + r0 * f, f);
-    if (glu)
-      gemm<T>(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
-              o.w3.as<T>() + e * d * f, f, T(0), hid.u + r0 * f, f);
+  if (!pre.computed) {
+    T beta = fillExpertRows(o.b1.present() ? o.b1.as<T>() : nullptr, o,
+                            groups, f, hid.a);
+    GemmBatch<T> batch;
+    for (int64_t e = 0; e < o.numExperts; ++e) {
+      int64_t m = groups.count(e), r0 = groups.offset[e];
+      batch.add(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
+                o.w1.as<T>() + e * d * f, f, beta, hid.a + r0 * f, f);
+      if (glu)
+        batch.add(false, false, m, f, d, T(1), hid.xg + r0 * d, d,
+                  o.w3.as<T>() + e * d * f, f, T(0), hid.u + r0 * f, f);
+    }
+    batch.run();
   }
   const T *a = hid.a, *u = hid.u;
   T *actA = hid.actA, *h = hid.h, *dAct = hid.dAct;
@@ -154,15 +177,30 @@ template <typename T> void expertFfn(KernelContext &ctx) {
   ExpertGroups groups = groupByExpert(o.expert, o.slot, o.numExperts);
   int64_t d = o.d, f = o.hidden;
   Scratch scratch;
-  Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch);
+  // On the cpu device, a and u go where the gradient can find them.
+  PreActivations<T> pre;
+  std::vector<void *> saved;
+  if (ctx.hidden) {
+    saved = ctx.hidden->allocate(o.w3.present() ? 2 : 1,
+                                 groups.rows() * f * sizeof(T));
+    pre.a = static_cast<T *>(saved[0]);
+    pre.u = saved.size() > 1 ? static_cast<T *>(saved[1]) : nullptr;
+  }
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, false, scratch, pre);
+  if (ctx.hidden)
+    ctx.hidden->put(hiddenKey(ctx), kHiddenTag, std::move(saved));
   // o = h W2_e + b2_e per grouped row, then the gate-weighted combine.
   T *out = scratch.get<T>(groups.rows() * d);
-  fillExpertRows(o.b2.present() ? o.b2.as<T>() : nullptr, o, groups, d, out);
+  T beta = fillExpertRows(o.b2.present() ? o.b2.as<T>() : nullptr, o, groups,
+                          d, out);
+  GemmBatch<T> batch;
   for (int64_t e = 0; e < o.numExperts; ++e) {
     int64_t r0 = groups.offset[e];
-    gemm<T>(false, false, groups.count(e), d, f, T(1), hid.hidden() + r0 * f, f,
-            o.w2.as<T>() + e * f * d, d, T(1), out + r0 * d, d);
+    batch.add(false, false, groups.count(e), d, f, T(1),
+              hid.hidden() + r0 * f, f, o.w2.as<T>() + e * f * d, d, beta,
+              out + r0 * d, d);
   }
+  batch.run();
   const T *g = o.gates.as<T>();
   combineRows(
       o.n, o.k, o.d, groups, out, [&](int64_t a) { return g[a]; }, y.as<T>());
@@ -237,59 +275,70 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   int64_t rows = groups.rows();
   bool needDh = dx || dw1 || db1 || dw3;
   Scratch scratch;
-  Hidden<T> hid = computeHidden<T>(o, kind, groups, needDh, scratch);
+  PreActivations<T> pre;
+  if (ctx.hidden) {
+    std::vector<void *> saved = ctx.hidden->take(hiddenKey(ctx), kHiddenTag);
+    if (!saved.empty()) {
+      pre.a = static_cast<T *>(saved[0]);
+      pre.u = saved.size() > 1 ? static_cast<T *>(saved[1]) : nullptr;
+      pre.computed = true;
+    }
+  }
+  Hidden<T> hid = computeHidden<T>(o, kind, groups, needDh, scratch, pre);
   const T *h = hid.hidden();
   // dyg: dy per grouped row; dys = g dy, the gradient of the expert output.
   T *dyg = scratch.get<T>(rows * d);
   T *dys = dw2 || db2 ? scratch.get<T>(rows * d) : nullptr;
-  gatherRows(dy.as<T>(), groups, k, d, dyg);
-  if (dys)
-    parallelFor(rows, d, [&](int64_t r) {
-      T gate = g[groups.assignments[r]];
-      for (int64_t c = 0; c < d; ++c)
-        dys[r * d + c] = gate * dyg[r * d + c];
-    });
+  const T *dyData = dy.as<T>();
+  parallelFor(rows, 2 * d, [&](int64_t r) {
+    int64_t a = groups.assignments[r];
+    const T *src = dyData + (a / k) * d;
+    std::memcpy(dyg + r * d, src, d * sizeof(T));
+    if (!dys)
+      return;
+    T gate = g[a];
+    for (int64_t c = 0; c < d; ++c)
+      dys[r * d + c] = gate * src[c];
+  });
 
   // dhRaw = dy W2^T, the gradient of h before gating. It also gives
   // dgates = <dy, h W2 + b2> = <dhRaw, h> + <dy, b2> without recomputing
   // the expert output.
   T *dhRaw = dgates || needDh ? scratch.get<T>(rows * f) : nullptr;
+  GemmBatch<T> batch;
   for (int64_t e = 0; e < o.numExperts; ++e) {
     int64_t m = groups.count(e), r0 = groups.offset[e];
     if (dw2)
-      gemm<T>(true, false, f, d, m, T(1), h + r0 * f, f, dys + r0 * d, d, T(0),
-              dw2 + e * f * d, d);
+      batch.add(true, false, f, d, m, T(1), h + r0 * f, f, dys + r0 * d, d,
+                T(0), dw2 + e * f * d, d);
     if (dhRaw)
-      gemm<T>(false, true, m, f, d, T(1), dyg + r0 * d, d,
-              o.w2.as<T>() + e * f * d, d, T(0), dhRaw + r0 * f, f);
+      batch.add(false, true, m, f, d, T(1), dyg + r0 * d, d,
+                o.w2.as<T>() + e * f * d, d, T(0), dhRaw + r0 * f, f);
   }
+  batch.run();
   if (db2)
     expertColumnSums(dys, groups, d, db2);
-  if (dgates) {
-    std::fill(dgates, dgates + n * k, T(0)); // dropped assignments
-    const int32_t *ex = o.expert.as<int32_t>();
-    const T *b2 = o.b2.present() ? o.b2.as<T>() : nullptr;
-    parallelFor(rows, f + d, [&](int64_t r) {
-      double s = 0;
-      for (int64_t i = 0; i < f; ++i)
-        s += static_cast<double>(dhRaw[r * f + i]) * h[r * f + i];
-      if (b2) {
-        const T *b2e = b2 + ex[groups.assignments[r]] * d;
-        for (int64_t c = 0; c < d; ++c)
-          s += static_cast<double>(dyg[r * d + c]) * b2e[c];
-      }
-      dgates[groups.assignments[r]] = static_cast<T>(s);
-    });
-  }
-  if (!needDh)
-    return;
 
-  // dh = g dhRaw; da = dh [* u] * act'(a); du = dh * act(a).
-  T *da = scratch.get<T>(rows * f);
-  T *du = glu ? scratch.get<T>(rows * f) : nullptr;
+  // Per grouped row: dgates, then dh = g dhRaw; da = dh [* u] * act'(a);
+  // du = dh * act(a).
+  T *da = needDh ? scratch.get<T>(rows * f) : nullptr;
+  T *du = needDh && glu ? scratch.get<T>(rows * f) : nullptr;
   const T *u = hid.u, *actA = hid.actA, *dAct = hid.dAct;
-  parallelFor(rows, 4 * f, [&](int64_t r) {
-    T gate = g[groups.assignments[r]];
+  const int32_t *ex = o.expert.as<int32_t>();
+  const T *b2 = o.b2.present() ? o.b2.as<T>() : nullptr;
+  if (dgates)
+    std::fill(dgates, dgates + n * k, T(0)); // dropped assignments
+  parallelFor(rows, 2 * f + d, [&](int64_t r) {
+    int64_t a = groups.assignments[r];
+    if (dgates) {
+      double s = dotInDouble(dhRaw + r * f, h + r * f, f);
+      if (b2)
+        s += dotInDouble(dyg + r * d, b2 + ex[a] * d, d);
+      dgates[a] = static_cast<T>(s);
+    }
+    if (!needDh)
+      return;
+    T gate = g[a];
     for (int64_t i = r * f; i < (r + 1) * f; ++i) {
       T dh = gate * dhRaw[i];
       da[i] = (glu ? dh * u[i] : dh) * dAct[i];
@@ -297,6 +346,8 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
         du[i] = dh * actA[i];
     }
   });
+  if (!needDh)
+    return;
   if (db1)
     expertColumnSums(da, groups, f, db1);
 
@@ -309,16 +360,22 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
     for (auto [dw, grad] : {WeightGrad{dw1, da}, WeightGrad{dw3, du}}) {
       if (!dw)
         continue;
-      gemm<T>(true, false, d, f, m, T(1), xg + r0 * d, d, grad + r0 * f, f,
-              T(0), dw + e * d * f, f);
+      batch.add(true, false, d, f, m, T(1), xg + r0 * d, d, grad + r0 * f, f,
+                T(0), dw + e * d * f, f);
     }
-    if (dx) {
-      gemm<T>(false, true, m, d, f, T(1), da + r0 * f, f,
-              o.w1.as<T>() + e * d * f, f, T(0), dxg + r0 * d, d);
-      if (glu)
-        gemm<T>(false, true, m, d, f, T(1), du + r0 * f, f,
+    if (dx)
+      batch.add(false, true, m, d, f, T(1), da + r0 * f, f,
+                o.w1.as<T>() + e * d * f, f, T(0), dxg + r0 * d, d);
+  }
+  batch.run();
+  // The GLU branch adds into the same blocks of dxg, so after them.
+  if (dx && glu) {
+    for (int64_t e = 0; e < o.numExperts; ++e) {
+      int64_t m = groups.count(e), r0 = groups.offset[e];
+      batch.add(false, true, m, d, f, T(1), du + r0 * f, f,
                 o.w3.as<T>() + e * d * f, f, T(1), dxg + r0 * d, d);
     }
+    batch.run();
   }
   if (dx)
     combineRows(

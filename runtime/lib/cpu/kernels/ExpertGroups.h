@@ -66,13 +66,30 @@ void gatherRows(const T *src, const ExpertGroups &groups, int64_t div,
   });
 }
 
+/// sum of a[i] * b[i] in double, in eight interleaved partial sums (a
+/// fixed order the compiler can vectorise).
+template <typename T>
+double dotInDouble(const T *a, const T *b, int64_t count) {
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    for (int64_t j = 0; j < 8; ++j)
+      part[j] += static_cast<double>(a[i + j]) * b[i + j];
+  for (; i < count; ++i)
+    part[i % 8] += static_cast<double>(a[i]) * b[i];
+  return ((part[0] + part[1]) + (part[2] + part[3])) +
+         ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 /// out_t = sum over kept j, ascending, of weight(a) * rows[rowOf[a]] with
 /// a = t k + j, accumulated in double; n tokens, `d` columns.
 template <typename T, typename Weight>
 void combineRows(int64_t n, int64_t k, int64_t d, const ExpertGroups &groups,
                  const T *rows, Weight &&weight, T *out) {
   parallelFor(n, d * k, [&](int64_t t) {
-    std::vector<double> acc(d, 0.0);
+    // One accumulator row per thread, kept between calls.
+    thread_local std::vector<double> acc;
+    acc.assign(d, 0.0);
     for (int64_t a = t * k; a < (t + 1) * k; ++a) {
       int64_t r = groups.rowOf[a];
       if (r < 0)
@@ -87,19 +104,26 @@ void combineRows(int64_t n, int64_t k, int64_t d, const ExpertGroups &groups,
 }
 
 /// out[e, c] = sum over expert e's grouped rows, ascending, of in[r, c], in
-/// double (one iteration per expert and column, so the order is fixed).
+/// double. Each task owns one expert's block of columns and walks its rows
+/// in order, so the order of every sum is fixed and rows are read whole.
 template <typename T>
 void expertColumnSums(const T *in, const ExpertGroups &groups, int64_t width,
                       T *out) {
+  constexpr int64_t kBlock = 64;
   int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
-  parallelFor(experts * width, groups.rows() / std::max<int64_t>(1, experts),
-              [&](int64_t ec) {
-                int64_t e = ec / width, c = ec % width;
-                double acc = 0;
+  int64_t blocks = (width + kBlock - 1) / kBlock;
+  parallelFor(experts * blocks,
+              kBlock * groups.rows() / std::max<int64_t>(1, experts),
+              [&](int64_t task) {
+                int64_t e = task / blocks, c0 = (task % blocks) * kBlock;
+                int64_t c1 = std::min(width, c0 + kBlock);
+                double acc[kBlock] = {};
                 for (int64_t r = groups.offset[e]; r < groups.offset[e + 1];
                      ++r)
-                  acc += in[r * width + c];
-                out[ec] = static_cast<T>(acc);
+                  for (int64_t c = c0; c < c1; ++c)
+                    acc[c - c0] += in[r * width + c];
+                for (int64_t c = c0; c < c1; ++c)
+                  out[e * width + c] = static_cast<T>(acc[c - c0]);
               });
 }
 

@@ -3,12 +3,14 @@
 // moe.expert_map (x_t W_e per kept assignment, MoA's routed queries) and
 // moe.expert_reduce (the gated sum over a token's assignments of c_tj W_e,
 // MoA's output projection), with their gradients. Both run on the rows of
-// ExpertGroups: gather, one gemm per expert, scatter or combine.
+// ExpertGroups: gather, one gemm per expert (all experts' gemms of a phase
+// in one GemmBatch), scatter or combine.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
 #include "ExpertGroups.h"
+#include "GemmBatch.h"
 #include "Kernels.h"
 
 #include <fmt/format.h>
@@ -75,11 +77,13 @@ template <typename T> void expertMap(KernelContext &ctx) {
   T *xg = scratch.get<T>(groups.rows() * d);
   T *out = scratch.get<T>(groups.rows() * h);
   gatherRows(p.in.as<T>(), groups, p.k, d, xg);
+  GemmBatch<T> batch;
   for (int64_t e = 0; e < p.numExperts; ++e) {
     int64_t r0 = groups.offset[e];
-    gemm<T>(false, false, groups.count(e), h, d, T(1), xg + r0 * d, d,
-            p.weight.as<T>() + e * d * h, h, T(0), out + r0 * h, h);
+    batch.add(false, false, groups.count(e), h, d, T(1), xg + r0 * d, d,
+              p.weight.as<T>() + e * d * h, h, T(0), out + r0 * h, h);
   }
+  batch.run();
   // Row a of the result (block j of token t) is grouped row rowOf[a], or 0.
   T *dst = y.as<T>();
   parallelFor(p.n * p.k, h, [&](int64_t a) {
@@ -107,22 +111,22 @@ template <typename T> void expertMapGrad(KernelContext &ctx) {
   // dy per grouped row (the assignment's own block).
   T *dyg = scratch.get<T>(rows * h);
   gatherRows(dy.as<T>(), groups, 1, h, dyg);
-  if (dw.present()) {
-    T *xg = scratch.get<T>(rows * d);
+  T *xg = dw.present() ? scratch.get<T>(rows * d) : nullptr;
+  T *dxg = dx.present() ? scratch.get<T>(rows * d) : nullptr;
+  if (xg)
     gatherRows(p.in.as<T>(), groups, p.k, d, xg);
-    for (int64_t e = 0; e < p.numExperts; ++e) {
-      int64_t r0 = groups.offset[e];
-      gemm<T>(true, false, d, h, groups.count(e), T(1), xg + r0 * d, d,
-              dyg + r0 * h, h, T(0), dw.as<T>() + e * d * h, h);
-    }
+  GemmBatch<T> batch;
+  for (int64_t e = 0; e < p.numExperts; ++e) {
+    int64_t r0 = groups.offset[e];
+    if (xg)
+      batch.add(true, false, d, h, groups.count(e), T(1), xg + r0 * d, d,
+                dyg + r0 * h, h, T(0), dw.as<T>() + e * d * h, h);
+    if (dxg)
+      batch.add(false, true, groups.count(e), d, h, T(1), dyg + r0 * h, h,
+                p.weight.as<T>() + e * d * h, h, T(0), dxg + r0 * d, d);
   }
-  if (dx.present()) {
-    T *dxg = scratch.get<T>(rows * d);
-    for (int64_t e = 0; e < p.numExperts; ++e) {
-      int64_t r0 = groups.offset[e];
-      gemm<T>(false, true, groups.count(e), d, h, T(1), dyg + r0 * h, h,
-              p.weight.as<T>() + e * d * h, h, T(0), dxg + r0 * d, d);
-    }
+  batch.run();
+  if (dxg) {
     combineRows(
         p.n, p.k, d, groups, dxg, [](int64_t) { return 1.0; }, dx.as<T>());
   }
@@ -142,11 +146,13 @@ template <typename T> void expertReduce(KernelContext &ctx) {
   T *cg = scratch.get<T>(groups.rows() * h);
   T *out = scratch.get<T>(groups.rows() * d);
   gatherRows(p.in.as<T>(), groups, 1, h, cg);
+  GemmBatch<T> batch;
   for (int64_t e = 0; e < p.numExperts; ++e) {
     int64_t r0 = groups.offset[e];
-    gemm<T>(false, false, groups.count(e), d, h, T(1), cg + r0 * h, h,
-            p.weight.as<T>() + e * h * d, d, T(0), out + r0 * d, d);
+    batch.add(false, false, groups.count(e), d, h, T(1), cg + r0 * h, h,
+              p.weight.as<T>() + e * h * d, d, T(0), out + r0 * d, d);
   }
+  batch.run();
   const T *g = gates.as<T>();
   combineRows(
       p.n, p.k, d, groups, out, [&](int64_t a) { return g[a]; }, y.as<T>());
@@ -175,29 +181,30 @@ template <typename T> void expertReduceGrad(KernelContext &ctx) {
   T *cg = scratch.get<T>(rows * h);
   gatherRows(dy.as<T>(), groups, k, d, dyg);
   gatherRows(p.in.as<T>(), groups, 1, h, cg);
-  if (dw.present()) {
-    // dW_e = c^T (g dy) over the expert's rows.
-    T *dys = scratch.get<T>(rows * d);
+  // dW_e = c^T (g dy) over the expert's rows; G = dy W_e^T per grouped
+  // row, then dc = g G and dgates = <G, c>.
+  T *dys = dw.present() ? scratch.get<T>(rows * d) : nullptr;
+  T *grow = dc.present() || dgates.present() ? scratch.get<T>(rows * h)
+                                             : nullptr;
+  if (dys)
     parallelFor(rows, d, [&](int64_t r) {
       T gate = g[groups.assignments[r]];
       for (int64_t c = 0; c < d; ++c)
         dys[r * d + c] = gate * dyg[r * d + c];
     });
-    for (int64_t e = 0; e < p.numExperts; ++e) {
-      int64_t r0 = groups.offset[e];
-      gemm<T>(true, false, h, d, groups.count(e), T(1), cg + r0 * h, h,
-              dys + r0 * d, d, T(0), dw.as<T>() + e * h * d, d);
-    }
-  }
-  if (!dc.present() && !dgates.present())
-    return;
-  // G = dy W_e^T per grouped row; dc = g G, dgates = <G, c>.
-  T *grow = scratch.get<T>(rows * h);
+  GemmBatch<T> batch;
   for (int64_t e = 0; e < p.numExperts; ++e) {
     int64_t r0 = groups.offset[e];
-    gemm<T>(false, true, groups.count(e), h, d, T(1), dyg + r0 * d, d,
-            p.weight.as<T>() + e * h * d, d, T(0), grow + r0 * h, h);
+    if (dys)
+      batch.add(true, false, h, d, groups.count(e), T(1), cg + r0 * h, h,
+                dys + r0 * d, d, T(0), dw.as<T>() + e * h * d, d);
+    if (grow)
+      batch.add(false, true, groups.count(e), h, d, T(1), dyg + r0 * d, d,
+                p.weight.as<T>() + e * h * d, d, T(0), grow + r0 * h, h);
   }
+  batch.run();
+  if (!grow)
+    return;
   T *dcp = dc.as<T>(), *dgp = dgates.as<T>();
   parallelFor(n * k, 2 * h, [&](int64_t a) {
     int64_t r = groups.rowOf[a];
@@ -208,14 +215,13 @@ template <typename T> void expertReduceGrad(KernelContext &ctx) {
         dgp[a] = T(0);
       return;
     }
-    double dot = 0;
-    for (int64_t c = 0; c < h; ++c) {
-      if (dcp)
-        dcp[a * h + c] = g[a] * grow[r * h + c];
-      dot += static_cast<double>(grow[r * h + c]) * cg[r * h + c];
+    if (dcp) {
+      T gate = g[a];
+      for (int64_t c = 0; c < h; ++c)
+        dcp[a * h + c] = gate * grow[r * h + c];
     }
     if (dgp)
-      dgp[a] = static_cast<T>(dot);
+      dgp[a] = static_cast<T>(dotInDouble(grow + r * h, cg + r * h, h));
   });
 }
 

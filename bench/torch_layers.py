@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""PyTorch (CPU) peers of moec's MoA, MH-MoE and MAE layers, for throughput.
+
+Each layer runs as the sublayer of a pre-norm block, x + layer(LayerNorm(x)),
+as moec attributes it to the layer's statement (`moec train --profile`: the
+norm, the layer, its auxiliary losses and the residual add), on x of
+[batch, seq, d] in training mode. Routed experts run as their authors' code
+runs them: a loop over experts with an index gather and an index_add
+combine. Prints the mean ms of the forward pass (autograd recording, as in
+training) and of the forward and backward passes (gradients of x and every
+parameter) after a warm-up call.
+
+- moa: router, top-k of E experts with raw gates, per-expert query and
+  output projections of width head_dim, one shared key and value head,
+  causal attention; the switch balance loss and the router z-loss.
+- mh_moe: the multi-head layer Linear(d, d), the split into `heads`
+  sub-tokens, top-k routing with Tutel's capacity k * ceil(S / E) (first
+  choices ahead of second ones), SwiGLU experts, the merge layer
+  Linear(d, d); the top-1 GShard balance loss.
+- mae: causal multi-head attention whose head j is scaled by
+  s_j = h (1 - g_j) / (h - 1), g from the gate BatchNorm -> Linear -> tanh
+  -> dropout -> Linear -> softmax over the prefix mean of the input.
+"""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def causal_attention(q, k, v, scale):
+    """q [b, h, sq, dh], k and v [b, h, s, dh]; torch 1.13 has no fused
+    attention, so the papers' form."""
+    s = k.shape[-2]
+    rows = q.shape[-2] // s
+    scores = (q @ k.transpose(-1, -2)) * scale
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    mask = mask.repeat_interleave(rows, dim=0)
+    return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+
+class MoA(nn.Module):
+    def __init__(self, d, experts, k, head_dim):
+        super().__init__()
+        self.k, self.dh, self.E = k, head_dim, experts
+        self.router = nn.Linear(d, experts, bias=False)
+        self.wq = nn.Parameter(torch.randn(experts, d, head_dim) * d**-0.5)
+        self.wo = nn.Parameter(torch.randn(experts, head_dim, d) * head_dim**-0.5)
+        self.wk = nn.Linear(d, head_dim, bias=False)
+        self.wv = nn.Linear(d, head_dim, bias=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        n = b * s
+        flat_x = x.reshape(n, d)
+        logits = self.router(flat_x)
+        probs = logits.softmax(-1)
+        gates, experts = probs.topk(self.k, dim=-1)
+        flat = experts.reshape(-1)
+        token = torch.arange(n).repeat_interleave(self.k)
+        picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(self.E)]
+        q = torch.zeros(n * self.k, self.dh)
+        for e, pick in enumerate(picks):
+            q = q.index_add(0, pick, flat_x[token[pick]] @ self.wq[e])
+        q = q.reshape(b, 1, s * self.k, self.dh)
+        keys = self.wk(x).unsqueeze(1)
+        values = self.wv(x).unsqueeze(1)
+        context = causal_attention(q, keys, values, self.dh**-0.5)
+        context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
+        y = torch.zeros(n, d)
+        for e, pick in enumerate(picks):
+            y = y.index_add(0, token[pick], context[pick] @ self.wo[e])
+        share = torch.bincount(flat, minlength=self.E).float() / flat.numel()
+        balance = self.E * (share * probs.mean(0)).sum()
+        z = torch.logsumexp(logits, -1).pow(2).mean()
+        return y.reshape(b, s, d), 0.01 * balance + 0.001 * z
+
+
+class MhMoE(nn.Module):
+    def __init__(self, d, heads, experts, k, hidden):
+        super().__init__()
+        self.heads, self.k, self.E = heads, k, experts
+        m = d // heads
+        self.head_proj = nn.Linear(d, d)
+        self.merge_proj = nn.Linear(d, d)
+        self.router = nn.Linear(m, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, m, hidden) * m**-0.5)
+        self.w3 = nn.Parameter(torch.randn(experts, m, hidden) * m**-0.5)
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, m) * hidden**-0.5)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        xs = self.head_proj(x).reshape(-1, d // self.heads)
+        S = xs.shape[0]
+        probs = self.router(xs).softmax(-1)
+        gates, index = probs.topk(self.k, dim=-1)           # [S, k]
+        # Tutel's capacity: positions by a cumulative sum over the choices
+        # in order (all first choices, then all second ones).
+        capacity = self.k * math.ceil(S / self.E)
+        onehot = F.one_hot(index.t().reshape(-1), self.E)   # [k S, E]
+        position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
+        kept = (position < capacity).reshape(self.k, S).t()
+        z = torch.zeros_like(xs)
+        for e in range(self.E):
+            rows, ranks = ((index == e) & kept).nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            sub = xs[rows]
+            h = F.silu(sub @ self.w1[e]) * (sub @ self.w3[e])
+            z = z.index_add(0, rows, (h @ self.w2[e]) * gates[rows, ranks, None])
+        y = self.merge_proj(z.reshape(b, s, d))
+        first = onehot[:S].float().mean(0)
+        balance = self.E * (probs.mean(0) * first).sum()
+        return y, 0.01 * balance
+
+
+class Mae(nn.Module):
+    def __init__(self, d, heads, gate_hidden):
+        super().__init__()
+        self.h = heads
+        self.wq, self.wk, self.wv, self.wo = (
+            nn.Linear(d, d, bias=False) for _ in range(4))
+        self.bn = nn.BatchNorm1d(d)
+        self.g1 = nn.Linear(d, gate_hidden)
+        self.g2 = nn.Linear(gate_hidden, heads)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, dh = self.h, d // self.h
+        q, k, v = (w(x).reshape(b, s, h, dh).transpose(1, 2)
+                   for w in (self.wq, self.wk, self.wv))
+        context = causal_attention(q, k, v, dh**-0.5)        # [b, h, s, dh]
+        count = torch.arange(1, s + 1, dtype=x.dtype).reshape(1, s, 1)
+        pooled = (x.cumsum(1) / count).reshape(b * s, d)
+        g = self.g2(self.drop(torch.tanh(self.g1(self.bn(pooled)))))
+        g = g.softmax(-1).reshape(b, s, h)
+        scale = (h * (1 - g) / (h - 1)).transpose(1, 2).unsqueeze(-1)
+        context = (context * scale).transpose(1, 2).reshape(b, s, d)
+        return self.wo(context), None
+
+
+class Sublayer(nn.Module):
+    def __init__(self, d, layer):
+        super().__init__()
+        self.norm = nn.LayerNorm(d, eps=1e-5)
+        self.layer = layer
+
+    def forward(self, x):
+        y, aux = self.layer(self.norm(x))
+        return x + y, aux
+
+
+def timed(fn, repeats):
+    fn()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) * 1000 / repeats
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--layer", choices=["moa", "mh_moe", "mae"], required=True)
+    p.add_argument("--d", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--experts", type=int, default=8)
+    p.add_argument("--k", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=256,
+                   help="mh_moe: expert width; mae: gate width")
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    d = args.d
+    if args.layer == "moa":
+        layer = MoA(d, args.experts, args.k, args.head_dim)
+    elif args.layer == "mh_moe":
+        layer = MhMoE(d, args.heads, args.experts, args.k, args.hidden)
+    else:
+        layer = Mae(d, args.heads, args.hidden)
+    block = Sublayer(d, layer).train()
+    x = torch.randn(args.batch, args.seq, d, requires_grad=True)
+    inputs = [x] + list(block.parameters())
+    dy = torch.randn(args.batch, args.seq, d)
+
+    def forward():
+        y, aux = block(x)
+        return y.detach()
+
+    def forward_backward():
+        y, aux = block(x)
+        outs, grads = [y], [dy]
+        if aux is not None:
+            outs.append(aux)
+            grads.append(torch.ones(()))
+        return torch.autograd.grad(outs, inputs, grads, allow_unused=True)
+
+    fwd = timed(forward, args.repeats)
+    both = timed(forward_backward, args.repeats)
+    print(f"forward {fwd:.2f} ms")
+    print(f"forward+backward {both:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
