@@ -7,6 +7,7 @@
 #include "moec/Error.h"
 
 #include <fmt/format.h>
+#include <string_view>
 
 namespace moec::detail {
 
@@ -30,6 +31,29 @@ std::unique_ptr<Device> createDevice(const std::string &name) {
   if (name == "emu")
     return emu::createEmuDevice(emu::emuOptionsFromEnvironment());
   throw Error(fmt::format("unknown device '{}' (cpu, cuda or emu)", name));
+}
+
+size_t firstGradientStep(const ProgramDesc &program) {
+  constexpr std::string_view suffix = "_grad";
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    std::string_view op = program.steps[i].op;
+    if (op.size() >= suffix.size() &&
+        op.substr(op.size() - suffix.size()) == suffix)
+      return i;
+  }
+  return program.steps.size();
+}
+
+std::pair<std::string, bool> groupProfileKey(const ProgramDesc &program,
+                                             size_t group, size_t firstGrad) {
+  const GroupDesc &g = program.groups[group];
+  std::string loc;
+  for (size_t s : g.steps)
+    if (!program.steps[s].loc.empty()) {
+      loc = program.steps[s].loc;
+      break;
+    }
+  return {loc, !g.steps.empty() && g.steps.front() >= firstGrad};
 }
 
 } // namespace moec::detail

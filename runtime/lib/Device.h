@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moec::detail {
@@ -76,7 +77,8 @@ public:
   const std::map<std::string, OpProfile> &profile() const { return ops; }
   /// The same time by the source location of each step and whether it ran
   /// before the program's first gradient op (forward) or from it on
-  /// (backward); only devices that run the plan's steps (cpu) fill it.
+  /// (backward). Devices that run fused groups (cuda) count a group at the
+  /// location of its first located step, as `moec compile --report` does.
   const std::map<std::pair<std::string, bool>, OpProfile> &
   layerProfile() const {
     return layers;
@@ -92,6 +94,17 @@ protected:
   std::map<std::string, OpProfile> ops;
   std::map<std::pair<std::string, bool>, OpProfile> layers;
 };
+
+/// The index of the first step of `program` that computes a gradient (an
+/// op named *_grad), or the number of steps when none does: the steps from
+/// it on are the backward pass.
+size_t firstGradientStep(const ProgramDesc &program);
+
+/// Where a fused group's time goes in Device::layerProfile: the location of
+/// its first located step (as `moec compile --report` places it), backward
+/// when its first step is at or after `firstGrad`.
+std::pair<std::string, bool> groupProfileKey(const ProgramDesc &program,
+                                             size_t group, size_t firstGrad);
 
 /// The device called `name`; throws moec::Error for an unknown or
 /// unavailable one, saying why.

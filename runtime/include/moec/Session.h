@@ -189,7 +189,8 @@ public:
     double seconds;
   };
   /// The same time by source location (a layer's statement) and pass,
-  /// sorted by location; empty on devices that run fused groups (cuda, emu).
+  /// sorted by location. The cuda and emu devices count each fused group's
+  /// launches at its first located step, as `moec compile --report` does.
   std::vector<LayerTime> layerProfile() const;
 
 private:

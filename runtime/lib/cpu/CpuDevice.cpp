@@ -13,8 +13,8 @@
 
 #include <chrono>
 #include <cstring>
-#include <string_view>
 #include <fmt/format.h>
+#include <string_view>
 
 namespace moec::detail {
 
@@ -88,13 +88,6 @@ private:
   std::vector<Staged> staged;
 };
 
-/// Whether `op` computes a gradient (moe.linear_grad, ...).
-bool isGradientOp(std::string_view op) {
-  constexpr std::string_view suffix = "_grad";
-  return op.size() >= suffix.size() &&
-         op.substr(op.size() - suffix.size()) == suffix;
-}
-
 class CpuDevice : public Device {
 public:
   std::string name() const override { return "cpu"; }
@@ -150,10 +143,7 @@ public:
     hidden.clear();
     // Steps from the first gradient op on are the backward pass; programs
     // without one (eval, generation) save no hidden layers.
-    size_t firstGrad = 0;
-    while (firstGrad < program.steps.size() &&
-           !isGradientOp(program.steps[firstGrad].op))
-      ++firstGrad;
+    const size_t firstGrad = firstGradientStep(program);
     bool saveHidden = firstGrad < program.steps.size();
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];

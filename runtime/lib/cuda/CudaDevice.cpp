@@ -390,6 +390,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                const std::vector<DeviceBuffer *> &buffers,
                                bool timed) {
   const CudaDriver &d = gpu->driver;
+  const size_t firstGrad = timed ? firstGradientStep(program) : 0;
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       auto fail = [&](const std::string &what) {
@@ -435,11 +436,15 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                  d.errorText(result)));
       }
       if (timed) {
-        OpProfile &entry = ops[launch.kernel];
-        ++entry.calls;
-        entry.seconds += std::chrono::duration<double>(
+        double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
+        OpProfile &entry = ops[launch.kernel];
+        ++entry.calls;
+        entry.seconds += seconds;
+        OpProfile &layer = layers[groupProfileKey(program, g, firstGrad)];
+        ++layer.calls;
+        layer.seconds += seconds;
       }
     }
 }

@@ -8,10 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "emu/EmuDevice.h"
-#include "cuda/KernelSource.h"
 #include "LaunchShape.h"
-#include "moec/support/DeviceLibrary.h"
+#include "cuda/KernelSource.h"
 #include "moec/Error.h"
+#include "moec/support/DeviceLibrary.h"
 
 #include <algorithm>
 #include <atomic>
@@ -230,6 +230,7 @@ void EmuDevice::prepare(const ProgramDesc &program) {
 
 void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
                     const std::vector<DeviceBuffer *> &buffers) {
+  const size_t firstGrad = profiling ? firstGradientStep(program) : 0;
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       LaunchShape shape = resolveLaunch(program, g, launch, symbols);
@@ -261,11 +262,15 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
         throw launchError(program, g, launch, e.what());
       }
       if (profiling) {
-        OpProfile &entry = ops[launch.kernel];
-        ++entry.calls;
-        entry.seconds += std::chrono::duration<double>(
+        double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
+        OpProfile &entry = ops[launch.kernel];
+        ++entry.calls;
+        entry.seconds += seconds;
+        OpProfile &layer = layers[groupProfileKey(program, g, firstGrad)];
+        ++layer.calls;
+        layer.seconds += seconds;
       }
     }
 }

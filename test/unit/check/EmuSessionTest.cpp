@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <map>
 
 using namespace moec;
 using ::testing::HasSubstr;
@@ -67,6 +68,34 @@ TEST(EmuSession, GeneratesWhatTheCpuDeviceGenerates) {
   options.temperature = 0; // greedy: the KV cache path, token by token
   std::vector<int32_t> prompt = {3, 14, 15, 9, 26};
   EXPECT_EQ(emu.generate(prompt, options), cpu.generate(prompt, options));
+}
+
+// Fused groups count at the location of their first located step: the
+// attention (line 7) and moe (line 8) statements get time in the forward
+// and the backward pass, and every launch is counted once.
+TEST(EmuSession, ProfileByLayerCountsEachLaunchAtItsStatement) {
+  Session emu = sessionOn("emu");
+  emu.setProfiling(true);
+  Batch batch;
+  batch.tokens = Tensor::of<int32_t>({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  batch.targets = Tensor::of<int32_t>({2, 4}, {2, 3, 4, 5, 6, 7, 8, 9});
+  emu.trainStep(batch);
+  int64_t launches = 0, located = 0;
+  for (const Session::OpTime &t : emu.profile())
+    launches += t.calls;
+  std::map<std::string, std::pair<int64_t, int64_t>> byLine;
+  for (const Session::LayerTime &t : emu.layerProfile()) {
+    located += t.calls;
+    std::string line = t.loc.substr(0, t.loc.rfind(':'));
+    (t.backward ? byLine[line].second : byLine[line].first) += t.calls;
+  }
+  EXPECT_EQ(located, launches);
+  for (const char *line : {"tiny.moe:7", "tiny.moe:8"}) {
+    SCOPED_TRACE(line);
+    ASSERT_TRUE(byLine.count(line));
+    EXPECT_GT(byLine[line].first, 0);
+    EXPECT_GT(byLine[line].second, 0);
+  }
 }
 
 TEST(EmuSession, CheckpointsMoveBetweenDevices) {
