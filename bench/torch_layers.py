@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) peers of moec's MoA, MH-MoE and MAE layers, for throughput.
+"""PyTorch peers of moec's MoE, MoA, MH-MoE and MAE layers, for throughput,
+on the CPU (bench/cpu_layers_vs_torch.sh) or a GPU (the GPU pack's
+layers.sh: --device cuda --dtype bf16 --compile --cublas-flops F).
 
 Each layer runs as the sublayer of a pre-norm block, x + layer(LayerNorm(x)),
 as moec attributes it to the layer's statement (`moec train --profile`: the
@@ -8,7 +10,13 @@ norm, the layer, its auxiliary losses and the residual add), on x of
 runs them: a loop over experts with an index gather and an index_add
 combine. Prints the mean ms of the forward pass (autograd recording, as in
 training) and of the forward and backward passes (gradients of x and every
-parameter) after a warm-up call.
+parameter) after two warm-up calls; with --compile the same under
+torch.compile (PyTorch 2), with --cublas-flops F a plain [batch * seq, d] x
+[d, n] matrix product scaled to F FLOPs.
+
+- moe: tokens choose their top-k experts (raw softmax gates, no capacity),
+  GELU (tanh) experts of width `hidden` with biases; the balance loss over
+  all slots and the router z-loss.
 
 - moa: router, top-k of E experts with raw gates, per-expert query and
   output projections of width head_dim, one shared key and value head,
@@ -36,7 +44,7 @@ def causal_attention(q, k, v, scale):
     s = k.shape[-2]
     rows = q.shape[-2] // s
     scores = (q @ k.transpose(-1, -2)) * scale
-    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
     mask = mask.repeat_interleave(rows, dim=0)
     return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
 
@@ -59,9 +67,9 @@ class MoA(nn.Module):
         probs = logits.softmax(-1)
         gates, experts = probs.topk(self.k, dim=-1)
         flat = experts.reshape(-1)
-        token = torch.arange(n).repeat_interleave(self.k)
+        token = torch.arange(n, device=x.device).repeat_interleave(self.k)
         picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(self.E)]
-        q = torch.zeros(n * self.k, self.dh)
+        q = x.new_zeros(n * self.k, self.dh)
         for e, pick in enumerate(picks):
             q = q.index_add(0, pick, flat_x[token[pick]] @ self.wq[e])
         q = q.reshape(b, 1, s * self.k, self.dh)
@@ -69,12 +77,46 @@ class MoA(nn.Module):
         values = self.wv(x).unsqueeze(1)
         context = causal_attention(q, keys, values, self.dh**-0.5)
         context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
-        y = torch.zeros(n, d)
+        y = x.new_zeros(n, d)
         for e, pick in enumerate(picks):
             y = y.index_add(0, token[pick], context[pick] @ self.wo[e])
         share = torch.bincount(flat, minlength=self.E).float() / flat.numel()
         balance = self.E * (share * probs.mean(0)).sum()
         z = torch.logsumexp(logits, -1).pow(2).mean()
+        return y.reshape(b, s, d), 0.01 * balance + 0.001 * z
+
+
+class MoE(nn.Module):
+    """Tokens choose their top-k experts (raw softmax gates, no capacity),
+    GELU (tanh) experts; the Switch balance loss over all slots and the
+    router z-loss."""
+
+    def __init__(self, d, experts, k, hidden):
+        super().__init__()
+        self.k, self.E = k, experts
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * d**-0.5)
+        self.b1 = nn.Parameter(torch.zeros(experts, hidden))
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden**-0.5)
+        self.b2 = nn.Parameter(torch.zeros(experts, d))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        flat_x = x.reshape(-1, d)
+        logits = self.router(flat_x)
+        probs = logits.float().softmax(-1)
+        gates, index = probs.topk(self.k, dim=-1)
+        y = torch.zeros_like(flat_x)
+        for e in range(self.E):
+            rows, ranks = (index == e).nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            h = F.gelu(flat_x[rows] @ self.w1[e] + self.b1[e], approximate="tanh")
+            out = (h @ self.w2[e] + self.b2[e]) * gates[rows, ranks, None].to(x.dtype)
+            y = y.index_add(0, rows, out)
+        share = F.one_hot(index, self.E).float().mean((0, 1))
+        balance = self.E * (share * probs.mean(0)).sum()
+        z = torch.logsumexp(logits.float(), -1).pow(2).mean()
         return y.reshape(b, s, d), 0.01 * balance + 0.001 * z
 
 
@@ -133,7 +175,8 @@ class Mae(nn.Module):
         q, k, v = (w(x).reshape(b, s, h, dh).transpose(1, 2)
                    for w in (self.wq, self.wk, self.wv))
         context = causal_attention(q, k, v, dh**-0.5)        # [b, h, s, dh]
-        count = torch.arange(1, s + 1, dtype=x.dtype).reshape(1, s, 1)
+        count = torch.arange(1, s + 1, dtype=x.dtype,
+                             device=x.device).reshape(1, s, 1)
         pooled = (x.cumsum(1) / count).reshape(b * s, d)
         g = self.g2(self.drop(torch.tanh(self.g1(self.bn(pooled)))))
         g = g.softmax(-1).reshape(b, s, h)
@@ -153,17 +196,35 @@ class Sublayer(nn.Module):
         return x + y, aux
 
 
-def timed(fn, repeats):
+def timed(fn, repeats, device):
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
     fn()
+    fn()
+    sync()
     start = time.perf_counter()
     for _ in range(repeats):
         fn()
+    sync()
     return (time.perf_counter() - start) * 1000 / repeats
+
+
+def cublas_ms(flops, rows, width, dtype, device, repeats):
+    """A plain matrix product [rows, width] x [width, n] of `flops` FLOPs
+    (n rounded to a multiple of 64): what cuBLAS (or the CPU BLAS) does
+    with the layer's FLOP count when nothing is routed or fused."""
+    n = max(64, round(flops / (2 * rows * width) / 64) * 64)
+    a = torch.randn(rows, width, dtype=dtype, device=device)
+    b = torch.randn(width, n, dtype=dtype, device=device)
+    ms = timed(lambda: a @ b, repeats, device)
+    return ms * flops / (2 * rows * width * n)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--layer", choices=["moa", "mh_moe", "mae"], required=True)
+    p.add_argument("--layer", choices=["moe", "moa", "mh_moe", "mae"],
+                   required=True)
     p.add_argument("--d", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--experts", type=int, default=8)
@@ -175,20 +236,31 @@ def main():
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    p.add_argument("--compile", action="store_true",
+                   help="also time the layer under torch.compile (PyTorch 2)")
+    p.add_argument("--cublas-flops", type=float, default=0,
+                   help="also time a plain matrix product of this many FLOPs")
     args = p.parse_args()
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     d = args.d
-    if args.layer == "moa":
+    if args.layer == "moe":
+        layer = MoE(d, args.experts, args.k, args.hidden)
+    elif args.layer == "moa":
         layer = MoA(d, args.experts, args.k, args.head_dim)
     elif args.layer == "mh_moe":
         layer = MhMoE(d, args.heads, args.experts, args.k, args.hidden)
     else:
         layer = Mae(d, args.heads, args.hidden)
-    block = Sublayer(d, layer).train()
-    x = torch.randn(args.batch, args.seq, d, requires_grad=True)
+    block = Sublayer(d, layer).train().to(device=device, dtype=dtype)
+    x = torch.randn(args.batch, args.seq, d, device=device, dtype=dtype,
+                    requires_grad=True)
     inputs = [x] + list(block.parameters())
-    dy = torch.randn(args.batch, args.seq, d)
+    dy = torch.randn(args.batch, args.seq, d, device=device, dtype=dtype)
 
     def forward():
         y, aux = block(x)
@@ -199,13 +271,23 @@ def main():
         outs, grads = [y], [dy]
         if aux is not None:
             outs.append(aux)
-            grads.append(torch.ones(()))
+            grads.append(torch.ones((), device=device, dtype=aux.dtype))
         return torch.autograd.grad(outs, inputs, grads, allow_unused=True)
 
-    fwd = timed(forward, args.repeats)
-    both = timed(forward_backward, args.repeats)
-    print(f"forward {fwd:.2f} ms")
-    print(f"forward+backward {both:.2f} ms")
+    print(f"forward {timed(forward, args.repeats, device):.3f} ms")
+    print(f"forward+backward {timed(forward_backward, args.repeats, device):.3f} ms")
+    if args.compile:
+        if hasattr(torch, "compile"):
+            block = torch.compile(block)
+            print(f"compiled-forward {timed(forward, args.repeats, device):.3f} ms")
+            print("compiled-forward+backward "
+                  f"{timed(forward_backward, args.repeats, device):.3f} ms")
+        else:
+            print(f"compiled: torch {torch.__version__} has no torch.compile")
+    if args.cublas_flops > 0:
+        ms = cublas_ms(args.cublas_flops, args.batch * args.seq, d, dtype,
+                       device, args.repeats)
+        print(f"cublas {ms:.3f} ms")
 
 
 if __name__ == "__main__":

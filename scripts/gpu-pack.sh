@@ -9,6 +9,8 @@
 #            device tests use
 #   bundles/ every example compiled here for sm_80 and sm_90, f32 and bf16
 #            (gzip; run.sh unpacks them)
+#   layers/  the layer benchmarks (MoE FFN, MoA, MH-MoE, MAE at d 1024, 8 x
+#            1024 tokens, bf16) with their FLOPs (layer-bundles.sh)
 #   run.sh   the suite: run.sh OUTDIR (see README.md, "Running on a GPU
 #            machine without MLIR")
 #
@@ -100,9 +102,12 @@ done
 # looks when the path a bundle recorded does not exist on the GPU machine.
 cp "$root"/examples/data/*.txt "$dir/bundles/"
 
+echo "== compiling the layer benchmarks"
+bash "$root/scripts/gpu-pack/layer-bundles.sh" "$compiler" "$dir/layers"
+
 cp "$root/scripts/gpu-pack/run.sh" "$root/scripts/gpu-pack/summarize.py" \
-  "$dir/"
-chmod +x "$dir/run.sh"
+  "$root/scripts/gpu-pack/layers.sh" "$root/bench/torch_layers.py" "$dir/"
+chmod +x "$dir/run.sh" "$dir/layers.sh"
 "$dir/bin/moec" --version > /dev/null
 
 size=$(du -sb "$dir" | cut -f1)

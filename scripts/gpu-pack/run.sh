@@ -9,7 +9,10 @@
 # 4. trains every example on cuda and on the cpu with the same seed and
 #    compares the loss curves; records the cold compile (empty kernel
 #    cache), the warm start, ms/step, tokens/s and host time per step;
-# 5. writes OUTDIR/results.md and OUTDIR/results.json (logs in OUTDIR/logs).
+# 5. writes OUTDIR/results.md and OUTDIR/results.json (logs in OUTDIR/logs);
+# 6. times the layer benchmarks against PyTorch eager, torch.compile and a
+#    cuBLAS product of the same FLOPs (layers.sh; skipped without PyTorch)
+#    and appends their table to OUTDIR/results.md.
 #
 # Exit status: 0 all passed; 1 a test, kernel check or loss comparison
 # failed; 2 the pack cannot run here (its moec does not start, no python3);
@@ -121,5 +124,13 @@ done
 
 python3 "$pack/summarize.py" "$out" --steps "$steps"
 status=$?
+
+# The layers against PyTorch on the same GPU, when it is installed.
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+  "$pack/layers.sh" "$out" "$tiles" || status=1
+  { echo; cat "$out/layers.md"; } >> "$out/results.md"
+else
+  say "no PyTorch with CUDA here: the layer benchmarks against it are skipped"
+fi
 say "results in $out/results.md and $out/results.json"
 exit $status

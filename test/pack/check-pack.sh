@@ -61,6 +61,19 @@ env -i HOME="$work" MOEC_CACHE_DIR="$work/cache" "$pack/bin/moec" train \
   "$bundle" --device emu --steps 2 --valid-batches 0 | tee "$work/emu.txt"
 grep -q "step     2/2" "$work/emu.txt" || fail "no second step on emu"
 
+# The layer benchmarks' moec half against the fake driver (nothing runs, so
+# the times mean nothing): every layer's statement is found in the cuda
+# device's per-location profile and the table gets its rows.
+[ "$(wc -l < "$pack/layers/manifest.tsv")" -eq 4 ] || fail "not 4 layer benchmarks"
+rm -rf "$work/layers-out"
+env MOEC_CUDA_DRIVER_LIBRARY="$pack/lib/libmoec-fake-cuda-driver.so" \
+  MOEC_FAKE_CUDA_KEEP_LAUNCHES=0 MOEC_PACK_TORCH_DEVICE=none \
+  MOEC_PACK_LAYER_STEPS=2 "$pack/layers.sh" "$work/layers-out" sm_90 ||
+  fail "layers.sh against the fake driver: $(tail -n 3 "$work/layers-out/logs"/layer-*-moec.txt)"
+[ "$(grep -c '^| .* | forward |' "$work/layers-out/layers.md")" -eq 4 ] ||
+  fail "layers.md lacks forward rows"
+echo "layers: $(cut -f1 "$work/layers-out/layers.tsv" | tr '\n' ' ')timed against the fake driver"
+
 set +e
 start=$(date +%s)
 "$pack/run.sh" "$work/results" > "$work/run.txt" 2>&1

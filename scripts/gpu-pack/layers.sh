@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The layer benchmarks of the GPU suite (run.sh calls it after the
+# examples): each layer of layers/manifest.tsv (see layer-bundles.sh) timed
+# in moec on the cuda device (`moec train --profile`, the time of the
+# kernels attributed to the layer's statement, forward and backward apart,
+# per layer and step), in PyTorch on the same GPU as the papers' code runs
+# it (eager, bf16, loops over experts), with torch.compile where the
+# installed PyTorch has it, and a cuBLAS bf16 matrix product of the same
+# FLOPs; each with its achieved TFLOP/s beside the ~800 TFLOP/s dense bf16
+# ceiling of an H100. Writes OUTDIR/layers.md and OUTDIR/layers.tsv.
+# Usage: layers.sh OUTDIR TILES (sm_80 or sm_90). Environment:
+# MOEC_PACK_LAYER_STEPS (moec steps, default 12), MOEC_PACK_TORCH_DEVICE
+# (default cuda; none skips PyTorch, to check the script without a GPU).
+set -uo pipefail
+pack="$(cd "$(dirname "$0")" && pwd)"
+out="$1" tiles="$2"
+moec="$pack/bin/moec"
+steps="${MOEC_PACK_LAYER_STEPS:-12}"
+device="${MOEC_PACK_TORCH_DEVICE:-cuda}"
+logs="$out/logs"
+mkdir -p "$logs" "$out/layers"
+tsv="$out/layers.tsv"
+: > "$tsv"
+status=0
+
+tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e9); else print "-" }'; }
+value() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+
+while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
+  bundle="$out/layers/$name.bundle.json"
+  gunzip -c "$pack/layers/$name.$tiles.bf16.bundle.json.gz" > "$bundle"
+  log="$logs/layer-$name-moec.txt"
+  MOEC_CACHE_DIR="$out/cache/layers" "$moec" train "$bundle" --device cuda \
+    --steps "$steps" --valid-batches 0 --log-every 1000 --profile \
+    > "$log" 2>&1
+  rc=$?
+  # "  FILE:LINE:COL  forward F ms/step  backward B ms/step ..."
+  read -r mf mb < <(awk -v at=":$line:" -v n="$count" '
+    index($1, at) && $2 == "forward" { printf "%f %f\n", $3 / n, $6 / n }' "$log")
+  [ $rc -eq 0 ] && [ -n "${mf:-}" ] || { status=1; mf=0 mb=0; }
+  torch_log="$logs/layer-$name-torch.txt"
+  : > "$torch_log"
+  # shellcheck disable=SC2086
+  [ "$device" = none ] || python3 "$pack/torch_layers.py" $torch_args \
+    --device "$device" --dtype bf16 --compile --cublas-flops "$fwd_flops" \
+    --repeats 20 > "$torch_log" 2>&1 || status=1
+  te=$(value forward "$torch_log") teb=$(value forward+backward "$torch_log")
+  tc=$(value compiled-forward "$torch_log") tcb=$(value compiled-forward+backward "$torch_log")
+  cu=$(value cublas "$torch_log")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$fwd_flops" \
+    "$bwd_flops" "$mf" "$mb" "${te:--}" "${teb:--}" "${tc:--}" "${tcb:--}" \
+    "${cu:--}" "$rc" >> "$tsv"
+  echo "run.sh: layer $name: moec forward $mf ms, backward $mb ms;" \
+       "torch eager ${te:--} / ${teb:--} ms, compiled ${tc:--} / ${tcb:--} ms;" \
+       "cuBLAS same FLOPs ${cu:--} ms"
+done < "$pack/layers/manifest.tsv"
+
+{
+  echo "## Layers on the GPU ($tiles tiles, bf16, $(date -u +%Y-%m-%d))"
+  echo
+  echo "One layer per training step: moec's kernels attributed to the layer's"
+  echo "statement (\`moec train --device cuda --profile\`, launches timed one by"
+  echo "one), PyTorch eager and torch.compile on the same shapes (forward, and"
+  echo "forward + backward), and a cuBLAS bf16 matrix product of the layer's"
+  echo "forward FLOPs. TFLOP/s from moec's FLOP count of the layer; H100"
+  echo "dense bf16 ceiling about 800 TFLOP/s."
+  echo
+  echo "| layer | pass | FLOPs | moec ms (TFLOP/s) | PyTorch eager ms | torch.compile ms | cuBLAS same FLOPs ms (TFLOP/s) | moec vs eager |"
+  echo "|---|---|---|---|---|---|---|---|"
+  while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc; do
+    what=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$pack/layers/manifest.tsv")
+    both=$(awk -v a="$mf" -v b="$mb" 'BEGIN { printf "%.3f", a + b }')
+    total=$(awk -v a="$fwd" -v b="$bwd" 'BEGIN { printf "%.0f", a + b }')
+    ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (m > 0 && t > 0) printf "%.2fx", t / m; else print "-" }'; }
+    echo "| $what | forward | $(awk -v f="$fwd" 'BEGIN { printf "%.1f G", f / 1e9 }') | $(printf '%.3f' "$mf") ($(tflops "$fwd" "$mf")) | $te | $tc | $cu ($(tflops "$fwd" "$cu")) | $(ratio "$mf" "$te") |"
+    echo "| $what | forward + backward | $(awk -v f="$total" 'BEGIN { printf "%.1f G", f / 1e9 }') | $both ($(tflops "$total" "$both")) | $teb | $tcb | | $(ratio "$both" "$teb") |"
+  done < "$tsv"
+} > "$out/layers.md"
+exit $status
