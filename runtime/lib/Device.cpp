@@ -56,4 +56,14 @@ std::pair<std::string, bool> groupProfileKey(const ProgramDesc &program,
   return {loc, !g.steps.empty() && g.steps.front() >= firstGrad};
 }
 
+void Device::recordLaunch(const ProgramDesc &program, size_t group,
+                          const std::string &kernel, size_t firstGrad,
+                          double seconds) {
+  for (OpProfile *entry :
+       {&ops[kernel], &layers[groupProfileKey(program, group, firstGrad)]}) {
+    ++entry->calls;
+    entry->seconds += seconds;
+  }
+}
+
 } // namespace moec::detail

@@ -89,6 +89,12 @@ public:
   double waitSeconds() const { return waited; }
 
 protected:
+  /// Adds one timed launch of `kernel`, a launch of fused group `group`, to
+  /// the profile by kernel and by location (see groupProfileKey).
+  void recordLaunch(const ProgramDesc &program, size_t group,
+                    const std::string &kernel, size_t firstGrad,
+                    double seconds);
+
   bool profiling = false;
   double waited = 0;
   std::map<std::string, OpProfile> ops;

@@ -435,17 +435,11 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
           throw fail(fmt::format("the kernel failed on the GPU: {}",
                                  d.errorText(result)));
       }
-      if (timed) {
-        double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-        OpProfile &entry = ops[launch.kernel];
-        ++entry.calls;
-        entry.seconds += seconds;
-        OpProfile &layer = layers[groupProfileKey(program, g, firstGrad)];
-        ++layer.calls;
-        layer.seconds += seconds;
-      }
+      if (timed)
+        recordLaunch(program, g, launch.kernel, firstGrad,
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count());
     }
 }
 

@@ -261,17 +261,11 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
       } catch (const Error &e) {
         throw launchError(program, g, launch, e.what());
       }
-      if (profiling) {
-        double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-        OpProfile &entry = ops[launch.kernel];
-        ++entry.calls;
-        entry.seconds += seconds;
-        OpProfile &layer = layers[groupProfileKey(program, g, firstGrad)];
-        ++layer.calls;
-        layer.seconds += seconds;
-      }
+      if (profiling)
+        recordLaunch(program, g, launch.kernel, firstGrad,
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count());
     }
 }
 

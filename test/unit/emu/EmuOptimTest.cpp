@@ -11,11 +11,9 @@
 #include "EmuTestUtil.h"
 
 #include <cmath>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <mutex>
 #include <random>
-#include <sstream>
 
 using namespace moec::emu;
 using namespace moec::emu::test;
@@ -59,13 +57,6 @@ extern "C" __global__ void squaresTest(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(squaresTest)
 )cuda";
-
-std::string deviceFile(const std::string &name) {
-  std::ifstream in(std::string(MOEC_DEVICE_DIR) + "/" + name);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 const EmuModule &optimModule() {
   static std::once_flag once;

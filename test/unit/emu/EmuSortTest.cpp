@@ -11,11 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <mutex>
 #include <random>
-#include <sstream>
 
 using namespace moec::emu;
 using namespace moec::emu::test;
@@ -95,28 +93,21 @@ extern "C" __global__ void sumSortedRuns(const moec::KernelParams p) {
 MOEC_EMU_EXPORT_KERNEL(sumSortedRuns)
 )cuda";
 
-std::string deviceFile(const std::string &name) {
-  std::ifstream in(std::string(MOEC_DEVICE_DIR) + "/" + name);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 const EmuModule &sortModule() {
   static std::once_flag once;
   static std::unique_ptr<EmuModule> module;
   std::call_once(once, [] {
-    module = std::make_unique<EmuModule>(EmuModule::load(
-        deviceHeaders() + deviceFile("scan.cuh") + deviceFile("sort.cuh") +
-            kSortKernels,
-        "emu-sort-test", testOptions(false)));
+    module = std::make_unique<EmuModule>(
+        EmuModule::load(deviceHeaders() + deviceFile("scan.cuh") +
+                            deviceFile("sort.cuh") + kSortKernels,
+                        "emu-sort-test", testOptions(false)));
   });
   return *module;
 }
 
 unsigned blocks(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads - 1) /
-                                                        kThreads));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, (n + kThreads - 1) / kThreads));
 }
 
 struct Sorted {
@@ -129,8 +120,7 @@ Sorted deviceSort(std::vector<int32_t> keys, int64_t numKeys) {
   const int64_t n = static_cast<int64_t>(keys.size());
   // Garbage everywhere: every phase must write what the next reads.
   std::vector<int32_t> counts(kTiles * numKeys, 12345), rank(n, 777),
-      offsets(numKeys + 1, -9), totals(blocks(numKeys), 4242),
-      order(n, -1);
+      offsets(numKeys + 1, -9), totals(blocks(numKeys), 4242), order(n, -1);
   auto launch = [&](unsigned grid) {
     Launch l(grid, kThreads);
     l.buffer(0, keys)

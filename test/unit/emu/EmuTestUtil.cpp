@@ -12,9 +12,8 @@
 
 namespace moec::emu::test {
 
-namespace {
-
-std::string readFile(const std::string &path) {
+std::string deviceFile(const std::string &name) {
+  std::string path = std::string(MOEC_DEVICE_DIR) + "/" + name;
   std::ifstream in(path);
   if (!in)
     throw std::runtime_error("cannot read " + path);
@@ -23,14 +22,10 @@ std::string readFile(const std::string &path) {
   return text.str();
 }
 
-} // namespace
-
 std::string deviceHeaders() {
-  std::string dir = MOEC_DEVICE_DIR;
-  return readFile(dir + "/defs.cuh") + readFile(dir + "/prelude.cuh") +
-         readFile(dir + "/vector.cuh") +
-         readFile(dir + "/mma.cuh") + readFile(dir + "/async_copy.cuh") +
-         readFile(dir + "/gemm.cuh");
+  return deviceFile("defs.cuh") + deviceFile("prelude.cuh") +
+         deviceFile("vector.cuh") + deviceFile("mma.cuh") +
+         deviceFile("async_copy.cuh") + deviceFile("gemm.cuh");
 }
 
 EmuOptions testOptions(bool check) {

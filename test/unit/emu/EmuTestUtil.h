@@ -16,8 +16,11 @@ extern const char *const kCorrectKernels;
 /// Kernels with bugs check mode reports (EmuKernels.cpp).
 extern const char *const kFaultyKernels;
 
-/// defs.cuh, prelude.cuh, mma.cuh, async_copy.cuh and gemm.cuh from the
-/// source tree.
+/// One file of the device library (runtime/device) from the source tree.
+std::string deviceFile(const std::string &name);
+
+/// defs.cuh, prelude.cuh, vector.cuh, mma.cuh, async_copy.cuh and gemm.cuh
+/// from the source tree.
 std::string deviceHeaders();
 
 /// Options that build into the test binary's cache directory, shared by the
