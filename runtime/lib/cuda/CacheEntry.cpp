@@ -5,9 +5,9 @@
 //   0   char[8]  "MOECKERN"
 //   8   u32      format version
 //   12  u32      zero
-//   16  u64[4]   sizes of key, cubin, ptx, log
-//   48  u8[32]   SHA-256 of the four sections, in order
-//   80           key, cubin, ptx, log
+//   16  u64[5]   sizes of key, cubin, ptx, log, module
+//   56  u8[32]   SHA-256 of the five sections, in order
+//   88           key, cubin, ptx, log, module
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +22,9 @@ namespace moec::detail::cuda {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'O', 'E', 'C', 'K', 'E', 'R', 'N'};
-constexpr size_t kHeaderBytes = 80;
+constexpr int kSections = 5;
+constexpr size_t kDigestAt = 16 + 8 * kSections;
+constexpr size_t kHeaderBytes = kDigestAt + 32;
 
 void putLittleEndian(std::string &out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -36,18 +38,18 @@ uint64_t getLittleEndian(const std::string &in, size_t at, int bytes) {
   return value;
 }
 
-Sha256::Digest checksum(const std::string *sections[4]) {
+Sha256::Digest checksum(const std::string *const (&sections)[kSections]) {
   Sha256 hash;
-  for (int i = 0; i < 4; ++i)
-    hash.update(*sections[i]);
+  for (const std::string *section : sections)
+    hash.update(*section);
   return hash.digest();
 }
 
 } // namespace
 
 std::string encodeCacheEntry(const CacheEntry &entry) {
-  const std::string *sections[4] = {&entry.key, &entry.cubin, &entry.ptx,
-                                    &entry.log};
+  const std::string *const sections[kSections] = {
+      &entry.key, &entry.cubin, &entry.ptx, &entry.log, &entry.module};
   std::string out(kMagic, sizeof(kMagic));
   putLittleEndian(out, kCacheEntryFormat, 4);
   putLittleEndian(out, 0, 4);
@@ -85,9 +87,9 @@ std::optional<CacheEntry> decodeCacheEntry(const std::string &bytes,
     why = "a reserved header field is not zero";
     return std::nullopt;
   }
-  uint64_t sizes[4];
+  uint64_t sizes[kSections];
   uint64_t expected = kHeaderBytes;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kSections; ++i) {
     sizes[i] = getLittleEndian(bytes, 16 + 8 * i, 8);
     if (sizes[i] > bytes.size() || expected + sizes[i] > bytes.size()) {
       why = fmt::format("truncated: {} bytes, the header promises more",
@@ -102,16 +104,18 @@ std::optional<CacheEntry> decodeCacheEntry(const std::string &bytes,
     return std::nullopt;
   }
   CacheEntry entry;
-  std::string *sections[4] = {&entry.key, &entry.cubin, &entry.ptx, &entry.log};
+  std::string *const sections[kSections] = {
+      &entry.key, &entry.cubin, &entry.ptx, &entry.log, &entry.module};
   size_t at = kHeaderBytes;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kSections; ++i) {
     sections[i]->assign(bytes, at, sizes[i]);
     at += sizes[i];
   }
-  const std::string *constSections[4] = {sections[0], sections[1], sections[2],
-                                         sections[3]};
+  const std::string *const constSections[kSections] = {
+      sections[0], sections[1], sections[2], sections[3], sections[4]};
   Sha256::Digest digest = checksum(constSections);
-  if (std::memcmp(digest.data(), bytes.data() + 48, digest.size()) != 0) {
+  if (std::memcmp(digest.data(), bytes.data() + kDigestAt, digest.size()) !=
+      0) {
     why = "checksum mismatch";
     return std::nullopt;
   }

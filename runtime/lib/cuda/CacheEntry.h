@@ -2,8 +2,11 @@
 //
 // One file per compiled kernel: a fixed header (magic, format version, the
 // section sizes and a SHA-256 of everything after the header), then the full
-// key text, the CUBIN, the PTX and NVRTC's log. A reader trusts an entry
-// only if every check passes; anything else is recompiled.
+// key text, the CUBIN, the PTX, NVRTC's log and the module reference. A
+// kernel compiled together with others keeps no CUBIN of its own: the
+// reference names the shared module file by the SHA-256 of its bytes. A
+// reader trusts an entry only if every check passes; anything else is
+// recompiled.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,10 +24,13 @@ struct CacheEntry {
   std::string cubin;
   std::string ptx;
   std::string log;
+  /// Empty, or the SHA-256 (hex) of the module file holding the CUBIN, when
+  /// `cubin` is empty.
+  std::string module;
 };
 
 /// Bumped whenever the layout changes; older entries are then recompiled.
-constexpr unsigned kCacheEntryFormat = 1;
+constexpr unsigned kCacheEntryFormat = 2;
 
 /// The file contents for `entry`.
 std::string encodeCacheEntry(const CacheEntry &entry);

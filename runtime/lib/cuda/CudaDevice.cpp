@@ -141,9 +141,9 @@ const CudaBuffer &cudaBuffer(const DeviceBuffer &b) {
   return static_cast<const CudaBuffer &>(b);
 }
 
-/// A kernel loaded into the context.
+/// A kernel loaded into the context; its module is in
+/// CudaDeviceImpl::modules.
 struct LoadedKernel {
-  CUmodule module = nullptr;
   CUfunction function = nullptr;
   int staticShared = 0;
   /// The dynamic shared memory the function may use (its attribute).
@@ -176,8 +176,8 @@ public:
     for (auto &[program, graph] : graphs)
       if (graph.exec)
         d.cuGraphExecDestroy(graph.exec);
-    for (auto &[name, kernel] : kernels)
-      d.cuModuleUnload(kernel.module);
+    for (auto &[cubin, module] : modules)
+      d.cuModuleUnload(module);
   }
 
   std::string name() const override { return "cuda"; }
@@ -263,10 +263,14 @@ public:
            const std::vector<DeviceBuffer *> &buffers) override;
 
 private:
-  /// Compiles the program's kernels that are not loaded yet, one per
-  /// hardware thread, into the kernel cache; load() then finds them there.
-  void compileMissing(const ProgramDesc &program);
-  LoadedKernel &load(const ProgramDesc &program, const std::string &kernel);
+  /// Loads the program's kernels that are not loaded yet, compiling those
+  /// the kernel cache lacks on every hardware thread.
+  void loadMissing(const ProgramDesc &program);
+  /// The loaded kernel; `program` launches it (for errors).
+  LoadedKernel &loaded(const ProgramDesc &program, const std::string &kernel);
+  /// Loads `compiled`'s module unless it is loaded (kernels compiled
+  /// together share one) and finds the kernel in it.
+  void load(const ProgramDesc &program, const CompiledKernel &compiled);
   /// Launches every group of `program` on the stream.
   void launchAll(const ProgramDesc &program, const SymbolValues &symbols,
                  const std::vector<DeviceBuffer *> &buffers, bool timed);
@@ -282,43 +286,47 @@ private:
   bool syncEachLaunch;
   const BundleData *bundle = nullptr;
   std::map<std::string, LoadedKernel> kernels;
+  /// Loaded modules; the key keeps the CUBIN alive.
+  std::map<Cubin, CUmodule> modules;
   std::map<const ProgramDesc *, ProgramGraph> graphs;
 };
 
-LoadedKernel &CudaDeviceImpl::load(const ProgramDesc &program,
-                                   const std::string &kernel) {
+LoadedKernel &CudaDeviceImpl::loaded(const ProgramDesc &program,
+                                     const std::string &kernel) {
   if (auto it = kernels.find(kernel); it != kernels.end())
     return it->second;
-  auto desc = bundle->kernels.find(kernel);
-  if (desc == bundle->kernels.end())
-    throw Error(fmt::format("program '{}' launches kernel '{}', which the "
-                            "bundle does not define",
-                            program.name, kernel));
-  CompiledKernel compiled =
-      compileCached(kernelTranslationUnit(desc->second), kernel, archName,
-                    /*wantPtx=*/false);
+  throw Error(fmt::format("program '{}' launches kernel '{}', which the "
+                          "bundle does not define",
+                          program.name, kernel));
+}
+
+void CudaDeviceImpl::load(const ProgramDesc &program,
+                          const CompiledKernel &compiled) {
   const CudaDriver &d = gpu->driver;
-  LoadedKernel loaded;
-  loaded.staticShared = std::max(0, compiled.usage.sharedBytes);
-  CUresult result = d.cuModuleLoadData(&loaded.module, compiled.cubin.data());
+  auto [at, added] = modules.emplace(compiled.cubin, nullptr);
+  if (added) {
+    CUresult result = d.cuModuleLoadData(&at->second, compiled.cubin->data());
+    if (result != CUDA_SUCCESS) {
+      modules.erase(at);
+      throw Error(fmt::format("program '{}': loading kernel '{}' ({} CUBIN) "
+                              "failed: cuModuleLoadData: {}",
+                              program.name, compiled.name, archName,
+                              d.errorText(result)));
+    }
+  }
+  LoadedKernel kernel;
+  kernel.staticShared = std::max(0, compiled.usage.sharedBytes);
+  CUresult result = d.cuModuleGetFunction(&kernel.function, at->second,
+                                          compiled.name.c_str());
   if (result != CUDA_SUCCESS)
-    throw Error(fmt::format("program '{}': loading kernel '{}' ({} CUBIN) "
-                            "failed: cuModuleLoadData: {}",
-                            program.name, kernel, archName,
-                            d.errorText(result)));
-  result =
-      d.cuModuleGetFunction(&loaded.function, loaded.module, kernel.c_str());
-  if (result != CUDA_SUCCESS) {
-    d.cuModuleUnload(loaded.module);
     throw Error(fmt::format("program '{}': the CUBIN of kernel '{}' has no "
                             "function of that name (it must be extern \"C\"): "
                             "cuModuleGetFunction: {}",
-                            program.name, kernel, d.errorText(result)));
-  }
-  return kernels.emplace(kernel, loaded).first->second;
+                            program.name, compiled.name, d.errorText(result)));
+  kernels.emplace(compiled.name, kernel);
 }
 
-void CudaDeviceImpl::compileMissing(const ProgramDesc &program) {
+void CudaDeviceImpl::loadMissing(const ProgramDesc &program) {
   std::vector<const KernelDesc *> missing;
   std::set<std::string> seen;
   for (const GroupDesc &group : program.groups)
@@ -326,10 +334,11 @@ void CudaDeviceImpl::compileMissing(const ProgramDesc &program) {
       if (kernels.count(launch.kernel) || !seen.insert(launch.kernel).second)
         continue;
       auto desc = bundle->kernels.find(launch.kernel);
-      if (desc != bundle->kernels.end()) // load() reports a missing one
+      if (desc != bundle->kernels.end()) // loaded() reports a missing one
         missing.push_back(&desc->second);
     }
-  compileKernels(missing, archName);
+  for (const CompiledKernel &compiled : fetchOrCompile(missing, archName))
+    load(program, compiled);
 }
 
 void CudaDeviceImpl::prepare(const ProgramDesc &program) {
@@ -343,7 +352,7 @@ void CudaDeviceImpl::prepare(const ProgramDesc &program) {
                             "bundle before preparing program '{}'",
                             program.name));
   gpu->makeCurrent();
-  compileMissing(program);
+  loadMissing(program);
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       auto fail = [&](const std::string &what) {
@@ -365,7 +374,7 @@ void CudaDeviceImpl::prepare(const ProgramDesc &program) {
                                "at most {} per block",
                                launch.block[0], launch.block[1],
                                launch.block[2], gpu->maxThreadsPerBlock));
-      LoadedKernel &kernel = load(program, launch.kernel);
+      LoadedKernel &kernel = loaded(program, launch.kernel);
       if (kernel.staticShared + launch.sharedBytes > gpu->maxSharedOptin)
         throw fail(fmt::format("{} bytes of static and {} of dynamic shared "
                                "memory; the GPU '{}' allows {} per block",

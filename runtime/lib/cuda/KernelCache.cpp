@@ -1,8 +1,8 @@
 //===- KernelCache.cpp - compiled kernels, in memory and on disk ----------===//
 
 #include "KernelCache.h"
-#include "KernelCacheFiles.h"
 #include "CacheEntry.h"
+#include "KernelCacheFiles.h"
 #include "Sha256.h"
 #include "moec/Error.h"
 #include "moec/Files.h"
@@ -63,81 +63,170 @@ std::string KernelCache::pathFor(const std::string &name,
                      keyHash.substr(0, 32));
 }
 
+std::string KernelCache::modulePath(const std::string &hash) const {
+  return fmt::format("{}/module-{}.cubin", dir, hash);
+}
+
 std::string KernelCache::entryPath(const std::string &source,
                                    const std::string &name,
                                    const std::string &arch) const {
+  return pathFor(name, request(source, name, arch).keyHash);
+}
+
+KernelRequest KernelCache::request(std::string unit, std::string name,
+                                   const std::string &arch) {
+  archNumber(arch);
   const Nvrtc &nvrtc = Nvrtc::get();
-  return pathFor(
-      name, sha256Hex(kernelKeyText(source, name, arch, nvrtc.options(arch),
-                                    nvrtc.identity())));
+  KernelRequest r;
+  r.keyText =
+      kernelKeyText(unit, name, arch, nvrtc.options(arch), nvrtc.identity());
+  r.keyHash = sha256Hex(r.keyText);
+  r.name = std::move(name);
+  r.unit = std::move(unit);
+  return r;
 }
 
 CompiledKernel KernelCache::compile(const std::string &source,
                                     const std::string &name,
                                     const std::string &arch, bool wantPtx) {
-  auto start = std::chrono::steady_clock::now();
-  archNumber(arch);
-  const Nvrtc &nvrtc = Nvrtc::get();
-  std::string keyText =
-      kernelKeyText(source, name, arch, nvrtc.options(arch), nvrtc.identity());
-  std::string keyHash = sha256Hex(keyText);
-  std::string memoryKey = keyHash + (wantPtx ? "+ptx" : "");
+  KernelRequest r = request(source, name, arch);
+  return std::move(
+      compileTogether({&r}, arch, wantPtx,
+                      [&](const std::vector<size_t> &) { return r.unit; })[0]);
+}
 
-  std::promise<Entry> promise;
+namespace {
+
+std::string memoryKeyOf(const KernelRequest &r, bool wantPtx) {
+  return r.keyHash + (wantPtx ? "+ptx" : "");
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+} // namespace
+
+std::optional<CompiledKernel> KernelCache::find(const KernelRequest &r,
+                                                const std::string &arch,
+                                                bool wantPtx) {
+  auto start = std::chrono::steady_clock::now();
+  std::string memoryKey = memoryKeyOf(r, wantPtx);
   std::shared_future<Entry> future;
-  bool owner = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = memory.find(memoryKey);
-    if (it == memory.end()) {
-      future = promise.get_future().share();
-      memory.emplace(memoryKey, future);
-      owner = true;
-    } else {
+    if (auto it = memory.find(memoryKey); it != memory.end()) {
       future = it->second;
       ++counters.memoryHits;
     }
   }
-
   Entry entry;
-  bool compiled = false;
-  if (owner) {
-    try {
-      std::string path = pathFor(name, keyHash);
-      entry = path.empty() ? nullptr
-                           : readEntry(path, keyText, name, arch, wantPtx);
-      if (!entry) {
-        CompiledKernel kernel = nvrtc.compile(
-            source, name, arch, wantPtx, dir.empty() ? "" : dir + "/failed");
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          ++counters.compiles;
-        }
-        if (!path.empty())
-          writeEntry(path, keyText, kernel);
-        entry = std::make_shared<const CompiledKernel>(std::move(kernel));
-        compiled = true;
+  if (future.valid()) {
+    entry = future.get();
+  } else {
+    std::string path = pathFor(r.name, r.keyHash);
+    entry = path.empty() ? nullptr
+                         : readEntry(path, r.keyText, r.name, arch, wantPtx);
+    if (!entry)
+      return std::nullopt;
+    std::promise<Entry> ready;
+    ready.set_value(entry);
+    std::lock_guard<std::mutex> lock(mutex);
+    memory.emplace(memoryKey, ready.get_future().share());
+  }
+  CompiledKernel result = *entry;
+  result.cacheHit = true;
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+std::vector<CompiledKernel> KernelCache::compileTogether(
+    const std::vector<const KernelRequest *> &requests, const std::string &arch,
+    bool wantPtx,
+    const std::function<std::string(const std::vector<size_t> &)> &unitOf) {
+  auto start = std::chrono::steady_clock::now();
+  const size_t n = requests.size();
+  std::vector<std::shared_future<Entry>> futures(n);
+  std::vector<std::promise<Entry>> promises(n);
+  std::vector<size_t> owned;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t i = 0; i < n; ++i) {
+      std::string memoryKey = memoryKeyOf(*requests[i], wantPtx);
+      if (auto it = memory.find(memoryKey); it != memory.end()) {
+        futures[i] = it->second;
+        ++counters.memoryHits;
+        continue;
       }
-      promise.set_value(entry);
+      futures[i] = promises[i].get_future().share();
+      memory.emplace(memoryKey, futures[i]);
+      owned.push_back(i);
+    }
+  }
+
+  // What this call owns comes from disk where it can, else from NVRTC.
+  std::vector<size_t> missing;
+  std::vector<bool> compiledHere(n, false);
+  for (size_t i : owned) {
+    const KernelRequest &r = *requests[i];
+    std::string path = pathFor(r.name, r.keyHash);
+    Entry entry = path.empty()
+                      ? nullptr
+                      : readEntry(path, r.keyText, r.name, arch, wantPtx);
+    if (entry)
+      promises[i].set_value(entry);
+    else
+      missing.push_back(i);
+  }
+  if (!missing.empty()) {
+    try {
+      std::vector<std::string> names;
+      for (size_t i : missing)
+        names.push_back(requests[i]->name);
+      const Nvrtc &nvrtc = Nvrtc::get();
+      std::vector<CompiledKernel> kernels = nvrtc.compileTogether(
+          missing.size() == 1 ? requests[missing[0]]->unit : unitOf(missing),
+          names, arch, wantPtx, dir.empty() ? "" : dir + "/failed");
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        counters.compiles += static_cast<int64_t>(missing.size());
+      }
+      std::string module =
+          missing.size() > 1 ? writeModule(kernels[0].cubin) : "";
+      bool shared = missing.size() == 1 || !module.empty();
+      for (size_t m = 0; m < missing.size(); ++m) {
+        const KernelRequest &r = *requests[missing[m]];
+        std::string path = pathFor(r.name, r.keyHash);
+        if (!path.empty() && shared)
+          writeEntry(path, r.keyText, kernels[m], module);
+        compiledHere[missing[m]] = true;
+        promises[missing[m]].set_value(
+            std::make_shared<const CompiledKernel>(std::move(kernels[m])));
+      }
     } catch (...) {
       // Forget the failure so that a later call tries again.
       {
         std::lock_guard<std::mutex> lock(mutex);
-        memory.erase(memoryKey);
+        for (size_t i : missing)
+          memory.erase(memoryKeyOf(*requests[i], wantPtx));
       }
-      promise.set_exception(std::current_exception());
+      for (size_t i : missing)
+        promises[i].set_exception(std::current_exception());
       throw;
     }
-  } else {
-    entry = future.get();
   }
 
-  CompiledKernel result = *entry;
-  result.cacheHit = !compiled;
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  return result;
+  std::vector<CompiledKernel> results;
+  results.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    CompiledKernel result = *futures[i].get();
+    result.cacheHit = !compiledHere[i];
+    if (result.cacheHit)
+      result.seconds = secondsSince(start);
+    results.push_back(std::move(result));
+  }
+  return results;
 }
 
 KernelCache::Entry KernelCache::readEntry(const std::string &path,
@@ -158,9 +247,19 @@ KernelCache::Entry KernelCache::readEntry(const std::string &path,
     why = "its key differs from the kernel's";
     entry.reset();
   }
-  if (entry && entry->cubin.empty()) {
+  Cubin cubin;
+  if (entry && !entry->module.empty()) {
+    if (!entry->cubin.empty()) {
+      why = "it holds a CUBIN and a module reference";
+      entry.reset();
+    } else if (!(cubin = readModule(entry->module, why))) {
+      entry.reset();
+    }
+  } else if (entry && entry->cubin.empty()) {
     why = "it holds no CUBIN";
     entry.reset();
+  } else if (entry) {
+    cubin = std::make_shared<const std::string>(std::move(entry->cubin));
   }
   if (!entry) {
     fmt::print(stderr,
@@ -178,7 +277,7 @@ KernelCache::Entry KernelCache::readEntry(const std::string &path,
   auto kernel = std::make_shared<CompiledKernel>();
   kernel->name = name;
   kernel->arch = arch;
-  kernel->cubin = std::move(entry->cubin);
+  kernel->cubin = std::move(cubin);
   kernel->ptx = std::move(entry->ptx);
   kernel->log = std::move(entry->log);
   kernel->usage = parsePtxasLog(kernel->log, name);
@@ -187,25 +286,77 @@ KernelCache::Entry KernelCache::readEntry(const std::string &path,
   return kernel;
 }
 
-void KernelCache::writeEntry(const std::string &path,
-                             const std::string &keyText,
-                             const CompiledKernel &kernel) {
-  bool needDirectory;
+Cubin KernelCache::readModule(const std::string &hash, std::string &why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = modules.find(hash); it != modules.end())
+      return it->second;
+  }
+  bool named = hash.size() == 64 &&
+               hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!named) {
+    why = "its module reference is not a SHA-256";
+    return nullptr;
+  }
+  std::string path = modulePath(hash);
+  std::string bytes;
+  try {
+    bytes = readRegularFile(path, kMaxEntryBytes);
+  } catch (const Error &e) {
+    why = fmt::format("its module: {}", e.what());
+    return nullptr;
+  }
+  if (sha256Hex(bytes) != hash) {
+    why = fmt::format("its module '{}' does not match its SHA-256", path);
+    return nullptr;
+  }
+  auto cubin = std::make_shared<const std::string>(std::move(bytes));
+  std::lock_guard<std::mutex> lock(mutex);
+  return modules.emplace(hash, cubin).first->second;
+}
+
+bool KernelCache::prepareDirectory() {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (!diskUsable)
-      return;
-    needDirectory = !directoryMade;
+      return false;
+    if (directoryMade)
+      return true;
   }
-  if (needDirectory) {
-    std::string problem = makeDirectories(dir);
-    if (!problem.empty())
-      return disableDisk(problem);
-    std::lock_guard<std::mutex> lock(mutex);
-    directoryMade = true;
+  std::string problem = makeDirectories(dir);
+  if (!problem.empty()) {
+    disableDisk(problem);
+    return false;
   }
+  std::lock_guard<std::mutex> lock(mutex);
+  directoryMade = true;
+  return diskUsable;
+}
+
+std::string KernelCache::writeModule(const Cubin &cubin) {
+  if (dir.empty() || !prepareDirectory())
+    return "";
+  std::string hash = sha256Hex(*cubin);
+  try {
+    writeFile(modulePath(hash), {{cubin->data(), cubin->size()}});
+  } catch (const Error &e) {
+    disableDisk(e.what());
+    return "";
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  modules.emplace(hash, cubin);
+  return hash;
+}
+
+void KernelCache::writeEntry(const std::string &path,
+                             const std::string &keyText,
+                             const CompiledKernel &kernel,
+                             const std::string &module) {
+  if (!prepareDirectory())
+    return;
   std::string bytes =
-      encodeCacheEntry({keyText, kernel.cubin, kernel.ptx, kernel.log});
+      encodeCacheEntry({keyText, module.empty() ? *kernel.cubin : "",
+                        kernel.ptx, kernel.log, module});
   try {
     writeFile(path, {{bytes.data(), bytes.size()}});
   } catch (const Error &e) {

@@ -286,6 +286,15 @@ CompiledKernel Nvrtc::compile(const std::string &source,
                               const std::string &name, const std::string &arch,
                               bool wantPtx,
                               const std::string &failedDir) const {
+  return std::move(
+      compileTogether(source, {name}, arch, wantPtx, failedDir)[0]);
+}
+
+std::vector<CompiledKernel> Nvrtc::compileTogether(
+    const std::string &source, const std::vector<std::string> &names,
+    const std::string &arch, bool wantPtx, const std::string &failedDir) const {
+  if (names.empty())
+    throw Error("internal error: an NVRTC program with no kernels");
   int number = archNumber(arch);
   if (!archs.empty() &&
       std::find(archs.begin(), archs.end(), number) == archs.end())
@@ -295,7 +304,12 @@ CompiledKernel Nvrtc::compile(const std::string &source,
                             major, minor, libraryPath, arch,
                             fmt::join(archs, ", sm_")));
   auto start = std::chrono::steady_clock::now();
-  std::string programName = name + ".cu";
+  const std::string &first = names.front();
+  std::string programName = first + ".cu";
+  std::string what = names.size() == 1
+                         ? fmt::format("kernel '{}'", first)
+                         : fmt::format("the {} kernels '{}'", names.size(),
+                                       fmt::join(names, "', '"));
 
   auto run = [&](const std::vector<std::string> &opts, Program &program,
                  std::string &log) {
@@ -311,31 +325,29 @@ CompiledKernel Nvrtc::compile(const std::string &source,
     if (result == kNvrtcSuccess)
       return;
     std::string why;
-    std::string saved = saveFailedSource(failedDir, name, source, why);
+    std::string saved = saveFailedSource(failedDir, first, source, why);
     throw Error(fmt::format(
-        "NVRTC {}.{} could not compile kernel '{}' for {} ({}):\n{}\n{}", major,
-        minor, name, arch, api->errorText(result), log,
+        "NVRTC {}.{} could not compile {} for {} ({}):\n{}\n{}", major, minor,
+        what, arch, api->errorText(result), log,
         saved.empty()
             ? fmt::format("(the translation unit could not be saved: {})", why)
             : fmt::format("The whole translation unit is saved in {}", saved)));
   };
 
-  CompiledKernel kernel;
-  kernel.name = name;
-  kernel.arch = arch;
+  std::string cubin, ptx, log;
   {
     Program program(*api);
-    run(options(arch), program, kernel.log);
-    kernel.cubin = programCubin(*api, program.handle);
+    run(options(arch), program, log);
+    cubin = programCubin(*api, program.handle);
     if (wantPtx)
-      kernel.ptx = programPtx(*api, program.handle);
+      ptx = programPtx(*api, program.handle);
   }
-  if (kernel.cubin.empty())
-    throw Error(fmt::format("NVRTC {}.{} compiled kernel '{}' for {} but "
-                            "produced no CUBIN",
-                            major, minor, name, arch));
+  if (cubin.empty())
+    throw Error(fmt::format("NVRTC {}.{} compiled {} for {} but produced no "
+                            "CUBIN",
+                            major, minor, what, arch));
   // Older NVRTCs keep no PTX when compiling for a real architecture.
-  if (wantPtx && kernel.ptx.empty()) {
+  if (wantPtx && ptx.empty()) {
     std::vector<std::string> opts = options(arch);
     for (std::string &o : opts)
       if (o.rfind("--gpu-architecture=", 0) == 0)
@@ -343,13 +355,24 @@ CompiledKernel Nvrtc::compile(const std::string &source,
     Program program(*api);
     std::string ptxLog;
     run(opts, program, ptxLog);
-    kernel.ptx = programPtx(*api, program.handle);
+    ptx = programPtx(*api, program.handle);
   }
-  kernel.usage = parsePtxasLog(kernel.log, name);
-  kernel.seconds =
+  double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  return kernel;
+  auto shared = std::make_shared<const std::string>(std::move(cubin));
+  std::vector<CompiledKernel> kernels(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    CompiledKernel &kernel = kernels[i];
+    kernel.name = names[i];
+    kernel.arch = arch;
+    kernel.cubin = shared;
+    kernel.ptx = ptx;
+    kernel.log = log;
+    kernel.usage = parsePtxasLog(log, names[i]);
+    kernel.seconds = seconds / static_cast<double>(names.size());
+  }
+  return kernels;
 }
 
 } // namespace moec::detail::cuda

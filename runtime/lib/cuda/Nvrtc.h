@@ -19,20 +19,26 @@
 
 namespace moec::detail::cuda {
 
+/// A CUBIN image, shared by every kernel compiled in the same NVRTC
+/// program (see Nvrtc::compileTogether).
+using Cubin = std::shared_ptr<const std::string>;
+
 /// One kernel compiled for one architecture.
 struct CompiledKernel {
   std::string name;
   /// "sm_80", "sm_90".
   std::string arch;
-  std::string cubin;
-  /// Empty unless PTX was asked for.
+  /// The module holding the kernel, possibly with others; never null.
+  Cubin cubin;
+  /// Empty unless PTX was asked for; the whole module's.
   std::string ptx;
-  /// NVRTC's log, with ptxas's resource report.
+  /// NVRTC's log, with ptxas's resource report (for the whole module).
   std::string log;
   ResourceUsage usage;
   /// Whether it came from the kernel cache rather than from NVRTC.
   bool cacheHit = false;
-  /// Time to compile, or to fetch from the cache.
+  /// Time to compile (the kernel's share of its program's), or to fetch
+  /// from the cache.
   double seconds = 0;
 };
 
@@ -79,6 +85,17 @@ public:
   CompiledKernel compile(const std::string &source, const std::string &name,
                          const std::string &arch, bool wantPtx,
                          const std::string &failedDir = "") const;
+
+  /// compile() for a translation unit defining the kernels `names`, as one
+  /// NVRTC program: NVRTC's fixed cost per program (tens of milliseconds,
+  /// as much as a small kernel's own) is paid once. The results share one
+  /// CUBIN; each kernel's seconds are an equal share of the program's. A
+  /// failed program is saved as `failedDir`/<first name>.cu.
+  std::vector<CompiledKernel>
+  compileTogether(const std::string &source,
+                  const std::vector<std::string> &names,
+                  const std::string &arch, bool wantPtx,
+                  const std::string &failedDir = "") const;
 
 private:
   Nvrtc(std::unique_ptr<NvrtcApi> api, std::string libraryPath);

@@ -14,54 +14,134 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 namespace moec::detail::cuda {
 
-std::vector<PrecompiledKernel>
-compileKernels(const std::vector<const KernelDesc *> &kernels,
-               const std::string &arch, unsigned jobs, bool mix) {
-  std::vector<PrecompiledKernel> results(kernels.size());
-  if (kernels.empty())
-    return results;
-  // Load NVRTC once, up front, so that its absence is one clear error.
-  Nvrtc::get();
+namespace {
 
+/// NVRTC programs per worker thread when compiling a batch of kernels:
+/// fewer programs pay NVRTC's fixed cost less often, more keep the workers
+/// evenly loaded when some kernels take much longer than others.
+constexpr size_t kProgramsPerJob = 4;
+
+/// Runs work(i) for i in [0, count) on `jobs` threads (0: one per hardware
+/// thread). The first failure stops the rest and is rethrown.
+void parallelFor(size_t count, unsigned jobs,
+                 const std::function<void(size_t)> &work) {
   std::atomic<size_t> next{0};
   std::mutex failureMutex;
   std::exception_ptr failure;
-  auto work = [&] {
-    for (size_t i = next++; i < kernels.size(); i = next++) {
+  auto worker = [&] {
+    for (size_t i = next++; i < count; i = next++) {
       try {
-        const KernelDesc &kernel = *kernels[i];
-        CompiledKernel compiled = compileCached(kernelTranslationUnit(kernel),
-                                                kernel.name, arch, mix);
-        results[i] = {kernel.name,
-                      compiled.cacheHit,
-                      compiled.seconds,
-                      compiled.usage,
-                      compiled.cubin.size(),
-                      mix ? instructionMix(compiled.ptx) : InstructionMix()};
+        work(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(failureMutex);
         if (!failure)
           failure = std::current_exception();
-        next = kernels.size();
+        next = count;
       }
     }
   };
-  if (jobs == 0)
-    jobs = std::max(1u, std::thread::hardware_concurrency());
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, kernels.size()));
-  std::vector<std::thread> workers;
-  for (unsigned j = 1; j < jobs; ++j)
-    workers.emplace_back(work);
-  work();
-  for (std::thread &worker : workers)
-    worker.join();
+  std::vector<std::thread> threads;
+  for (size_t j = 1; j < std::min<size_t>(jobs, count); ++j)
+    threads.emplace_back(worker);
+  worker();
+  for (std::thread &thread : threads)
+    thread.join();
   if (failure)
     std::rethrow_exception(failure);
+}
+
+} // namespace
+
+unsigned compileJobs(unsigned jobs) {
+  return jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<CompiledKernel>
+fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
+               const std::string &arch, unsigned jobs, bool wantPtx) {
+  std::vector<CompiledKernel> results(kernels.size());
+  if (kernels.empty())
+    return results;
+  // Load NVRTC once, up front, so that its absence is one clear error.
+  Nvrtc::get();
+  jobs = compileJobs(jobs);
+  KernelCache &cache = KernelCache::global();
+
+  // Hash every kernel once and take what the cache has.
+  std::vector<KernelRequest> requests(kernels.size());
+  std::vector<char> found(kernels.size(), 0);
+  parallelFor(kernels.size(), jobs, [&](size_t i) {
+    const KernelDesc &kernel = *kernels[i];
+    requests[i] =
+        KernelCache::request(kernelTranslationUnit(kernel), kernel.name, arch);
+    if (std::optional<CompiledKernel> hit =
+            cache.find(requests[i], arch, wantPtx)) {
+      results[i] = std::move(*hit);
+      found[i] = 1;
+    }
+  });
+
+  // The rest in a few NVRTC programs, round robin so that each holds a mix
+  // of the model's kernels. The instruction mix is counted per kernel, in
+  // PTX of its own, so with PTX every kernel is a program of its own.
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (!found[i])
+      missing.push_back(i);
+  size_t programs = wantPtx ? missing.size()
+                            : std::min(missing.size(), jobs * kProgramsPerJob);
+  std::vector<std::vector<size_t>> batches(programs);
+  for (size_t m = 0; m < missing.size(); ++m)
+    batches[m % programs].push_back(missing[m]);
+  parallelFor(programs, jobs, [&](size_t p) {
+    const std::vector<size_t> &batch = batches[p];
+    std::vector<const KernelRequest *> batchRequests;
+    for (size_t i : batch)
+      batchRequests.push_back(&requests[i]);
+    auto unitOf = [&](const std::vector<size_t> &indices) {
+      std::string unit(deviceLibrarySource());
+      for (size_t at : indices) {
+        unit += '\n';
+        unit += kernels[batch[at]]->source;
+      }
+      return unit;
+    };
+    std::vector<CompiledKernel> compiled;
+    try {
+      compiled = cache.compileTogether(batchRequests, arch, wantPtx, unitOf);
+    } catch (const Error &) {
+      if (batch.size() == 1)
+        throw;
+      // Find the kernel at fault: alone, it fails with its own unit saved.
+      for (size_t at = 0; at < batch.size(); ++at)
+        compiled.push_back(cache.compile(
+            batchRequests[at]->unit, batchRequests[at]->name, arch, wantPtx));
+    }
+    for (size_t at = 0; at < batch.size(); ++at)
+      results[batch[at]] = std::move(compiled[at]);
+  });
+  return results;
+}
+
+std::vector<PrecompiledKernel>
+compileKernels(const std::vector<const KernelDesc *> &kernels,
+               const std::string &arch, unsigned jobs, bool mix) {
+  std::vector<CompiledKernel> compiled =
+      fetchOrCompile(kernels, arch, jobs, mix);
+  std::vector<PrecompiledKernel> results(compiled.size());
+  parallelFor(compiled.size(), compileJobs(jobs), [&](size_t i) {
+    const CompiledKernel &k = compiled[i];
+    results[i] = {
+        kernels[i]->name, k.cacheHit,
+        k.seconds,        k.usage,
+        k.cubin->size(),  mix ? instructionMix(k.ptx) : InstructionMix()};
+  });
   return results;
 }
 

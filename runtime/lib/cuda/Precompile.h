@@ -10,6 +10,7 @@
 #define MOEC_RUNTIME_CUDA_PRECOMPILE_H
 
 #include "BundleData.h"
+#include "Nvrtc.h"
 #include "PtxasLog.h"
 #include "moec/Bundle.h"
 
@@ -21,9 +22,21 @@ namespace moec::detail::cuda {
 
 using PrecompiledKernel = moec::PrecompiledKernel;
 
-/// Compiles `kernels` for `arch` through the process-wide kernel cache,
-/// `jobs` at a time (0: one per hardware thread); results in the order
-/// given. The first failure stops the others and is rethrown.
+/// `jobs`, or one per hardware thread when 0.
+unsigned compileJobs(unsigned jobs);
+
+/// `kernels` compiled for `arch`, from the process-wide kernel cache where
+/// it has them; the others are compiled `jobs` NVRTC programs at a time (0:
+/// one per hardware thread), several kernels per program, or one per
+/// program with `wantPtx`. Results in the order given; the first failure
+/// stops the others and is rethrown.
+std::vector<CompiledKernel>
+fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
+               const std::string &arch, unsigned jobs = 0,
+               bool wantPtx = false);
+
+/// fetchOrCompile, summarised; with `mix` each kernel's instruction mix is
+/// counted in its PTX.
 std::vector<PrecompiledKernel>
 compileKernels(const std::vector<const KernelDesc *> &kernels,
                const std::string &arch, unsigned jobs = 0, bool mix = false);

@@ -27,6 +27,19 @@ TEST(CacheEntry, RoundTrips) {
   EXPECT_EQ(back->log, sample().log);
 }
 
+TEST(CacheEntry, AModuleReferenceRoundTrips) {
+  CacheEntry entry = sample();
+  entry.cubin.clear();
+  entry.module = std::string(64, 'a');
+  std::string why;
+  std::optional<CacheEntry> back =
+      decodeCacheEntry(encodeCacheEntry(entry), why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_TRUE(back->cubin.empty());
+  EXPECT_EQ(back->module, entry.module);
+  EXPECT_EQ(back->log, entry.log);
+}
+
 TEST(CacheEntry, EmptySectionsRoundTrip) {
   std::string why;
   std::optional<CacheEntry> back =

@@ -204,15 +204,19 @@ TEST_F(CudaDeviceTest, BuffersStartZeroedAndRoundTrip) {
 
 TEST_F(CudaDeviceTest, PrepareLoadsEachKernelOnceAndAllowsBigSharedMemory) {
   int64_t loaded = state().modulesLoaded, unloaded = state().modulesUnloaded;
+  int64_t modules = 0;
   {
     std::unique_ptr<cuda::CudaDevice> device = makeDevice();
     device->prepare(bundle.programs.at("forward"));
+    modules = state().modulesLoaded - loaded;
+    // Two kernels: two modules, or one when they were compiled together.
+    EXPECT_TRUE(modules == 1 || modules == 2) << modules;
     device->prepare(bundle.programs.at("forward"));
-    EXPECT_EQ(state().modulesLoaded, loaded + 2);
+    EXPECT_EQ(state().modulesLoaded, loaded + modules);
     EXPECT_EQ(state().dynamicSharedLimit["moek_test_mma"], 64 * 1024);
     EXPECT_EQ(state().dynamicSharedLimit.count("moek_test_scale"), 0u);
   }
-  EXPECT_EQ(state().modulesUnloaded, unloaded + 2);
+  EXPECT_EQ(state().modulesUnloaded, unloaded + modules);
 }
 
 TEST_F(CudaDeviceTest, LaunchesFollowTheDescription) {

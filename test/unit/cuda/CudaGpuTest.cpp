@@ -73,7 +73,7 @@ public:
               KernelParams &params, unsigned grid, unsigned block) {
     CompiledKernel k = Nvrtc::get().compile(source, name, arch, false);
     CUmodule module = nullptr;
-    driver->check(driver->cuModuleLoadData(&module, k.cubin.data()),
+    driver->check(driver->cuModuleLoadData(&module, k.cubin->data()),
                   "cuModuleLoadData");
     modules.push_back(module);
     CUfunction function = nullptr;

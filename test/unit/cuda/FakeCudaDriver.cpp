@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 using moec::fake::Launch;
 using moec::fake::State;
@@ -32,8 +33,22 @@ struct Function {
 /// Owns its functions, as a real module does: unloading frees them.
 struct Module {
   int id;
+  /// The symbol names the image holds, NUL-separated as in its string
+  /// tables (with the rest of the image).
+  std::string image;
   std::vector<std::unique_ptr<Function>> functions;
 };
+
+/// The bytes of an ELF64 image: its section headers come last.
+size_t elfSize(const unsigned char *image) {
+  auto read = [&](int at, int bytes) {
+    uint64_t value = 0;
+    for (int i = 0; i < bytes; ++i)
+      value |= uint64_t(image[at + i]) << (8 * i);
+    return value;
+  };
+  return read(0x28, 8) + read(0x3c, 2) * read(0x3a, 2);
+}
 struct Graph {
   std::vector<Launch> launches;
 };
@@ -152,15 +167,23 @@ CUresult cuModuleLoadData(void **module, const void *image) {
                   "ELF",
                   4) != 0)
     return kInvalidImage;
-  *module = new Module{static_cast<int>(++state.modulesLoaded), {}};
+  const auto *bytes = static_cast<const unsigned char *>(image);
+  *module = new Module{
+      static_cast<int>(++state.modulesLoaded),
+      std::string(reinterpret_cast<const char *>(bytes), elfSize(bytes)),
+      {}};
   return kSuccess;
 }
 
 CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
-  // Every test kernel's name starts with "moek_".
-  if (std::strncmp(name, "moek_", 5) != 0)
+  // Every test kernel's name starts with "moek_", and a module holds only
+  // the kernels its image names (several when compiled together).
+  Module &m = *static_cast<Module *>(module);
+  if (std::strncmp(name, "moek_", 5) != 0 ||
+      m.image.find(std::string(1, '\0') + name + std::string(1, '\0')) ==
+          std::string::npos)
     return kNotFound;
-  auto &functions = static_cast<Module *>(module)->functions;
+  auto &functions = m.functions;
   functions.push_back(std::make_unique<Function>(Function{name}));
   *function = functions.back().get();
   return kSuccess;

@@ -2,9 +2,11 @@
 
 #include "cuda/KernelCache.h"
 #include "CudaTestUtil.h"
-#include "cuda/CacheEntry.h"
 #include "Sha256.h"
+#include "cuda/CacheEntry.h"
+#include "moec/support/DeviceLibrary.h"
 
+#include <algorithm>
 #include <atomic>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,7 +35,7 @@ TEST_F(KernelCacheTest, ASecondCompileIsAHitAndMuchFaster) {
   CompiledKernel warm = cache.compile(source, kName, "sm_90", false);
   EXPECT_FALSE(cold.cacheHit);
   EXPECT_TRUE(warm.cacheHit);
-  EXPECT_EQ(warm.cubin, cold.cubin);
+  EXPECT_EQ(*warm.cubin, *cold.cubin);
   EXPECT_EQ(warm.usage.registers, cold.usage.registers);
   EXPECT_LT(warm.seconds, cold.seconds / 10)
       << "cold " << cold.seconds << " s, warm " << warm.seconds << " s";
@@ -44,7 +46,7 @@ TEST_F(KernelCacheTest, ASecondCompileIsAHitAndMuchFaster) {
   KernelCache fresh(dir());
   CompiledKernel disk = fresh.compile(source, kName, "sm_90", false);
   EXPECT_TRUE(disk.cacheHit);
-  EXPECT_EQ(disk.cubin, cold.cubin);
+  EXPECT_EQ(*disk.cubin, *cold.cubin);
   EXPECT_EQ(disk.log, cold.log);
   EXPECT_EQ(disk.usage.registers, cold.usage.registers);
   EXPECT_EQ(disk.usage.spillStoreBytes, cold.usage.spillStoreBytes);
@@ -111,7 +113,7 @@ void expectDamageIsRepaired(const std::string &source, const std::string &dir,
   CompiledKernel again = second.compile(source, kName, "sm_80", false);
   std::string warnings = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(again.cacheHit);
-  EXPECT_EQ(again.cubin, original.cubin);
+  EXPECT_EQ(*again.cubin, *original.cubin);
   EXPECT_EQ(second.stats().rejectedEntries, 1);
   EXPECT_EQ(second.stats().compiles, 1);
   EXPECT_THAT(warnings, HasSubstr("ignoring the kernel cache entry"));
@@ -172,7 +174,7 @@ TEST_F(KernelCacheTest, AnUnwritableDirectoryDegradesToMemoryWithOneWarning) {
   EXPECT_FALSE(a.cacheHit);
   EXPECT_FALSE(b.cacheHit);
   EXPECT_TRUE(again.cacheHit);
-  EXPECT_FALSE(a.cubin.empty());
+  EXPECT_FALSE(a.cubin->empty());
   EXPECT_FALSE(cache.onDisk());
   EXPECT_THAT(warnings, HasSubstr("kept in memory only"));
   EXPECT_EQ(warnings.find("kept in memory only"),
@@ -215,13 +217,107 @@ TEST_F(KernelCacheTest, ConcurrentRequestsCompileOnce) {
   std::vector<std::string> cubins(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      cubins[t] = cache.compile(source, kName, "sm_80", false).cubin;
+      cubins[t] = *cache.compile(source, kName, "sm_80", false).cubin;
     });
   for (std::thread &t : threads)
     t.join();
   EXPECT_EQ(cache.stats().compiles, 1);
   for (const std::string &cubin : cubins)
     EXPECT_EQ(cubin, cubins[0]);
+}
+
+/// Two scale kernels, requested together; unitOf() builds their program.
+struct TwoKernels {
+  std::vector<KernelRequest> requests;
+  std::vector<const KernelRequest *> pointers() const {
+    std::vector<const KernelRequest *> p;
+    for (const KernelRequest &r : requests)
+      p.push_back(&r);
+    return p;
+  }
+  std::string unitOf(const std::vector<size_t> &indices) const {
+    std::string unit(deviceLibrarySource());
+    for (size_t i : indices)
+      unit += requests[i].unit.substr(deviceLibrarySource().size());
+    return unit;
+  }
+};
+
+TwoKernels twoKernels() {
+  TwoKernels k;
+  for (const char *name : {"moek_test_first", "moek_test_second"})
+    k.requests.push_back(KernelCache::request(
+        test::scaleKernelSource(name, "together"), name, "sm_80"));
+  return k;
+}
+
+TEST_F(KernelCacheTest, KernelsCompiledTogetherShareOneModule) {
+  MOEC_REQUIRE_NVRTC();
+  TwoKernels k = twoKernels();
+  auto unitOf = [&](const std::vector<size_t> &i) { return k.unitOf(i); };
+  KernelCache cache(dir());
+  EXPECT_FALSE(cache.find(k.requests[0], "sm_80", false));
+  std::vector<CompiledKernel> cold =
+      cache.compileTogether(k.pointers(), "sm_80", false, unitOf);
+  ASSERT_EQ(cold.size(), 2u);
+  EXPECT_EQ(cache.stats().compiles, 2);
+  EXPECT_FALSE(cold[0].cacheHit);
+  EXPECT_EQ(cold[0].cubin, cold[1].cubin) << "one CUBIN, shared";
+  EXPECT_EQ(cold[1].name, "moek_test_second");
+  EXPECT_GT(cold[1].usage.registers, 0);
+  // Two small entries and the module they reference.
+  std::vector<std::string> files = test::filesIn(dir());
+  EXPECT_EQ(files.size(), 3u);
+  EXPECT_EQ(std::count_if(files.begin(), files.end(),
+                          [](const std::string &f) {
+                            return f.find("module-") != std::string::npos;
+                          }),
+            1);
+
+  // A new process reads the module once for both.
+  KernelCache fresh(dir());
+  std::optional<CompiledKernel> first =
+      fresh.find(k.requests[0], "sm_80", false);
+  std::optional<CompiledKernel> second =
+      fresh.find(k.requests[1], "sm_80", false);
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE(first->cacheHit);
+  EXPECT_EQ(first->cubin, second->cubin);
+  EXPECT_EQ(*first->cubin, *cold[0].cubin);
+  EXPECT_EQ(second->usage.registers, cold[1].usage.registers);
+  EXPECT_EQ(fresh.stats().diskHits, 2);
+  EXPECT_EQ(fresh.stats().compiles, 0);
+}
+
+TEST_F(KernelCacheTest, ADamagedModuleIsRecompiled) {
+  MOEC_REQUIRE_NVRTC();
+  TwoKernels k = twoKernels();
+  auto unitOf = [&](const std::vector<size_t> &i) { return k.unitOf(i); };
+  std::string sound;
+  {
+    KernelCache cache(dir());
+    sound =
+        *cache.compileTogether(k.pointers(), "sm_80", false, unitOf)[0].cubin;
+  }
+  for (const std::string &file : test::filesIn(dir()))
+    if (file.find("module-") != std::string::npos) {
+      std::string path = dir() + "/" + file;
+      std::string bytes = test::readFile(path);
+      bytes[bytes.size() / 2] ^= 1;
+      test::writeFile(path, bytes);
+    }
+  KernelCache second(dir());
+  ::testing::internal::CaptureStderr();
+  std::vector<CompiledKernel> again =
+      second.compileTogether(k.pointers(), "sm_80", false, unitOf);
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(again[0].cacheHit);
+  EXPECT_EQ(*again[0].cubin, sound);
+  EXPECT_EQ(second.stats().rejectedEntries, 2);
+  EXPECT_THAT(warnings, HasSubstr("does not match its SHA-256"));
+  // The rewritten module serves a third process.
+  KernelCache third(dir());
+  EXPECT_TRUE(third.find(k.requests[1], "sm_80", false));
 }
 
 TEST_F(KernelCacheTest, ACompileErrorIsNotCached) {

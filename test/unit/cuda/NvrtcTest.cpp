@@ -47,7 +47,7 @@ TEST(Nvrtc, CompilesADeviceLibraryKernelForSm80AndSm90) {
     CompiledKernel k = nvrtc.compile(source, "moek_test_scale", arch, false);
     EXPECT_EQ(k.name, "moek_test_scale");
     EXPECT_EQ(k.arch, arch);
-    EXPECT_TRUE(isElf(k.cubin)) << arch;
+    EXPECT_TRUE(isElf(*k.cubin)) << arch;
     EXPECT_TRUE(k.ptx.empty());
     EXPECT_FALSE(k.cacheHit);
     EXPECT_GT(k.seconds, 0);
@@ -64,7 +64,7 @@ TEST(Nvrtc, CompilesTheTensorCoreTiles) {
   MOEC_REQUIRE_NVRTC();
   CompiledKernel k = nvrtc.compile(test::mmaKernelSource("moek_test_mma"),
                                    "moek_test_mma", "sm_80", false);
-  EXPECT_TRUE(isElf(k.cubin));
+  EXPECT_TRUE(isElf(*k.cubin));
   EXPECT_GT(k.usage.registers, 0);
   EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.log;
 }
@@ -137,7 +137,7 @@ TEST(Nvrtc, PtxTargetsTheArchitecture) {
   MOEC_REQUIRE_NVRTC();
   CompiledKernel k = nvrtc.compile(test::scaleKernelSource("moek_test_scale"),
                                    "moek_test_scale", "sm_90", true);
-  EXPECT_TRUE(isElf(k.cubin));
+  EXPECT_TRUE(isElf(*k.cubin));
   EXPECT_THAT(k.ptx, HasSubstr(".target sm_90"));
   EXPECT_THAT(k.ptx, HasSubstr(".entry moek_test_scale"));
 }

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 using namespace moec;
 using namespace moec::detail::cuda;
@@ -134,6 +135,68 @@ TEST(Precompile, NamesAKernelThatDoesNotCompile) {
     EXPECT_THAT(e.what(), HasSubstr("could not compile kernel "
                                     "'moek_test_scale' for sm_80"));
     EXPECT_THAT(e.what(), HasSubstr("moek_test_scale.cu"));
+  }
+}
+
+/// Nine small kernels, the fourth broken when asked.
+std::vector<detail::KernelDesc> nineKernels(const std::string &tag,
+                                            bool breakOne) {
+  std::vector<detail::KernelDesc> kernels;
+  for (int i = 0; i < 9; ++i) {
+    std::string name = "moek_test_nine" + std::to_string(i);
+    kernels.push_back({name, ownSource(test::scaleKernelSource(name, tag))});
+  }
+  if (breakOne)
+    kernels[3].source = "extern \"C\" __global__ void moek_test_nine3(const "
+                        "moec::KernelParams p) { broken }\n";
+  return kernels;
+}
+
+TEST(Precompile, CompilesKernelsTogetherAFewProgramsPerJob) {
+  MOEC_REQUIRE_NVRTC();
+  std::vector<detail::KernelDesc> kernels = nineKernels("together", false);
+  std::vector<const detail::KernelDesc *> pointers;
+  for (const detail::KernelDesc &k : kernels)
+    pointers.push_back(&k);
+  std::vector<CompiledKernel> cold = fetchOrCompile(pointers, "sm_80", 1);
+  ASSERT_EQ(cold.size(), 9u);
+  std::set<const std::string *> modules;
+  for (size_t i = 0; i < cold.size(); ++i) {
+    EXPECT_EQ(cold[i].name, kernels[i].name);
+    EXPECT_FALSE(cold[i].cacheHit) << cold[i].name;
+    EXPECT_EQ(cold[i].usage.sharedBytes, 512) << cold[i].name;
+    // The module really holds the kernel.
+    EXPECT_NE(cold[i].cubin->find(kernels[i].name + '\0'), std::string::npos)
+        << cold[i].name;
+    modules.insert(cold[i].cubin.get());
+  }
+  EXPECT_EQ(modules.size(), 4u) << "one job: four programs for nine kernels";
+  std::vector<CompiledKernel> warm = fetchOrCompile(pointers, "sm_80", 1);
+  for (size_t i = 0; i < warm.size(); ++i) {
+    EXPECT_TRUE(warm[i].cacheHit) << warm[i].name;
+    EXPECT_EQ(warm[i].cubin, cold[i].cubin) << warm[i].name;
+  }
+  // With PTX (for the instruction mix) every kernel is compiled alone.
+  std::vector<CompiledKernel> ptx = fetchOrCompile(pointers, "sm_80", 1, true);
+  for (size_t i = 0; i < ptx.size(); ++i) {
+    EXPECT_THAT(ptx[i].ptx, HasSubstr(kernels[i].name));
+    EXPECT_EQ(ptx[i].ptx.find(kernels[(i + 1) % 9].name), std::string::npos);
+  }
+}
+
+TEST(Precompile, ABrokenKernelCompiledWithOthersIsNamed) {
+  MOEC_REQUIRE_NVRTC();
+  std::vector<detail::KernelDesc> kernels = nineKernels("broken", true);
+  std::vector<const detail::KernelDesc *> pointers;
+  for (const detail::KernelDesc &k : kernels)
+    pointers.push_back(&k);
+  try {
+    fetchOrCompile(pointers, "sm_80", 1);
+    FAIL() << "a broken kernel compiled";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("could not compile kernel "
+                                    "'moek_test_nine3' for sm_80"));
+    EXPECT_THAT(e.what(), HasSubstr("moek_test_nine3.cu"));
   }
 }
 
