@@ -2,11 +2,7 @@
 
 #include "cpu/HiddenCache.h"
 
-#include "moec/Error.h"
-
 #include <algorithm>
-#include <cstdlib>
-#include <fmt/format.h>
 
 namespace moec::cpu {
 
@@ -28,35 +24,14 @@ bool overlaps(const TensorView &a, const TensorView &b) {
 
 } // namespace
 
-HiddenCache::~HiddenCache() {
-  clear();
-  for (Block &b : idle)
-    std::free(b.data);
-}
+HiddenCache::~HiddenCache() { clear(); }
 
 std::vector<void *> HiddenCache::allocate(size_t count, size_t bytes) {
-  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   std::vector<void *> result;
   for (size_t i = 0; i < count; ++i) {
-    // The smallest idle block that fits, so that steady-state runs reuse
-    // the same (already faulted-in) pages.
-    auto best = idle.end();
-    for (auto it = idle.begin(); it != idle.end(); ++it)
-      if (it->bytes >= bytes && (best == idle.end() || it->bytes < best->bytes))
-        best = it;
-    Block block;
-    if (best != idle.end()) {
-      block = *best;
-      idle.erase(best);
-    } else {
-      block = {std::aligned_alloc(64, bytes), bytes};
-      if (!block.data)
-        throw Error(fmt::format("out of host memory allocating {} bytes for "
-                                "the expert FFN's saved hidden layer",
-                                bytes));
-    }
-    taken.push_back(block);
-    result.push_back(block.data);
+    taken.push_back(pool.take(bytes, /*replaceLargest=*/false,
+                              "the expert FFN's saved hidden layer"));
+    result.push_back(taken.back().data);
   }
   return result;
 }
@@ -95,7 +70,8 @@ void HiddenCache::invalidate(const TensorView &written) {
 
 void HiddenCache::clear() {
   entries.clear();
-  idle.insert(idle.end(), taken.begin(), taken.end());
+  for (BlockPool::Block &b : taken)
+    pool.give(b);
   taken.clear();
 }
 

@@ -13,6 +13,7 @@
 #ifndef MOEC_RUNTIME_CPU_HIDDENCACHE_H
 #define MOEC_RUNTIME_CPU_HIDDENCACHE_H
 
+#include "cpu/kernels/Common.h"
 #include "moec/Tensor.h"
 
 #include <cstddef>
@@ -49,12 +50,9 @@ private:
     std::string tag;
     std::vector<void *> buffers;
   };
-  struct Block {
-    void *data;
-    size_t bytes;
-  };
   std::vector<Entry> entries;
-  std::vector<Block> idle, taken;
+  BlockPool pool;
+  std::vector<BlockPool::Block> taken;
 };
 
 } // namespace moec::cpu

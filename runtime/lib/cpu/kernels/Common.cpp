@@ -134,51 +134,51 @@ void checkExpertIndices(const KernelContext &ctx, const TensorView &expert,
   }
 }
 
-namespace {
-/// The idle blocks of this thread's scratch pool.
-struct ScratchPool {
-  std::vector<Scratch::Block> idle;
-  ~ScratchPool() {
-    for (Scratch::Block &b : idle)
-      std::free(b.data);
-  }
-};
-thread_local ScratchPool scratchPool;
-} // namespace
+BlockPool::~BlockPool() {
+  for (Block &b : idle)
+    std::free(b.data);
+}
 
-void *Scratch::getBytes(size_t bytes) {
-  std::vector<Block> &idle = scratchPool.idle;
-  // The smallest idle block that fits; else grow the largest idle one.
+BlockPool::Block BlockPool::take(size_t bytes, bool replaceLargest,
+                                 const char *what) {
+  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   auto best = idle.end();
   for (auto it = idle.begin(); it != idle.end(); ++it)
     if (it->bytes >= bytes && (best == idle.end() || it->bytes < best->bytes))
       best = it;
-  Block block;
   if (best != idle.end()) {
-    block = *best;
+    Block block = *best;
     idle.erase(best);
-  } else {
-    if (!idle.empty()) {
-      auto largest = std::max_element(
-          idle.begin(), idle.end(),
-          [](const Block &a, const Block &b) { return a.bytes < b.bytes; });
-      std::free(largest->data);
-      idle.erase(largest);
-    }
-    block.bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    block.data = std::aligned_alloc(64, block.bytes);
-    if (!block.data)
-      throw Error(fmt::format("out of host memory allocating {} bytes of "
-                              "kernel scratch",
-                              block.bytes));
+    return block;
   }
-  taken.push_back(block);
-  return block.data;
+  if (replaceLargest && !idle.empty()) {
+    auto largest = std::max_element(
+        idle.begin(), idle.end(),
+        [](const Block &a, const Block &b) { return a.bytes < b.bytes; });
+    std::free(largest->data);
+    idle.erase(largest);
+  }
+  Block block{std::aligned_alloc(64, bytes), bytes};
+  if (!block.data)
+    throw Error(fmt::format("out of host memory allocating {} bytes for {}",
+                            bytes, what));
+  return block;
+}
+
+namespace {
+/// This thread's scratch blocks.
+thread_local BlockPool scratchPool;
+} // namespace
+
+void *Scratch::getBytes(size_t bytes) {
+  taken.push_back(scratchPool.take(bytes, /*replaceLargest=*/true,
+                                   "kernel scratch"));
+  return taken.back().data;
 }
 
 Scratch::~Scratch() {
-  for (Block &b : taken)
-    scratchPool.idle.push_back(b);
+  for (BlockPool::Block &b : taken)
+    scratchPool.give(b);
 }
 
 static int blasInt(int64_t v) {

@@ -134,6 +134,34 @@ void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                 T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
                 T beta, T *c, int64_t ldc);
 
+/// 64-byte aligned host blocks kept for reuse: take() hands out the
+/// smallest idle block that fits, so that steady-state runs reuse the same
+/// (already faulted-in) pages.
+class BlockPool {
+public:
+  struct Block {
+    void *data = nullptr;
+    size_t bytes = 0;
+  };
+
+  BlockPool() = default;
+  BlockPool(const BlockPool &) = delete;
+  BlockPool &operator=(const BlockPool &) = delete;
+  /// Frees the idle blocks; taken ones belong to their holder until given.
+  ~BlockPool();
+
+  /// A block of at least `bytes`. When none fits and `replaceLargest`, the
+  /// largest idle block is freed first, so that the pool holds about its
+  /// high-water mark rather than every size ever asked for. `what` names the
+  /// use in the out-of-memory error.
+  Block take(size_t bytes, bool replaceLargest, const char *what);
+  /// Returns a block from take() to the idle ones.
+  void give(Block block) { idle.push_back(block); }
+
+private:
+  std::vector<Block> idle;
+};
+
 /// Uninitialised temporary buffers that stay allocated on the calling thread
 /// between kernel calls, so a kernel's large temporaries (the expert FFN's
 /// gathered matrices) do not page-fault afresh on every call. Buffers are
@@ -151,14 +179,9 @@ public:
     return static_cast<T *>(getBytes(static_cast<size_t>(count) * sizeof(T)));
   }
 
-  struct Block {
-    void *data = nullptr;
-    size_t bytes = 0;
-  };
-
 private:
   void *getBytes(size_t bytes);
-  std::vector<Block> taken;
+  std::vector<BlockPool::Block> taken;
 };
 
 /// Below this many elementary operations a loop runs on the calling thread:

@@ -306,15 +306,10 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
   // the expert output.
   T *dhRaw = dgates || needDh ? scratch.get<T>(rows * f) : nullptr;
   GemmBatch<T> batch;
-  for (int64_t e = 0; e < o.numExperts; ++e) {
-    int64_t m = groups.count(e), r0 = groups.offset[e];
-    if (dw2)
-      batch.add(true, false, f, d, m, T(1), h + r0 * f, f, dys + r0 * d, d,
-                T(0), dw2 + e * f * d, d);
-    if (dhRaw)
-      batch.add(false, true, m, f, d, T(1), dyg + r0 * d, d,
-                o.w2.as<T>() + e * f * d, d, T(0), dhRaw + r0 * f, f);
-  }
+  if (dw2)
+    addWeightGrads(batch, groups, f, d, h, dys, dw2);
+  if (dhRaw)
+    addInputGrads(batch, groups, f, d, dyg, o.w2.as<T>(), T(0), dhRaw);
   batch.run();
   if (db2)
     expertColumnSums(dys, groups, d, db2);
@@ -353,28 +348,16 @@ template <typename T> void expertFfnGrad(KernelContext &ctx) {
 
   T *dxg = dx ? scratch.get<T>(rows * d) : nullptr;
   const T *xg = hid.xg;
-  for (int64_t e = 0; e < o.numExperts; ++e) {
-    int64_t m = groups.count(e), r0 = groups.offset[e];
-    // An expert without rows gets zero weight gradients (gemm with K = 0).
-    using WeightGrad = std::pair<T *, const T *>;
-    for (auto [dw, grad] : {WeightGrad{dw1, da}, WeightGrad{dw3, du}}) {
-      if (!dw)
-        continue;
-      batch.add(true, false, d, f, m, T(1), xg + r0 * d, d, grad + r0 * f, f,
-                T(0), dw + e * d * f, f);
-    }
-    if (dx)
-      batch.add(false, true, m, d, f, T(1), da + r0 * f, f,
-                o.w1.as<T>() + e * d * f, f, T(0), dxg + r0 * d, d);
-  }
+  if (dw1)
+    addWeightGrads(batch, groups, d, f, xg, da, dw1);
+  if (dw3)
+    addWeightGrads(batch, groups, d, f, xg, du, dw3);
+  if (dx)
+    addInputGrads(batch, groups, d, f, da, o.w1.as<T>(), T(0), dxg);
   batch.run();
   // The GLU branch adds into the same blocks of dxg, so after them.
   if (dx && glu) {
-    for (int64_t e = 0; e < o.numExperts; ++e) {
-      int64_t m = groups.count(e), r0 = groups.offset[e];
-      batch.add(false, true, m, d, f, T(1), du + r0 * f, f,
-                o.w3.as<T>() + e * d * f, f, T(1), dxg + r0 * d, d);
-    }
+    addInputGrads(batch, groups, d, f, du, o.w3.as<T>(), T(1), dxg);
     batch.run();
   }
   if (dx)

@@ -13,6 +13,7 @@
 #define MOEC_RUNTIME_CPU_KERNELS_EXPERTGROUPS_H
 
 #include "Common.h"
+#include "GemmBatch.h"
 
 #include <cstring>
 #include <vector>
@@ -125,6 +126,32 @@ void expertColumnSums(const T *in, const ExpertGroups &groups, int64_t width,
                 for (int64_t c = c0; c < c1; ++c)
                   out[e * width + c] = static_cast<T>(acc[c - c0]);
               });
+}
+
+/// For expert projections y_e = x_e W_e over grouped rows (x rows of `in`
+/// elements, y rows of `out`, W [E, in, out]), adds to `batch` the weight
+/// gradients dW_e = x_e^T dy_e. An expert without rows gets zeros (K = 0).
+template <typename T>
+void addWeightGrads(GemmBatch<T> &batch, const ExpertGroups &groups, int64_t in,
+                    int64_t out, const T *x, const T *dy, T *dw) {
+  const int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t r0 = groups.offset[e];
+    batch.add(true, false, in, out, groups.count(e), T(1), x + r0 * in, in,
+              dy + r0 * out, out, T(0), dw + e * in * out, out);
+  }
+}
+
+/// The same projections' input gradients: dx_e = dy_e W_e^T + beta dx_e.
+template <typename T>
+void addInputGrads(GemmBatch<T> &batch, const ExpertGroups &groups, int64_t in,
+                   int64_t out, const T *dy, const T *w, T beta, T *dx) {
+  const int64_t experts = static_cast<int64_t>(groups.offset.size()) - 1;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t r0 = groups.offset[e];
+    batch.add(false, true, groups.count(e), in, out, T(1), dy + r0 * out, out,
+              w + e * in * out, out, beta, dx + r0 * in, in);
+  }
 }
 
 } // namespace moec::cpu

@@ -116,15 +116,10 @@ template <typename T> void expertMapGrad(KernelContext &ctx) {
   if (xg)
     gatherRows(p.in.as<T>(), groups, p.k, d, xg);
   GemmBatch<T> batch;
-  for (int64_t e = 0; e < p.numExperts; ++e) {
-    int64_t r0 = groups.offset[e];
-    if (xg)
-      batch.add(true, false, d, h, groups.count(e), T(1), xg + r0 * d, d,
-                dyg + r0 * h, h, T(0), dw.as<T>() + e * d * h, h);
-    if (dxg)
-      batch.add(false, true, groups.count(e), d, h, T(1), dyg + r0 * h, h,
-                p.weight.as<T>() + e * d * h, h, T(0), dxg + r0 * d, d);
-  }
+  if (xg)
+    addWeightGrads(batch, groups, d, h, xg, dyg, dw.as<T>());
+  if (dxg)
+    addInputGrads(batch, groups, d, h, dyg, p.weight.as<T>(), T(0), dxg);
   batch.run();
   if (dxg) {
     combineRows(
@@ -193,15 +188,10 @@ template <typename T> void expertReduceGrad(KernelContext &ctx) {
         dys[r * d + c] = gate * dyg[r * d + c];
     });
   GemmBatch<T> batch;
-  for (int64_t e = 0; e < p.numExperts; ++e) {
-    int64_t r0 = groups.offset[e];
-    if (dys)
-      batch.add(true, false, h, d, groups.count(e), T(1), cg + r0 * h, h,
-                dys + r0 * d, d, T(0), dw.as<T>() + e * h * d, d);
-    if (grow)
-      batch.add(false, true, groups.count(e), h, d, T(1), dyg + r0 * d, d,
-                p.weight.as<T>() + e * h * d, d, T(0), grow + r0 * h, h);
-  }
+  if (dys)
+    addWeightGrads(batch, groups, h, d, cg, dys, dw.as<T>());
+  if (grow)
+    addInputGrads(batch, groups, h, d, dyg, p.weight.as<T>(), T(0), grow);
   batch.run();
   if (!grow)
     return;
