@@ -7,7 +7,8 @@
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
 // in every bf16 GEMM and none in f32 models, the cp.async / ldmatrix
-// pipeline in bf16 models, 16-byte accesses in the optimizer kernels. No
+// pipeline in bf16 models, 16-byte accesses in the optimizer kernels and
+// in the expert combine when its width is a multiple of 4. No
 // GPU is needed.
 //
 //===----------------------------------------------------------------------===//
@@ -17,6 +18,7 @@
 #include "moec/Cuda.h"
 #include "moec/Error.h"
 
+#include <cstdlib>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <iostream>
@@ -71,6 +73,16 @@ bool calls(const std::string &source, const char *function) {
   return source.find(function) != std::string::npos;
 }
 
+/// The width D of the expertCombine<K, D> the kernel calls, or 0.
+int combineWidth(const std::string &source) {
+  const std::string call = "moec::expertCombine<";
+  size_t at = source.find(call);
+  if (at == std::string::npos)
+    return 0;
+  size_t comma = source.find(',', at);
+  return comma == std::string::npos ? 0 : std::atoi(source.c_str() + comma + 1);
+}
+
 class KernelResources : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KernelResources, CompileWithoutSpills) {
@@ -109,6 +121,9 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
         calls(source, "moec::sumOfSquares"))
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": no 16-byte loads";
+    if (int width = combineWidth(source); width % 4 == 0 && width > 0)
+      EXPECT_GT(m.globalLoads16, 0) << k.name << ": a combine of width "
+                                    << width << " without 16-byte loads";
     EXPECT_GT(k.usage.registers, 0) << k.name;
     EXPECT_LE(k.usage.registers, 128) << k.name;
     EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
