@@ -113,15 +113,17 @@ MOEC_DEVICE void expertCombine(int64_t tokens, gptr<const int32_t> slot,
 }
 
 /// The gradient rows of the experts' hidden layer, one warp per sorted row:
-/// dgates, and da (and du with GLU) from G = dy W2^T.
-template <int F, int D, int K, bool Glu, typename T, typename ActFn,
-          typename ActGradFn>
+/// dgates, and da (and du with GLU) from G = dy W2^T. hidden, da and du
+/// are stored as H (bf16 when only tensor-core GEMMs read them); dgates
+/// uses the unrounded hidden values.
+template <int F, int D, int K, bool Glu, typename T, typename H,
+          typename ActFn, typename ActGradFn>
 MOEC_DEVICE void
 expertHiddenGrad(gptr<const int32_t> offsets, int E, gptr<const int32_t> order,
                  gptr<const float> gates, gptr<const float> pre,
                  gptr<const float> up, gptr<const float> g, gptr<const T> dy,
-                 gptr<const T> b2, gptr<float> dgates, gptr<float> hidden,
-                 gptr<float> da, gptr<float> du, const ActFn &act,
+                 gptr<const T> b2, gptr<float> dgates, gptr<H> hidden,
+                 gptr<H> da, gptr<H> du, const ActFn &act,
                  const ActGradFn &actGrad, int rowsPerBlock) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * rowsPerBlock + warp;

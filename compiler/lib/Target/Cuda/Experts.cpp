@@ -87,7 +87,7 @@ void forwardHidden(GroupEmitter &e, const Experts &x, int64_t hidden,
         else
           w.line("const moec::gptr<const float> up = " + std::string(kNoFloats) +
                  ";");
-        declareScratch(e, w, "hidden", hidden, x.f32, true);
+        declareScratch(e, w, "hidden", hidden, x.operandType, true);
       },
       gatherX, x.expertWeight("RowMajor", "w1", x.d, x.f),
       fill("[=](int64_t m, int64_t n, float acc) { const int64_t i = (row0 + "
@@ -102,7 +102,7 @@ void forwardHidden(GroupEmitter &e, const Experts &x, int64_t hidden,
 LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   auto op = cast<ExpertFfnOp>(e.first());
   Experts x = expertsOf(e, op);
-  int64_t hidden = e.scratch(x.f32, {x.assignments(), SymDim(x.f)});
+  int64_t hidden = e.scratch(x.operandType, {x.assignments(), SymDim(x.f)});
   int64_t up = x.w3 ? e.scratch(x.f32, {x.assignments(), SymDim(x.f)}) : -1;
   int64_t yk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
   dispatch(e, x, Value());
@@ -111,13 +111,13 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   groupedGemm(
       e, x, "down", x.d, x.f,
       [&](CodeWriter &w) {
-        declareScratch(e, w, "hidden", hidden, x.f32, false);
+        declareScratch(e, w, "hidden", hidden, x.operandType, false);
         e.declare(w, "w2", x.w2, false);
         declareOptional(e, w, "b2", x.b2, x.t);
         e.declare(w, "gates", x.gates, false);
         declareScratch(e, w, "yk", yk, x.f32, true);
       },
-      RoutedGemm::scratchRows("RowMajor", "hidden", x.f),
+      x.scratchRows("RowMajor", "hidden", x.f),
       x.expertWeight("RowMajor", "w2", x.f, x.d),
       fill("[=](int64_t m, int64_t n, float acc) { const int64_t a = "
            "order[row0 + m]; yk[a * ${D} + n] = gates[a] * (acc + (b2 ? "
@@ -137,8 +137,9 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
 
 namespace {
 
-/// The float scratch of the gradient, `[assignments, F]` unless noted, and
-/// the op's results.
+/// The scratch of the gradient, `[assignments, F]` unless noted, and the
+/// op's results: float, except hidden, da and du, which only GEMMs and
+/// column sums read (operandType).
 struct GradState {
   int64_t pre, up, g, hidden, da, du, dxk /* [assignments, d] */;
   Value dy, dgates, dx, dw1, db1, dw2, db2, dw3;
@@ -150,9 +151,9 @@ GradState gradState(GroupEmitter &e, const Experts &x, ExpertFfnGradOp op) {
   s.pre = e.scratch(x.f32, hiddenShape);
   s.up = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
   s.g = e.scratch(x.f32, hiddenShape);
-  s.hidden = e.scratch(x.f32, hiddenShape);
-  s.da = e.scratch(x.f32, hiddenShape);
-  s.du = x.w3 ? e.scratch(x.f32, hiddenShape) : -1;
+  s.hidden = e.scratch(x.operandType, hiddenShape);
+  s.da = e.scratch(x.operandType, hiddenShape);
+  s.du = x.w3 ? e.scratch(x.operandType, hiddenShape) : -1;
   s.dxk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
   s.dy = op.getDy();
   s.dgates = op.getDgates();
@@ -222,11 +223,12 @@ void hiddenGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
                   : e.bufferExpr(e.argument(id), x.f32, false);
   };
   auto out = [&](int64_t id) {
-    return id < 0 ? std::string("moec::gptr<float>()")
-                  : e.bufferExpr(e.argument(id), x.f32, true);
+    return id < 0 ? "moec::gptr<" + cudaType(x.operandType) + ">()"
+                  : e.bufferExpr(e.argument(id), x.operandType, true);
   };
   w.line(fill(
-      "moec::expertHiddenGrad<${F}, ${D}, ${K}, ${glu}, ${t}>(offsets, ${E}, "
+      "moec::expertHiddenGrad<${F}, ${D}, ${K}, ${glu}, ${t}, ${h}>(offsets, "
+      "${E}, "
       "order, ${gates}, ${pre}, ${up}, ${g}, ${dy}, ${b2}, ${dgates}, "
       "${hidden}, ${da}, ${du}, [](float v) { return "
       "moec::activate<${act}>(v); }, [](float v) { return "
@@ -236,6 +238,7 @@ void hiddenGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
        {"K", x.k},
        {"glu", static_cast<bool>(x.w3)},
        {"t", x.t},
+       {"h", cudaType(x.operandType)},
        {"E", x.e},
        {"gates", gates},
        {"pre", in(s.pre)},
@@ -264,12 +267,12 @@ void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
     perExpertGemm(
         e, x, "dw2", x.f, x.d,
         [&](CodeWriter &w) {
-          declareScratch(e, w, "hidden", s.hidden, x.f32, false);
+          declareScratch(e, w, "hidden", s.hidden, x.operandType, false);
           e.declare(w, "dy", s.dy, false);
           e.declare(w, "gates", x.gates, false);
           e.declare(w, "dw", s.dw2, true);
         },
-        RoutedGemm::scratchRows("ColMajor", "hidden", x.f),
+        x.scratchRows("ColMajor", "hidden", x.f),
         x.gatheredTokens("dy", "gates"), store(x.f, x.d));
   if (s.db2 && e.escapes(s.db2))
     perExpertColumnSums(
@@ -292,20 +295,21 @@ void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
         e, x, name, x.d, x.f,
         [&](CodeWriter &w) {
           e.declare(w, "xs", x.x, false);
-          declareScratch(e, w, "src", source, x.f32, false);
+          declareScratch(e, w, "src", source, x.operandType, false);
           e.declare(w, "dw", result, true);
         },
-        x.gatheredCols("xs", x.k, x.d),
-        RoutedGemm::scratchRows("RowMajor", "src", x.f), store(x.d, x.f));
+        x.gatheredCols("xs", x.k, x.d), x.scratchRows("RowMajor", "src", x.f),
+        store(x.d, x.f));
   }
   if (s.db1 && e.escapes(s.db1))
     perExpertColumnSums(
         e, x, "db1", x.f,
         [&](CodeWriter &w) {
-          declareScratch(e, w, "da", s.da, x.f32, false);
+          declareScratch(e, w, "da", s.da, x.operandType, false);
           e.declare(w, "db", s.db1, true);
         },
-        fill("[=](int64_t r, int64_t c) { return da[(row0 + r) * ${F} + c]; }",
+        fill("[=](int64_t r, int64_t c) { return moec::toFloat(da[(row0 + r) "
+             "* ${F} + c]); }",
              {{"F", x.f}}),
         "db");
 }
@@ -320,11 +324,11 @@ void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
     groupedGemm(
         e, x, name, x.d, x.f,
         [&](CodeWriter &w) {
-          declareScratch(e, w, "src", source, x.f32, false);
+          declareScratch(e, w, "src", source, x.operandType, false);
           e.declare(w, "w", weight, false);
           declareScratch(e, w, "dxk", s.dxk, x.f32, true);
         },
-        RoutedGemm::scratchRows("RowMajor", "src", x.f),
+        x.scratchRows("RowMajor", "src", x.f),
         x.expertWeight("ColMajor", "w", x.d, x.f),
         fill("[=](int64_t m, int64_t n, float acc) { const int64_t i = "
              "static_cast<int64_t>(order[row0 + m]) * ${D} + n; dxk[i] = "

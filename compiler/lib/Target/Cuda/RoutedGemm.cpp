@@ -35,9 +35,12 @@ std::string RoutedGemm::gatheredCols(StringRef ptr, int64_t div,
 }
 
 std::string RoutedGemm::scratchRows(StringRef layout, StringRef ptr,
-                                    int64_t ld) {
-  return fill("moec::${layout}<float>{${ptr} + row0 * ${ld}, ${ld}}",
-              {{"layout", layout}, {"ptr", ptr}, {"ld", ld}});
+                                    int64_t ld) const {
+  return fill("moec::${layout}<${t}>{${ptr} + row0 * ${ld}, ${ld}}",
+              {{"layout", layout},
+               {"t", cudaType(operandType)},
+               {"ptr", ptr},
+               {"ld", ld}});
 }
 
 RoutedGemm mlir::moe::cuda::routedGemm(GroupEmitter &e, Value expert,
@@ -60,6 +63,9 @@ RoutedGemm mlir::moe::cuda::routedGemm(GroupEmitter &e, Value expert,
   r.i32 = IntegerType::get(ctx, 32);
   r.t = cudaType(cast<TensorType>(a.getType()).getElementType());
   r.gemm = gemmTileFunction(a, b, r.tm, r.tn, r.tk, r.threads).str();
+  r.operandType = StringRef(r.gemm).starts_with("moec::gemmTileBf16")
+                      ? Type(BFloat16Type::get(ctx))
+                      : r.f32;
   r.offsets = e.scratch(r.i32, {SymDim(r.e + 1)});
   r.tileStart = e.scratch(r.i32, {SymDim(r.e + 1)});
   r.order = e.scratch(r.i32, {r.assignments()});
@@ -77,12 +83,13 @@ void mlir::moe::cuda::declareOptional(GroupEmitter &e, CodeWriter &w,
 }
 
 void mlir::moe::cuda::declareScratch(GroupEmitter &e, CodeWriter &w,
-                                     StringRef name, int64_t id, Type f32,
+                                     StringRef name, int64_t id, Type type,
                                      bool writable) {
-  w.line(fill("const moec::gptr<${const}float> ${name} = ${expr};",
+  w.line(fill("const moec::gptr<${const}${t}> ${name} = ${expr};",
               {{"const", writable ? "" : "const "},
+               {"t", cudaType(type)},
                {"name", name},
-               {"expr", e.bufferExpr(e.argument(id), f32, writable)}}));
+               {"expr", e.bufferExpr(e.argument(id), type, writable)}}));
 }
 
 void mlir::moe::cuda::dispatch(GroupEmitter &e, const RoutedGemm &r,

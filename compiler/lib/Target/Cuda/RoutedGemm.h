@@ -29,6 +29,12 @@ struct RoutedGemm {
   std::string t;
   /// The device GEMM tile for that storage (see gemmTileFunction).
   std::string gemm;
+  /// The type of scratch rows that only this group's GEMMs read (the
+  /// expert FFN's hidden layer and its gradients): bf16 when `gemm` runs on
+  /// the tensor cores, which round their operands to bf16 anyway, so that
+  /// storing them rounded changes no product, halves their traffic and lets
+  /// the cp.async pipeline copy them; else f32.
+  Type operandType;
   /// Dispatch scratch: per-expert offsets and row-tile starts (E + 1 each)
   /// and the assignments sorted by expert.
   int64_t offsets = -1, tileStart = -1, order = -1;
@@ -48,9 +54,10 @@ struct RoutedGemm {
   /// The transposed view of gatheredRows (no scale).
   std::string gatheredCols(llvm::StringRef ptr, int64_t div,
                            int64_t width) const;
-  /// This block's rows of a float scratch of `ld` columns per sorted row.
-  static std::string scratchRows(llvm::StringRef layout, llvm::StringRef ptr,
-                                 int64_t ld);
+  /// This block's rows of an operand scratch (of operandType) of `ld`
+  /// columns per sorted row.
+  std::string scratchRows(llvm::StringRef layout, llvm::StringRef ptr,
+                          int64_t ld) const;
 };
 
 /// The routing of `expert`/`slot` with `tokens` rows, the group's GEMM tiles,
@@ -63,9 +70,9 @@ inline constexpr const char *kNoFloats = "moec::gptr<const float>()";
 /// Declares `name` bound to `v`'s buffer, or a null pointer of type `t`.
 void declareOptional(GroupEmitter &e, CodeWriter &w, llvm::StringRef name,
                      Value v, llvm::StringRef t);
-/// Declares `name` bound to float scratch buffer `id`.
+/// Declares `name` bound to scratch buffer `id` of element type `type`.
 void declareScratch(GroupEmitter &e, CodeWriter &w, llvm::StringRef name,
-                    int64_t id, Type f32, bool writable);
+                    int64_t id, Type type, bool writable);
 
 /// The dispatch launch; `zero` (may be null) is a [T * k] float buffer it
 /// clears (gate gradients of dropped assignments).
