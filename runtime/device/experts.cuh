@@ -116,8 +116,8 @@ MOEC_DEVICE void expertCombine(int64_t tokens, gptr<const int32_t> slot,
 /// dgates, and da (and du with GLU) from G = dy W2^T. hidden, da and du
 /// are stored as H (bf16 when only tensor-core GEMMs read them); dgates
 /// uses the unrounded hidden values.
-template <int F, int D, int K, bool Glu, typename T, typename H,
-          typename ActFn, typename ActGradFn>
+template <int F, int D, int K, bool Glu, typename T, typename H, typename ActFn,
+          typename ActGradFn>
 MOEC_DEVICE void
 expertHiddenGrad(gptr<const int32_t> offsets, int E, gptr<const int32_t> order,
                  gptr<const float> gates, gptr<const float> pre,
