@@ -95,6 +95,17 @@ TEST(KernelKey, CoversEveryInput) {
     EXPECT_NE(changed, base);
 }
 
+TEST(KernelKey, HashesAUnitAfterTheDeviceLibraryAsAWhole) {
+  std::vector<std::string> options = {"--std=c++17"};
+  std::string unit = std::string(deviceLibrarySource()) + "\nkernel text\n";
+  EXPECT_THAT(kernelKeyText(unit, "k", "sm_90", options, "13.0 (1)"),
+              HasSubstr(detail::sha256Hex(unit)));
+  std::string other = unit;
+  other[10] ^= 1; // not the library any more
+  EXPECT_THAT(kernelKeyText(other, "k", "sm_90", options, "13.0 (1)"),
+              HasSubstr(detail::sha256Hex(other)));
+}
+
 /// Damages the entry on disk with `damage`, then checks that a fresh cache
 /// rejects it, recompiles, and rewrites a sound entry.
 void expectDamageIsRepaired(const std::string &source, const std::string &dir,
