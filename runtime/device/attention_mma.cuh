@@ -13,7 +13,7 @@
 //
 // It takes head dims that are multiples of 16 up to 64 (Q, O and S
 // fragments stay within 128 registers); the compiler runs attentionForward
-// for anything else.
+// for anything else (AttentionPath.h).
 //
 //===----------------------------------------------------------------------===//
 
