@@ -9,6 +9,7 @@
 //     sm_90 (more shared memory and SMs) takes 128-row tiles for wide N.
 //   attention: tile_q queries per block against tile_k-key tiles staged in
 //     shared memory; the tile shrinks until K and V tiles fit the budget.
+//     The bf16 tensor-core forward takes 16 queries a warp and 64 keys.
 //   norm/row kernels and the router: one warp per row, rows_per_block
 //     rows per block; row_scale: a power-of-two group of lanes per row,
 //     as wide as the row up to a warp.
@@ -19,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moec/Analysis/AttentionPath.h"
 #include "moec/Analysis/KernelGroups.h"
 #include "moec/Transforms/Passes.h"
 #include "moec/Analysis/ShapeAnalysis.h"
@@ -211,6 +213,13 @@ private:
     fields.tileK = tileK;
     fields.threads = 128;
     fields.headDim = headDim;
+    // The tensor-core forward: 16 queries a warp, and K and V tiles of 64
+    // keys double-buffered as bf16 (at most 2 * 2 * 64 * 72 * 2 = 36 KiB).
+    if (auto attention = dyn_cast<AttentionOp>(op);
+        attention && attentionOnTensorCores(attention)) {
+      fields.tileQ = 16 * (*fields.threads / 32);
+      fields.tileK = 64;
+    }
   }
 
   MLIRContext *ctx;

@@ -6,10 +6,10 @@
 // registers, shared memory and stack for each (the record of what the
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
-// in every bf16 GEMM and none in f32 models, the cp.async / ldmatrix
-// pipeline in bf16 models, 16-byte accesses in the optimizer kernels and
-// in the expert combine when its width is a multiple of 4. No
-// GPU is needed.
+// in every bf16 GEMM and bf16 attention forward (head dims 16 to 64) and
+// none in f32 models, the cp.async / ldmatrix pipeline in bf16 models,
+// 16-byte accesses in the optimizer kernels and in the expert combine when
+// its width is a multiple of 4. No GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +117,22 @@ TEST_P(KernelResources, CompileWithoutSpills) {
       EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor cores";
     if (calls(source, "moec::gemmTileBf16"))
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
+    // bf16 attention forwards with head dims 16 to 64 run on the tensor
+    // cores, with ldmatrix and cp.async; the others stay on CUDA cores.
+    if (calls(source, "moec::attentionForwardMma")) {
+      EXPECT_TRUE(bf16) << k.name;
+      EXPECT_GT(m.mma, 0) << k.name << ": a tensor-core attention without mma";
+      EXPECT_GT(m.ldmatrix, 0) << k.name;
+      EXPECT_GT(m.cpAsync, 0) << k.name;
+    }
+    std::smatch forward;
+    if (std::regex_search(source, forward,
+                          std::regex(R"(moec::attentionForward<(\d+),)"))) {
+      const int headDim = std::stoi(forward[1]);
+      EXPECT_FALSE(bf16 && headDim % 16 == 0 && headDim <= 64)
+          << k.name << ": a bf16 attention of head dim " << headDim
+          << " on CUDA cores";
+    }
     pipelined += m.cpAsync > 0 && m.ldmatrix > 0 && m.mma > 0;
     if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
         calls(source, "moec::sumOfSquares"))

@@ -2,6 +2,7 @@
 
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
+#include "moec/Analysis/AttentionPath.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -80,9 +81,13 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   std::string lse = e.escapes(op.getLse())
                         ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
-  w.line(fill("moec::attentionForward<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
+  // bf16 with a head dim of 16 to 64 in steps of 16 runs on the tensor
+  // cores, everything else on CUDA cores (AttentionPath.h).
+  w.line(fill("moec::${kernel}<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
               "${lse});",
-              {{"tiles", tileArgs(geo, tq, tk, threads)},
+              {{"kernel", attentionOnTensorCores(op) ? "attentionForwardMma"
+                                                     : "attentionForward"},
+               {"tiles", tileArgs(geo, tq, tk, threads)},
                {"q", q},
                {"k", k},
                {"v", v},

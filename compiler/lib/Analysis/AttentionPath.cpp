@@ -1,0 +1,23 @@
+//===- AttentionPath.cpp - which kernel runs an attention -----------------===//
+
+#include "moec/Analysis/AttentionPath.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+int64_t mlir::moe::attentionHeadDim(AttentionOp op) {
+  auto type = cast<RankedTensorType>(op.getQ().getType());
+  int64_t heads = static_cast<int64_t>(op.getNumHeads());
+  return heads > 0 ? type.getShape().back() / heads : type.getShape().back();
+}
+
+bool mlir::moe::attentionOnTensorCores(AttentionOp op) {
+  for (Value v : {op.getQ(), op.getK(), op.getV()})
+    if (!isa<BFloat16Type>(getElementTypeOrSelf(v.getType())))
+      return false;
+  // Q, O and S fragments of 16 queries stay within 128 registers a thread
+  // up to 64 dims.
+  int64_t headDim = attentionHeadDim(op);
+  return headDim % 16 == 0 && headDim > 0 && headDim <= 64;
+}

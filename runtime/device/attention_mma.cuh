@@ -1,0 +1,229 @@
+//===- attention_mma.cuh - tensor-core attention forward -------*- CUDA -*-===//
+//
+// FlashAttention-2's forward for bf16 models (attention.cuh has the shapes,
+// the masks and the CUDA-core kernels). Each warp owns 16 queries and keeps
+// their Q fragments in registers for the whole key loop; S = Q K^T and
+// O += P V run on mma.m16n8k16 with fp32 accumulation. The online softmax
+// works on the accumulator fragments: a row's scores sit in the four lanes
+// of a quad, so its max and sum take two shuffles, and P, rounded to bf16,
+// is register for register the A fragment of P V. K and V tiles are staged
+// as bf16 rows padded by 16 bytes (the eight rows an ldmatrix phase reads
+// then hit eight different bank groups), double-buffered by cp.async when
+// their rows start on 16-byte boundaries, by plain loads otherwise.
+//
+// It takes head dims that are multiples of 16 up to 64 (Q, O and S
+// fragments stay within 128 registers); the compiler runs attentionForward
+// for anything else (AttentionPath.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOEC_DEVICE_ATTENTION_MMA_CUH
+#define MOEC_DEVICE_ATTENTION_MMA_CUH
+
+namespace moec {
+
+namespace detail {
+
+/// Two bf16 at p[0], p[1] as one fragment register (p[0] in the low half).
+MOEC_DEVICE uint32_t loadBf16Pair(gptr<const bf16> p) {
+  return static_cast<uint32_t>(p[0].bits) | static_cast<uint32_t>(p[1].bits)
+                                                << 16;
+}
+
+/// Stages keys and values j0 .. j0 + TK - 1 of K/V head g of batch b as
+/// rows of HD / 8 16-byte chunks, STRIDE chunks apart; rows past kvLen are
+/// zero. With `async` the copies are cp.async (the caller commits).
+template <int HD, int TK, int THREADS>
+MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
+                               gptr<const bf16> v, int64_t b, int g, int64_t j0,
+                               sptr<uint4> Ks, sptr<uint4> Vs, bool async) {
+  constexpr int CPR = HD / 8, STRIDE = CPR + 1;
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  for (int c = threadIdx.x; c < TK * CPR; c += THREADS) {
+    const int r = c / CPR, ch = c % CPR;
+    const int64_t j = j0 + r;
+    const bool valid = j < s.kvLen;
+    // Nothing is read for a row past kvLen, but the address must be valid.
+    const int64_t at =
+        valid ? (b * s.rowsPerBatch + j) * kvStride + g * HD + ch * 8 : 0;
+    const int dst = r * STRIDE + ch;
+    if (async) {
+      cpAsync16(Ks + dst, k + at, valid ? 16 : 0);
+      cpAsync16(Vs + dst, v + at, valid ? 16 : 0);
+      continue;
+    }
+    uint32_t kw[4] = {0, 0, 0, 0}, vw[4] = {0, 0, 0, 0};
+    if (valid)
+      for (int w = 0; w < 4; ++w) {
+        kw[w] = loadBf16Pair(k + (at + 2 * w));
+        vw[w] = loadBf16Pair(v + (at + 2 * w));
+      }
+    Ks[dst] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+    Vs[dst] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+  }
+}
+
+} // namespace detail
+
+/// attentionForward for bf16 on the tensor cores: grid (ceil(Sq / TQ), H,
+/// B), THREADS threads, TQ = 16 queries per warp, TK keys per tile.
+template <int HD, int TQ, int TK, int THREADS>
+MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
+                                     gptr<const bf16> k, gptr<const bf16> v,
+                                     gptr<bf16> out, gptr<float> lse) {
+  constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
+  constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
+  static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
+  static_assert(HD % 16 == 0 && HD <= 64, "head_dim 16, 32, 48 or 64");
+  static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
+  MOEC_SHARED(uint4, Ks, 2 * STAGE);
+  MOEC_SHARED(uint4, Vs, 2 * STAGE);
+  const float kNegInf = __int_as_float(0xff800000);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // Fragment rows gr and gr + 8, columns 2 t and 2 t + 1 of each 8-block;
+  // ldmatrix: this lane addresses row r8 of matrix mat.
+  const int gr = lane / 4, t = lane % 4, mat = lane / 8, r8 = lane % 8;
+  const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
+  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
+
+  // A fragments of Q (rows past sq are zero): a[0], a[2] row gr, a[1],
+  // a[3] row gr + 8; a[2], a[3] 8 columns on.
+  uint32_t qa[KB][4];
+  for (int kb = 0; kb < KB; ++kb)
+    for (int r = 0; r < 4; ++r) {
+      const int64_t i = rows[r % 2];
+      const int d = kb * 16 + (r / 2) * 8 + 2 * t;
+      qa[kb][r] = i < s.sq ? detail::loadBf16Pair(
+                                 q + ((b * s.sq + i) * qStride + h * HD + d))
+                           : 0u;
+    }
+  // Running max (log2 units), this lane's share of the row sums, and O.
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f}, o[DN][4];
+  for (int n = 0; n < DN; ++n)
+    for (int r = 0; r < 4; ++r)
+      o[n][r] = 0.0f;
+  const float scaleLog2 = s.scale * 1.4426950408889634f;
+
+  const int64_t jEnd = keyEnd<TQ>(s, i0);
+  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
+  // The same for every thread of the block.
+  const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
+  if (tiles > 0)
+    detail::stageKeysBf16<HD, TK, THREADS>(s, k, v, b, g, 0, Ks, Vs, async);
+  cpAsyncCommit();
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = static_cast<int64_t>(tile) * TK;
+    // The other stage was last read before the previous tile's barrier.
+    if (tile + 1 < tiles)
+      detail::stageKeysBf16<HD, TK, THREADS>(
+          s, k, v, b, g, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
+          Vs + (tile + 1) % 2 * STAGE, async);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * STAGE;
+    // Warp-uniform: warps past sq, or (causal) before the tile, skip it.
+    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset)) {
+      float sc[SN][4];
+      for (int n = 0; n < SN; ++n)
+        for (int r = 0; r < 4; ++r)
+          sc[n][r] = 0.0f;
+      // S = Q K^T: one ldmatrix gives the B fragments of two 8-key blocks
+      // (matrices: keys +0 / +8 by mat / 2, head dims +0 / +8 by mat % 2).
+      for (int kb = 0; kb < KB; ++kb)
+        for (int n = 0; n < SN; n += 2) {
+          uint32_t kf[4];
+          ldmatrixX4(kf, Kt + (n * 8 + mat / 2 * 8 + r8) * STRIDE + kb * 2 +
+                             mat % 2);
+          const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
+          mma_m16n8k16_bf16(sc[n], qa[kb], b0, sc[n]);
+          mma_m16n8k16_bf16(sc[n + 1], qa[kb], b1, sc[n + 1]);
+        }
+      // Scores in log2 units; masks only where the tile crosses kvLen, the
+      // causal diagonal of this warp's rows, or a key mask.
+      const bool edge = j0 + TK > s.kvLen || s.keyMask ||
+                        (s.causal && j0 + TK - 1 > iw + s.offset);
+      for (int n = 0; n < SN; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const int64_t j = j0 + n * 8 + 2 * t + e;
+          const bool key =
+              !edge || (j < s.kvLen &&
+                        (!s.keyMask || s.keyMask[b * s.rowsPerBatch + j] != 0));
+          for (int half = 0; half < 2; ++half) {
+            float &x = sc[n][2 * half + e];
+            x = key && (!edge || !s.causal || j <= rows[half] + s.offset)
+                    ? x * scaleLog2
+                    : kNegInf;
+          }
+        }
+      // Row maxima over the quad; a row with nothing visible yet keeps
+      // max -inf and subtracts 0, so that its P and correction are 0.
+      float base[2];
+      for (int half = 0; half < 2; ++half) {
+        float mx = m[half];
+        for (int n = 0; n < SN; ++n)
+          mx = fmaxf(mx, fmaxf(sc[n][2 * half], sc[n][2 * half + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+        base[half] = mx == kNegInf ? 0.0f : mx;
+        const float correction = exp2f(m[half] - base[half]);
+        m[half] = mx;
+        l[half] *= correction;
+        for (int n = 0; n < DN; ++n) {
+          o[n][2 * half] *= correction;
+          o[n][2 * half + 1] *= correction;
+        }
+      }
+      for (int n = 0; n < SN; ++n)
+        for (int r = 0; r < 4; ++r) {
+          sc[n][r] = exp2f(sc[n][r] - base[r / 2]);
+          l[r / 2] += sc[n][r];
+        }
+      // O += P V, 16 keys at a time: the accumulators of key blocks 2 kk
+      // and 2 kk + 1 are the A fragment; one ldmatrix.trans gives the B
+      // fragments of two 8-wide head-dim blocks (keys +0 / +8 by mat % 2,
+      // head dims +0 / +8 by mat / 2).
+      for (int kk = 0; kk < SN / 2; ++kk) {
+        const uint32_t pa[4] = {packBf16(sc[2 * kk][0], sc[2 * kk][1]),
+                                packBf16(sc[2 * kk][2], sc[2 * kk][3]),
+                                packBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                packBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+        for (int n = 0; n < DN; n += 2) {
+          uint32_t vf[4];
+          ldmatrixX4Trans(vf, Vt + (kk * 16 + mat % 2 * 8 + r8) * STRIDE + n +
+                                  mat / 2);
+          const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
+          mma_m16n8k16_bf16(o[n], pa, b0, o[n]);
+          mma_m16n8k16_bf16(o[n + 1], pa, b1, o[n + 1]);
+        }
+      }
+    }
+    // Every warp is done with this stage before the next tile refills it.
+    __syncthreads();
+  }
+
+  for (int half = 0; half < 2; ++half) {
+    float sum = l[half];
+    sum += __shfl_xor_sync(kFullMask, sum, 1);
+    sum += __shfl_xor_sync(kFullMask, sum, 2);
+    const int64_t i = rows[half];
+    if (i >= s.sq)
+      continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int64_t at = (b * s.sq + i) * qStride + h * HD + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      out[at + n * 8] = o[n][2 * half] * inv;
+      out[at + n * 8 + 1] = o[n][2 * half + 1] * inv;
+    }
+    if (t == 0 && lse)
+      lse[(b * s.heads + h) * s.sq + i] =
+          sum > 0.0f ? (m[half] + log2f(sum)) * 0.6931471805599453f : kNegInf;
+  }
+}
+
+} // namespace moec
+
+#endif // MOEC_DEVICE_ATTENTION_MMA_CUH
