@@ -5,13 +5,15 @@
 // transposed and gathered (expert) operands, and hands every output to a
 // store functor that applies the fused epilogue. Each output is accumulated
 // by one thread over k in increasing order: no split-K, so results are
-// deterministic. gemmTile multiplies with fp32 FMA; gemmTileBf16, for bf16
-// models, rounds the operands to bf16 in shared memory and multiplies on
-// the tensor cores (mma.cuh), accumulating in fp32. gemmTileBf16Async is
-// the same product for bf16 operands that are contiguous in 16-byte chunks:
-// a cp.async pipeline (async_copy.cuh) fills swizzled shared-memory stages
-// that ldmatrix turns into fragments; it falls back to gemmTileBf16 for
-// operands it cannot copy that way.
+// deterministic. gemmTile multiplies with fp32 FMA; gemmTileTf32 and
+// gemmTile3xTf32, for f32 models that opt in, multiply on the tensor cores
+// with the operands rounded to tf32 or split into two tf32 halves;
+// gemmTileBf16, for bf16 models, rounds the operands to bf16 in shared
+// memory and multiplies on the tensor cores (mma.cuh); all accumulate in
+// fp32. gemmTileBf16Async is the same product for bf16 operands that are
+// contiguous in 16-byte chunks: a cp.async pipeline (async_copy.cuh) fills
+// swizzled shared-memory stages that ldmatrix turns into fragments; it
+// falls back to gemmTileBf16 for operands it cannot copy that way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -262,6 +264,152 @@ MOEC_DEVICE void gemmTileBf16(int64_t m0, int64_t n0, int64_t M, int64_t N,
     __syncthreads();
   }
   storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
+}
+
+namespace detail {
+
+/// One O x TK operand tile of gemmTileTf32 in shared memory (O along m for
+/// A, along n for B), a 32-bit word per element. The dimension that is
+/// contiguous in global memory is contiguous here too, so consecutive
+/// threads store to consecutive banks. Rows along k are padded by 4 words
+/// and rows along O by 8, so the 8 x 4 lanes of a fragment load (o = g,
+/// k = t) hit 32 different banks: g (TK + 4) + t or t (O + 8) + g mod 32.
+template <int O, int TK, bool O_CONTIGUOUS> struct Tf32Operand {
+  static constexpr int STRIDE = O_CONTIGUOUS ? O + 8 : TK + 4;
+  static constexpr int WORDS = (O_CONTIGUOUS ? TK : O) * STRIDE;
+  static MOEC_DEVICE int at(int o, int k) {
+    return O_CONTIGUOUS ? k * STRIDE + o : o * STRIDE + k;
+  }
+  /// The tile coordinates of the i-th element in global-memory order.
+  static MOEC_DEVICE int oOf(int i) { return O_CONTIGUOUS ? i % O : i / TK; }
+  static MOEC_DEVICE int kOf(int i) { return O_CONTIGUOUS ? i / O : i % TK; }
+};
+
+/// Splits fp32 words into tf32 halves: big = tf32(x), small = tf32(x -
+/// big), so that big + small is x to about 2^-22 relative.
+template <int N>
+MOEC_DEVICE void splitTf32(uint32_t (&big)[N], uint32_t (&small)[N]) {
+  for (int r = 0; r < N; ++r) {
+    const float x = __uint_as_float(big[r]);
+    big[r] = cvtRnaTf32(x);
+    // Infinities have no small part (inf - inf would be NaN).
+    const bool finite = (big[r] & 0x7f800000u) != 0x7f800000u;
+    small[r] = finite ? cvtRnaTf32(x - __uint_as_float(big[r])) : 0u;
+  }
+}
+
+/// gemmTileTf32 (SPLIT false) and gemmTile3xTf32 (SPLIT true).
+template <int TM, int TN, int TK, int THREADS, bool SPLIT, typename LoadA,
+          typename LoadB, typename Store>
+MOEC_DEVICE void gemmTileTf32Impl(int64_t m0, int64_t n0, int64_t M,
+                                  int64_t N, int64_t K, const LoadA &loadA,
+                                  const LoadB &loadB, const Store &store) {
+  static_assert(THREADS == 256, "gemmTileTf32 uses 8 warps");
+  static_assert(TM % 32 == 0 && TN % 32 == 0 && TK % 8 == 0,
+                "tiles are multiples of 32 x 32 x 8");
+  constexpr int WARPS_M = 2, WARPS_N = 4;
+  constexpr int FM = TM / (16 * WARPS_M), FN = TN / (8 * WARPS_N);
+  using OpA = Tf32Operand<TM, TK, LoadA::kContiguousFirst>;
+  using OpB = Tf32Operand<TN, TK, !LoadB::kContiguousFirst>;
+  // tf32 words, or for SPLIT the fp32 values: each warp splits the
+  // fragments it reads (half the shared memory of two stored halves).
+  MOEC_SHARED(uint32_t, As, OpA::WORDS);
+  MOEC_SHARED(uint32_t, Bs, OpB::WORDS);
+  float acc[FM][FN][4];
+  for (int i = 0; i < FM; ++i)
+    for (int j = 0; j < FN; ++j)
+      for (int r = 0; r < 4; ++r)
+        acc[i][j][r] = 0.0f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wm = (warp / WARPS_N) * FM * 16, wn = (warp % WARPS_N) * FN * 8;
+  const auto word = [](float v) -> uint32_t {
+    if constexpr (SPLIT)
+      return __float_as_uint(v);
+    else
+      return cvtRnaTf32(v);
+  };
+
+  for (int64_t k0 = 0; k0 < K; k0 += TK) {
+    // Consecutive threads read consecutive addresses of each operand.
+    for (int i = threadIdx.x; i < TM * TK; i += THREADS) {
+      const int mm = OpA::oOf(i), kk = OpA::kOf(i);
+      const int64_t m = m0 + mm, k = k0 + kk;
+      As[OpA::at(mm, kk)] = word(m < M && k < K ? loadA(m, k) : 0.0f);
+    }
+    for (int i = threadIdx.x; i < TN * TK; i += THREADS) {
+      const int nn = OpB::oOf(i), kk = OpB::kOf(i);
+      const int64_t k = k0 + kk, n = n0 + nn;
+      Bs[OpB::at(nn, kk)] = word(k < K && n < N ? loadB(k, n) : 0.0f);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < TK; kk += 8) {
+      uint32_t a[FM][4], b[FN][2];
+      for (int i = 0; i < FM; ++i) {
+        const int row = wm + i * 16 + g;
+        a[i][0] = As[OpA::at(row, kk + t)];
+        a[i][1] = As[OpA::at(row + 8, kk + t)];
+        a[i][2] = As[OpA::at(row, kk + t + 4)];
+        a[i][3] = As[OpA::at(row + 8, kk + t + 4)];
+      }
+      for (int j = 0; j < FN; ++j) {
+        const int col = wn + j * 8 + g;
+        b[j][0] = Bs[OpB::at(col, kk + t)];
+        b[j][1] = Bs[OpB::at(col, kk + t + 4)];
+      }
+      if constexpr (SPLIT) {
+        uint32_t aSmall[FM][4], bSmall[FN][2];
+        for (int i = 0; i < FM; ++i)
+          splitTf32(a[i], aSmall[i]);
+        for (int j = 0; j < FN; ++j)
+          splitTf32(b[j], bSmall[j]);
+        // The small products first: they are added before the large one
+        // can absorb them.
+        for (int i = 0; i < FM; ++i)
+          for (int j = 0; j < FN; ++j) {
+            mma_m16n8k8_tf32(acc[i][j], aSmall[i], b[j], acc[i][j]);
+            mma_m16n8k8_tf32(acc[i][j], a[i], bSmall[j], acc[i][j]);
+            mma_m16n8k8_tf32(acc[i][j], a[i], b[j], acc[i][j]);
+          }
+      } else {
+        for (int i = 0; i < FM; ++i)
+          for (int j = 0; j < FN; ++j)
+            mma_m16n8k8_tf32(acc[i][j], a[i], b[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
+}
+
+} // namespace detail
+
+/// gemmTile on the tensor cores for f32 models that opt in to tf32: the
+/// same operands, outputs and store calls, with A and B rounded to tf32
+/// (10 fraction bits, to nearest) in padded shared memory and multiplied by
+/// mma.m16n8k8.tf32 with fp32 accumulation in increasing k order. Each
+/// product is off by up to 2^-10 relative. 8 warps in a 2 x 4 grid, as
+/// gemmTileBf16; THREADS must be 256, TM and TN multiples of 32, TK of 8.
+template <int TM, int TN, int TK, int THREADS, typename LoadA, typename LoadB,
+          typename Store>
+MOEC_DEVICE void gemmTileTf32(int64_t m0, int64_t n0, int64_t M, int64_t N,
+                              int64_t K, const LoadA &loadA,
+                              const LoadB &loadB, const Store &store) {
+  detail::gemmTileTf32Impl<TM, TN, TK, THREADS, false>(m0, n0, M, N, K, loadA,
+                                                       loadB, store);
+}
+
+/// gemmTileTf32 with 3xTF32 products: each operand x is split into big =
+/// tf32(x) and small = tf32(x - big), and acc += small_a big_b + big_a
+/// small_b + big_a big_b (three mma; small_a small_b, about 2^-22 relative,
+/// is left out), which is about as accurate as gemmTile's fp32 FMA.
+template <int TM, int TN, int TK, int THREADS, typename LoadA, typename LoadB,
+          typename Store>
+MOEC_DEVICE void gemmTile3xTf32(int64_t m0, int64_t n0, int64_t M, int64_t N,
+                                int64_t K, const LoadA &loadA,
+                                const LoadB &loadB, const Store &store) {
+  detail::gemmTileTf32Impl<TM, TN, TK, THREADS, true>(m0, n0, M, N, K, loadA,
+                                                      loadB, store);
 }
 
 namespace detail {

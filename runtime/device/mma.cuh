@@ -13,6 +13,10 @@
 //
 // All 32 lanes of the warp must call together. Accumulation is fp32.
 //
+// cvtRnaTf32 rounds a float to tf32 (to nearest, ties away from zero) in a
+// word whose low 13 bits are zero: an operand of mma.m16n8k8.tf32 whose
+// value does not depend on how the mma treats those bits (emu truncates).
+//
 // ldmatrixX4 loads four 8x8 b16 matrices from shared memory into fragment
 // registers: lane L gives the address of row L % 8 of matrix L / 8 (16
 // contiguous, 16-byte aligned bytes) and receives, for matrix i, the word
@@ -49,6 +53,12 @@ MOEC_DEVICE void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
                  "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
+MOEC_DEVICE uint32_t cvtRnaTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
 /// The shared-state-space address of a generic pointer to shared memory.
 MOEC_DEVICE uint32_t sharedAddress(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -78,6 +88,7 @@ MOEC_DEVICE void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
                                   const float (&c)[4]) {
   ::moec_emu::mmaM16N8K8Tf32(d, a, b, c);
 }
+MOEC_DEVICE uint32_t cvtRnaTf32(float x) { return ::moec_emu::cvtRnaTf32(x); }
 MOEC_DEVICE void ldmatrixX4(uint32_t (&d)[4], sptr<const uint4> row) {
   ::moec_emu::ldmatrix(d, row, false);
 }

@@ -475,6 +475,11 @@ ModelInfo readModel(const JsonReader &r) {
   m.dModel = r.field("d_model").integer(1, int64_t(1) << 31);
   m.maxSeq = r.field("max_seq").integer(1, int64_t(1) << 31);
   m.dtype = r.stringField("dtype");
+  if (r.has("f32_matmul")) {
+    m.f32Matmul = readChoice(r, "f32_matmul", {"fp32", "tf32", "tf32x3"});
+    if (m.f32Matmul != "fp32" && m.dtype != "f32")
+      r.field("f32_matmul").fail("applies to f32 models only");
+  }
   m.segments = r.field("segments").integer(0, int64_t(1) << 16);
   if (m.objective == "classify")
     m.classes = r.field("classes").integer(2, int64_t(1) << 31);

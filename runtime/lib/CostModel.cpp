@@ -260,6 +260,20 @@ std::string tilesOf(const detail::BundleData &data, const std::string &kernel) {
   return source.substr(at, source.find('\n', at) - at);
 }
 
+/// The FLOP rate a model's matrix products reach at best, and what runs
+/// them.
+std::pair<double, const char *> flopCeiling(const ModelInfo &model,
+                                            const DeviceCeilings &ceilings) {
+  if (model.dtype == "bf16")
+    return {ceilings.bf16FlopsPerSecond, "dense bf16 tensor cores"};
+  if (model.f32Matmul == "tf32")
+    return {ceilings.tf32FlopsPerSecond, "dense tf32 tensor cores"};
+  if (model.f32Matmul == "tf32x3")
+    return {ceilings.tf32FlopsPerSecond / 3,
+            "3xTF32: a third of dense tf32 tensor cores"};
+  return {ceilings.f32FlopsPerSecond, "f32 CUDA cores"};
+}
+
 } // namespace
 
 ProgramCost programCost(const Bundle &bundle, const std::string &name,
@@ -273,9 +287,7 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
   SymbolValues values(sizes.begin(), sizes.end());
   Sizes z(program, values);
   Dataflow flow = dataflow(program);
-  bool bf16 = data.model.dtype == "bf16";
-  double flopRate =
-      bf16 ? ceilings.bf16FlopsPerSecond : ceilings.f32FlopsPerSecond;
+  double flopRate = flopCeiling(data.model, ceilings).first;
 
   ProgramCost cost;
   cost.program = name;
@@ -364,14 +376,14 @@ std::string costReport(const Bundle &bundle, const std::string &program,
                        const std::map<std::string, int64_t> &sizes,
                        const DeviceCeilings &ceilings) {
   const detail::BundleData &data = bundle.internals();
-  bool bf16 = data.model.dtype == "bf16";
+  auto [flopRate, flopUnits] = flopCeiling(data.model, ceilings);
+  std::string dtype = data.model.dtype;
+  if (data.model.f32Matmul != "fp32")
+    dtype += ", f32_matmul " + data.model.f32Matmul;
   std::string out = fmt::format(
       "cost model: {} ({}), {}, at the {} ceilings: {} ({}), {}\n",
-      data.model.name, data.model.dtype, sizesText(sizes),
-      ceilings.name,
-      quantity(bf16 ? ceilings.bf16FlopsPerSecond : ceilings.f32FlopsPerSecond,
-               "FLOP/s"),
-      bf16 ? "dense bf16 tensor cores" : "f32 CUDA cores",
+      data.model.name, dtype, sizesText(sizes), ceilings.name,
+      quantity(flopRate, "FLOP/s"), flopUnits,
       quantity(ceilings.bytesPerSecond, "B/s"));
   out += "FLOPs: 2 per multiply-add of every matrix product, 1 per output "
          "element of other ops. bytes: the values a kernel reads from and "

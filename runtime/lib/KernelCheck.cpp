@@ -226,6 +226,18 @@ double toleranceFor(DType dtype, const KernelCheckOptions &options) {
   }
 }
 
+/// Whether a kernel of `group` multiplies on tf32 tensor cores (the
+/// compiler's choice under f32_matmul = tf32; 3xTF32 is as precise as fp32).
+bool multipliesInTf32(const BundleData &bundle, const GroupDesc &group) {
+  for (const LaunchDesc &launch : group.launches) {
+    auto kernel = bundle.kernels.find(launch.kernel);
+    if (kernel != bundle.kernels.end() &&
+        kernel->second.source.find("moec::gemmTileTf32<") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
 /// The check of one program.
 class ProgramCheck {
 public:
@@ -436,6 +448,10 @@ void ProgramCheck::checkGroup(size_t g) {
   for (int64_t id : stored)
     if (planned[id] && isFloat(sub[id]->dtype))
       tolerance = std::max(tolerance, toleranceFor(sub[id]->dtype, options));
+  if (multipliesInTf32(bundle, group))
+    tolerance = std::max(tolerance, group.kind == "experts_grad"
+                                        ? options.tf32RecomputeTolerance
+                                        : options.tf32Tolerance);
   bool exercised = false;
   for (int64_t id : writes) {
     bool escapes = readAfter(g, id);

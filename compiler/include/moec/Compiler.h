@@ -16,8 +16,12 @@
 namespace moec {
 
 struct CompileOptions {
-  /// Overrides the model's dtype ("f32" or "f64"); empty keeps the spec's.
+  /// Overrides the model's dtype ("f32", "f64" or "bf16"); empty keeps the
+  /// spec's.
   std::string dtype;
+  /// Overrides the model's f32_matmul ("fp32", "tf32" or "tf32x3"); empty
+  /// keeps the spec's.
+  std::string f32Matmul;
   /// The GPU architecture the kernels are tiled for: sm_80 or newer (tiles
   /// follow the family: sm_80 for Ampere and Ada, sm_90 for Hopper).
   std::string arch = "sm_80";

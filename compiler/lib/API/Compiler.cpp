@@ -36,6 +36,7 @@ Bundle compileSource(const std::string &source, const std::string &name,
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
   driver::FrontendOptions frontendOptions;
   frontendOptions.dtype = options.dtype;
+  frontendOptions.f32Matmul = options.f32Matmul;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       driver::buildModule(sourceMgr, &context, directory, frontendOptions);
   if (!module)
@@ -55,6 +56,9 @@ Bundle compileModuleSource(const std::string &source, const std::string &name,
   if (!options.dtype.empty())
     throw Error(name + ": a module's dtype is in its types; compile it "
                        "without a dtype");
+  if (!options.f32Matmul.empty())
+    throw Error(name + ": a module's f32_matmul is in its moe.model "
+                       "attribute; compile it without f32Matmul");
   if (llvm::Expected<std::string> tiles =
           driver::tileArchitecture(options.arch);
       !tiles)

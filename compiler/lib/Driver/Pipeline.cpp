@@ -49,6 +49,25 @@ OwningOpRef<ModuleOp> buildModule(llvm::SourceMgr &sourceMgr,
     }
     spec->model.dtype = options.dtype;
   }
+  if (!options.f32Matmul.empty()) {
+    if (options.f32Matmul != "fp32" && options.f32Matmul != "tf32" &&
+        options.f32Matmul != "tf32x3") {
+      emitError(UnknownLoc::get(context))
+          << "unknown f32_matmul '" << options.f32Matmul
+          << "' (fp32, tf32 or tf32x3)";
+      return nullptr;
+    }
+    spec->model.f32Matmul = options.f32Matmul;
+  }
+  // After the overrides, which may come from the command line. bf16 GEMMs
+  // run on the tensor cores already, and f64 ones must stay f64.
+  if (spec->model.f32Matmul != "fp32" && spec->model.dtype != "f32") {
+    emitError(UnknownLoc::get(context))
+        << "f32_matmul = " << spec->model.f32Matmul
+        << " applies to f32 models, and this model's dtype is "
+        << spec->model.dtype << " (drop f32_matmul, or use dtype f32)";
+    return nullptr;
+  }
   OwningOpRef<ModuleOp> module =
       frontend::generateModule(*spec, context, sourceMgr);
   if (!module || failed(verify(*module)))

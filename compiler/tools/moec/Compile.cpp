@@ -39,6 +39,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("arch", "sm_XY",
            "GPU architecture the kernels are for: sm_80 (default), sm_86, "
            "sm_89, sm_90, ...",
@@ -58,7 +60,8 @@ private:
   std::optional<std::string> emitText(mlir::ModuleOp module,
                                       mlir::MLIRContext &context);
 
-  std::string input, output = "-", emit = "bundle", dtype, arch = "sm_80";
+  std::string input, output = "-", emit = "bundle", dtype, f32Matmul,
+      arch = "sm_80";
   bool report = false;
   /// The cost report of the bundle, filled by emitText under --report.
   std::string reportText;
@@ -127,6 +130,7 @@ int CompileCommand::run() {
     directory = ".";
   FrontendOptions options;
   options.dtype = dtype;
+  options.f32Matmul = f32Matmul;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       buildModule(sourceMgr, &context, directory, options);
   if (!module)

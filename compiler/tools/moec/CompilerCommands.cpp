@@ -20,9 +20,10 @@ std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands() {
 }
 
 Bundle compileSpec(const std::string &path, const std::string &dtype,
-                   const std::string &arch) {
+                   const std::string &arch, const std::string &f32Matmul) {
   CompileOptions options;
   options.dtype = dtype;
+  options.f32Matmul = f32Matmul;
   options.arch = arch;
   return compileFile(path, options);
 }

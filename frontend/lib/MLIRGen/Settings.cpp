@@ -185,6 +185,9 @@ void ModuleEmitter::setModuleAttributes(ModuleOp module) {
                           b.getNamedAttr("sha256",
                                          s(model.tokenizer.sha256))})),
   };
+  // Only when set, so that fp32 bundles read as before.
+  if (model.f32Matmul != "fp32")
+    modelAttrs.push_back(b.getNamedAttr("f32_matmul", s(model.f32Matmul)));
   if (model.objective == Objective::Classify)
     modelAttrs.push_back(b.getNamedAttr("classes", i(model.classes)));
   if (model.objective == Objective::Mlm)

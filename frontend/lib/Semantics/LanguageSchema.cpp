@@ -313,6 +313,13 @@ std::vector<OwnerInfo> buildSchema() {
                                      "f32 master weights, see the README)"),
                              "f32"),
                     {"f32", "f64", "bf16"}),
+            choices(fallback(setting("f32_matmul", T::Name,
+                                     "f32 models: matrix products on the "
+                                     "cuda and emu devices in fp32 (FMA), "
+                                     "tf32 or tf32x3 (3xTF32) on the tensor "
+                                     "cores; the cpu device stays fp32"),
+                             "fp32"),
+                    {"fp32", "tf32", "tf32x3"}),
         });
   owner("norm layer_norm", "norm 'layer_norm'",
         "`(x - mean) / sqrt(var + eps) * gamma + beta` over the last "

@@ -113,6 +113,8 @@ private:
     m.dropout = s.getFloat("dropout");
     m.initStd = s.getFloat("init_std");
     m.dtype = s.schema().find("dtype")->choices[s.getChoice("dtype")];
+    m.f32Matmul =
+        s.schema().find("f32_matmul")->choices[s.getChoice("f32_matmul")];
     if (m.objective == Objective::Classify && m.tieEmbeddings)
       reporter.error(s.get("tie_embeddings")->range.Start)
           << "a classifier has no token output projection to tie";

@@ -381,4 +381,17 @@ inline void mmaM16N8K8Tf32(float (&d)[4], const uint32_t (&a)[4],
   detail::mma(d, a, b, c, detail::OpMmaTf32, "mma.m16n8k8.tf32");
 }
 
+/// cvt.rna.tf32.f32: `x` rounded to tf32 (10 fraction bits) to nearest,
+/// ties away from zero, as a word whose low 13 bits are zero. The mma above
+/// truncates its tf32 operands (keeps their top 19 bits), which leaves such
+/// words unchanged: rounded operands give the GPU's products here too.
+inline uint32_t cvtRnaTf32(float x) {
+  const uint32_t bits = detail::floatToBits(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) // infinities stay, NaN is canonical
+    return bits & 0x007fffffu ? 0x7fffffffu : bits;
+  // Adding half a unit of the 13th bit rounds the magnitude up at ties; a
+  // carry into the exponent is the correct result (up to infinity).
+  return (bits + 0x1000u) & 0xffffe000u;
+}
+
 } // namespace moec_emu

@@ -100,6 +100,10 @@ struct ModelInfo {
   int64_t dModel = 0;
   int64_t maxSeq = 0;
   std::string dtype;
+  /// f32 models: how the cuda and emu devices multiply matrices, "fp32"
+  /// (FMA; also when the bundle does not say), "tf32" or "tf32x3" (3xTF32)
+  /// on the tensor cores. The cpu device always computes in fp32.
+  std::string f32Matmul = "fp32";
   /// Segment (token type) embeddings; 0 when the model has none.
   int64_t segments = 0;
   /// classify: the number of classes.

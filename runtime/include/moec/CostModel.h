@@ -24,9 +24,12 @@ namespace moec {
 /// The throughput a kernel can reach at best.
 struct DeviceCeilings {
   std::string name = "H100 SXM";
-  /// Dense tensor-core bf16 FLOP/s, and CUDA-core f32 FLOP/s (moec's f32
-  /// kernels do not use tensor cores).
+  /// Dense tensor-core bf16 FLOP/s, and CUDA-core f32 FLOP/s (f32 models
+  /// stay off the tensor cores unless they set f32_matmul).
   double bf16FlopsPerSecond = 800e12, f32FlopsPerSecond = 60e12;
+  /// f32 models with f32_matmul = tf32; tf32x3 runs three mma per product,
+  /// so a third of it.
+  double tf32FlopsPerSecond = 400e12;
   double bytesPerSecond = 3.0e12;
 };
 

@@ -29,6 +29,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("batch", "B", "Batch size (default 2)", batch).atLeast(int64_t{1});
     option("seq-len", "S", "Sequence length (default: 37, or max_seq if "
                            "smaller)",
@@ -42,7 +44,7 @@ public:
   }
 
   int run() override {
-    Bundle bundle = loadModel(input, dtype);
+    Bundle bundle = loadModel(input, dtype, "sm_80", f32Matmul);
     // A misspelt program would otherwise compare nothing and pass.
     for (const std::string &p : programs)
       if (!bundle.hasProgram(p))
@@ -61,7 +63,7 @@ public:
   }
 
 private:
-  std::string input, device = "emu", dtype;
+  std::string input, device = "emu", dtype, f32Matmul;
   int64_t batch = 2, seqLen = 0;
   uint64_t seed = 1;
   std::vector<std::string> programs;

@@ -101,6 +101,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("device", "DEVICE", "cpu (default), cuda or emu", device)
         .oneOf(deviceChoices());
   }
@@ -110,12 +112,12 @@ public:
 private:
   void translation(Session &session, const ModelData &data);
 
-  std::string input, weights, dtype, device = "cpu";
+  std::string input, weights, dtype, f32Matmul, device = "cpu";
   int64_t batches = 20, sentences = 200, beam = 0;
 };
 
 int EvalCommand::run() {
-  Bundle bundle = loadModel(input, dtype);
+  Bundle bundle = loadModel(input, dtype, "sm_80", f32Matmul);
   SessionOptions options;
   options.device = device;
   Session session(bundle, options);

@@ -46,7 +46,7 @@ std::vector<std::unique_ptr<cli::Command>> makeCompilerCommands() {
 }
 
 Bundle compileSpec(const std::string &path, const std::string &,
-                   const std::string &) {
+                   const std::string &, const std::string &) {
   throw Error(path + ": " + kNoCompiler);
 }
 

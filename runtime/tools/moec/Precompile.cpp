@@ -34,6 +34,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("jobs", "N", "Kernels compiled at once (default: one per core)",
            jobs)
         .atLeast(int64_t{0});
@@ -49,7 +51,7 @@ public:
   int run() override;
 
 private:
-  std::string input, arch, dtype;
+  std::string input, arch, dtype, f32Matmul;
   int64_t jobs = 0;
   bool verbose = false, mix = false;
 };
@@ -79,7 +81,7 @@ void printMix(const std::vector<PrecompiledKernel> &kernels) {
 
 int PrecompileCommand::run() {
   tileFamily(arch);
-  Bundle bundle = loadModel(input, dtype, arch);
+  Bundle bundle = loadModel(input, dtype, arch, f32Matmul);
   auto start = std::chrono::steady_clock::now();
   std::vector<PrecompiledKernel> kernels =
       precompileKernels(bundle, arch, static_cast<unsigned>(jobs), mix);

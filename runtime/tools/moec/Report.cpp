@@ -17,10 +17,17 @@ void printModelSummary(std::ostream &os, const Session &session,
   for (const ParamInfo &p : bundle.params())
     count += numElements(p.shape);
   const ModelInfo &m = bundle.model();
+  std::string precision = m.dtype;
+  // The cpu device is the fp32 oracle whatever the bundle asks for.
+  if (m.f32Matmul != "fp32")
+    precision += fmt::format(", f32_matmul {}{}", m.f32Matmul,
+                             session.deviceName() == "cpu"
+                                 ? " (the cpu device multiplies in fp32)"
+                                 : "");
   os << fmt::format("model '{}': {}, {:.2f}M parameters, d_model {}, vocab {}, "
                     "{} MoE layer(s), {}; device {}, seed {}\n",
                     m.name, m.kind, count / 1e6, m.dModel, m.vocab,
-                    m.moeLayers.size(), m.dtype, session.deviceName(),
+                    m.moeLayers.size(), precision, session.deviceName(),
                     session.seed());
   os << "data: " << dataDescription << "\n";
 }

@@ -39,6 +39,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("device", "DEVICE", "cpu (default), cuda or emu", device)
         .oneOf(deviceChoices());
   }
@@ -76,14 +78,14 @@ private:
     return 0;
   }
 
-  std::string input, weights, prompt, dtype, device = "cpu";
+  std::string input, weights, prompt, dtype, f32Matmul, device = "cpu";
   int64_t maxTokens = 64, topK = 0, beam = 1;
   double temperature = 0;
   uint64_t seed = 0;
 };
 
 int RunCommand::run() {
-  Bundle bundle = loadModel(input, dtype);
+  Bundle bundle = loadModel(input, dtype, "sm_80", f32Matmul);
   SessionOptions options;
   options.device = device;
   Session session(bundle, options);

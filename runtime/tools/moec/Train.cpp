@@ -86,6 +86,8 @@ public:
     option("dtype", "DTYPE", "Override the spec's dtype (f32, f64, bf16)",
            dtype)
         .oneOf(dtypeChoices());
+    option("f32-matmul", "MODE", kF32MatmulHelp, f32Matmul)
+        .oneOf(f32MatmulChoices());
     option("steps", "N",
            "Optimizer steps this run takes (default: the spec's); after "
            "--resume, N more steps",
@@ -115,7 +117,7 @@ public:
   int run() override;
 
 private:
-  std::string input, device = "cpu", dtype, save, resume, metrics;
+  std::string input, device = "cpu", dtype, f32Matmul, save, resume, metrics;
   int64_t steps = -1, validBatches = 4, logEvery = -1;
   uint64_t seed = 0;
   bool profile = false;
@@ -126,7 +128,7 @@ int TrainCommand::run() {
   // replaced only at the end.
   checkOutputsAreDistinct({{"the model", input}, {"--resume", resume}},
                           {{"--save", save}, {"--metrics", metrics}});
-  Bundle bundle = loadModel(input, dtype);
+  Bundle bundle = loadModel(input, dtype, "sm_80", f32Matmul);
   std::vector<NamedPath> dataFiles;
   for (const std::string &path : bundle.data().paths)
     dataFiles.push_back({"the data file", path});

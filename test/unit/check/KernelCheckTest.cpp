@@ -26,12 +26,14 @@ using namespace moec;
 namespace {
 
 /// A checked spec compiled with the dtype it names (dtype empty) or with
-/// bf16 storage.
+/// bf16 storage, and with its f32_matmul or the one named.
 struct Case {
   test::SpecFile spec;
   std::string dtype;
+  std::string f32Matmul = "";
   std::string name() const {
-    return dtype.empty() ? spec.name : spec.name + "_" + dtype;
+    std::string n = dtype.empty() ? spec.name : spec.name + "_" + dtype;
+    return f32Matmul.empty() ? n : n + "_" + f32Matmul;
   }
 };
 
@@ -45,16 +47,24 @@ std::vector<Case> cases() {
   return all;
 }
 
+/// Every example in f32 again, on the tensor cores: tf32 and 3xTF32.
+std::vector<Case> tf32Cases() {
+  std::vector<Case> all;
+  for (const test::SpecFile &spec : test::specsIn(MOEC_SOURCE_DIR "/examples"))
+    for (const char *f32Matmul : {"tf32", "tf32x3"})
+      all.push_back({spec, "", f32Matmul});
+  return all;
+}
+
 Bundle compileCase(const Case &c) {
   CompileOptions options;
   options.dtype = c.dtype;
+  options.f32Matmul = c.f32Matmul;
   return compileFile(c.spec.path, options);
 }
 
-class ExampleKernels : public ::testing::TestWithParam<Case> {};
-
-TEST_P(ExampleKernels, MatchTheCpuDevice) {
-  Bundle bundle = compileCase(GetParam());
+/// Checks every kernel of `bundle` on the emu device against the cpu.
+KernelCheckReport matchTheCpuDevice(const Bundle &bundle) {
   KernelCheckOptions options;
   options.device = "emu";
   KernelCheckReport report = checkKernels(bundle, options);
@@ -64,6 +74,13 @@ TEST_P(ExampleKernels, MatchTheCpuDevice) {
   // every kernel the bundle defines was exercised.
   EXPECT_EQ(report.covered.size(), bundle.internals().kernels.size());
   std::cout << report.format();
+  return report;
+}
+
+class ExampleKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ExampleKernels, MatchTheCpuDevice) {
+  matchTheCpuDevice(compileCase(GetParam()));
 }
 
 TEST_P(ExampleKernels, PassTheEmuChecks) {
@@ -83,6 +100,47 @@ TEST_P(ExampleKernels, PassTheEmuChecks) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
                          ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name(); });
+
+class Tf32ExampleKernels : public ::testing::TestWithParam<Case> {};
+
+// With tf32 the GEMM groups are held to tf32Tolerance (the expert
+// gradients to tf32RecomputeTolerance), and their errors
+// show that they multiply in tf32 (above what fp32 FMA leaves); with
+// tf32x3 every group meets f32's tolerance.
+TEST_P(Tf32ExampleKernels, MatchTheCpuDevice) {
+  const Case &c = GetParam();
+  Bundle bundle = compileCase(c);
+  KernelCheckReport report = matchTheCpuDevice(bundle);
+  const KernelCheckOptions defaults;
+  double tf32Error = 0;
+  int tf32Groups = 0;
+  for (const BufferComparison &b : report.comparisons) {
+    if (b.dtype != DType::F32)
+      continue;
+    if (c.f32Matmul == "tf32x3") {
+      EXPECT_EQ(b.tolerance, defaults.f32Tolerance) << b.op;
+    }
+    if (b.tolerance == defaults.tf32Tolerance ||
+        b.tolerance == defaults.tf32RecomputeTolerance) {
+      ++tf32Groups;
+      tf32Error = std::max(tf32Error, b.error);
+    }
+  }
+  if (c.f32Matmul == "tf32") {
+    EXPECT_GT(tf32Groups, 0) << "no group multiplies in tf32";
+    EXPECT_GT(tf32Error, defaults.f32Tolerance)
+        << "tf32 GEMMs as accurate as fp32 ones: are they tf32?";
+  }
+  std::string split;
+  for (const auto &[name, kernel] : bundle.internals().kernels)
+    if (kernel.source.find("moec::gemmTile3xTf32<") != std::string::npos)
+      split = name;
+  EXPECT_EQ(split.empty(), c.f32Matmul != "tf32x3") << split;
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, Tf32ExampleKernels,
+                         ::testing::ValuesIn(tf32Cases()),
                          [](const auto &info) { return info.param.name(); });
 
 TEST(KernelCheck, FindsEveryExample) {

@@ -7,9 +7,10 @@
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
 // in every bf16 GEMM and bf16 attention forward (head dims 16 to 64) and
-// none in f32 models, the cp.async / ldmatrix pipeline in bf16 models,
-// 16-byte accesses in the optimizer kernels and in the expert combine when
-// its width is a multiple of 4. No GPU is needed.
+// in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
+// models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
+// in the optimizer kernels and in the expert combine when its width is a
+// multiple of 4. No GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,13 +31,15 @@ using namespace moec;
 namespace {
 
 /// A checked spec for one architecture, with the dtype it names (dtype
-/// empty) or with bf16 storage.
+/// empty) or with bf16 storage, or in f32 with f32_matmul tf32 or tf32x3.
 struct Case {
   test::SpecFile spec;
   std::string arch;
   std::string dtype;
+  std::string f32Matmul = "";
   std::string name() const {
-    return spec.name + "_" + arch + (dtype.empty() ? "" : "_" + dtype);
+    return spec.name + "_" + arch + (dtype.empty() ? "" : "_" + dtype) +
+           (f32Matmul.empty() ? "" : "_" + f32Matmul);
   }
 };
 
@@ -45,9 +48,12 @@ void PrintTo(const Case &c, std::ostream *os) { *os << c.name(); }
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const test::SpecFile &spec : test::checkedSpecs())
-    for (const char *arch : {"sm_80", "sm_90"})
+    for (const char *arch : {"sm_80", "sm_90"}) {
       for (const char *dtype : {"", "bf16"})
         all.push_back({spec, arch, dtype});
+      for (const char *f32Matmul : {"tf32", "tf32x3"})
+        all.push_back({spec, arch, "", f32Matmul});
+    }
   return all;
 }
 
@@ -93,13 +99,14 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   CompileOptions options;
   options.arch = c.arch;
   options.dtype = c.dtype;
+  options.f32Matmul = c.f32Matmul;
   Bundle bundle = compileFile(c.spec.path, options);
   std::vector<PrecompiledKernel> kernels =
       precompileKernels(bundle, c.arch, 0, /*mix=*/true);
   ASSERT_FALSE(kernels.empty());
   std::map<std::string, std::string> sources = kernelSources(bundle);
   const bool bf16 = bundle.model().dtype == "bf16";
-  int pipelined = 0;
+  int pipelined = 0, tf32Gemms = 0;
   std::cout << fmt::format("{}: {} kernels\n", c.name(), kernels.size());
   for (const PrecompiledKernel &k : kernels) {
     const InstructionMix &m = k.mix;
@@ -113,8 +120,14 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     ASSERT_TRUE(sources.count(k.name)) << k.name;
     const std::string &source = sources[k.name];
     EXPECT_GT(m.instructions, 0) << k.name;
-    if (!bf16)
-      EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor cores";
+    const bool tf32 = calls(source, "moec::gemmTileTf32") ||
+                      calls(source, "moec::gemmTile3xTf32");
+    if (tf32)
+      EXPECT_FALSE(c.f32Matmul.empty()) << k.name << ": tf32 by default";
+    tf32Gemms += tf32;
+    if (!bf16 && !tf32)
+      EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor "
+                                       "cores but for tf32 GEMMs";
     if (calls(source, "moec::gemmTileBf16"))
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
     // bf16 attention forwards with head dims 16 to 64 run on the tensor
@@ -133,6 +146,11 @@ TEST_P(KernelResources, CompileWithoutSpills) {
           << k.name << ": a bf16 attention of head dim " << headDim
           << " on CUDA cores";
     }
+    if (tf32)
+      EXPECT_GT(m.mma, 0) << k.name << ": a tf32 GEMM without mma";
+    if (calls(source, "moec::gemmTile<"))
+      EXPECT_TRUE(c.f32Matmul.empty() || bf16)
+          << k.name << ": an fp32 GEMM under f32_matmul " << c.f32Matmul;
     pipelined += m.cpAsync > 0 && m.ldmatrix > 0 && m.mma > 0;
     if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
         calls(source, "moec::sumOfSquares"))
@@ -150,6 +168,8 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   }
   if (bf16)
     EXPECT_GT(pipelined, 0) << "no kernel runs the cp.async/ldmatrix pipeline";
+  if (!c.f32Matmul.empty())
+    EXPECT_GT(tf32Gemms, 0) << "no kernel multiplies in tf32";
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, KernelResources,

@@ -490,6 +490,70 @@ extern "C" __global__ void gemmTilesGatherT64x64(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(gemmTilesGatherT64x64)
 
+// C = A B for float operands through the tf32 tiles, one TM x TN tile per
+// block of a 1-D grid, with the scalars, buffers (A and B float) and
+// layouts of gemmBf16Tiles; `which` 0 runs gemmTileTf32, 1 gemmTile3xTf32,
+// 2 gemmTile (fp32 FMA).
+template <int TM, int TN, int LAYOUT>
+__device__ void gemmTf32Tiles(const moec::KernelParams &p) {
+  const int64_t M = scalarArg(p, 0), N = scalarArg(p, 1), K = scalarArg(p, 2);
+  const int64_t lda = scalarArg(p, 3), ldb = scalarArg(p, 4);
+  const int64_t which = scalarArg(p, 5);
+  gptr<const float> A = bufferArg<const float>(p, 0);
+  gptr<const float> B = bufferArg<const float>(p, 1);
+  gptr<float> C = bufferArg<float>(p, 2);
+  gptr<const int32_t> orderA = bufferArg<const int32_t>(p, 3);
+  gptr<const int32_t> orderB = bufferArg<const int32_t>(p, 4);
+  const int64_t tilesN = (N + TN - 1) / TN;
+  const int64_t m0 = blockIdx.x / tilesN * TM, n0 = blockIdx.x % tilesN * TN;
+  const auto store = [=](int64_t m, int64_t n, float v) { C[m * N + n] = v; };
+  const auto run = [&](const auto &loadA, const auto &loadB) {
+    if (which == 0)
+      moec::gemmTileTf32<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
+                                          store);
+    else if (which == 1)
+      moec::gemmTile3xTf32<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
+                                            store);
+    else
+      moec::gemmTile<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB, store);
+  };
+  if constexpr (LAYOUT == 0)
+    run(moec::RowMajor<float>{A, lda}, moec::RowMajor<float>{B, ldb});
+  else if constexpr (LAYOUT == 1)
+    run(moec::ColMajor<float>{A, lda}, moec::ColMajor<float>{B, ldb});
+  else if constexpr (LAYOUT == 2)
+    run(moec::GatherRows<float>{A, orderA, 3, 2, lda, gptr<const float>()},
+        moec::GatherCols<float>{B, orderB, 0, 1, ldb});
+  else
+    run(moec::GatherCols<float>{A, orderA, 3, 2, lda},
+        moec::GatherRows<float>{B, orderB, 0, 1, ldb, gptr<const float>()});
+}
+extern "C" __global__ void gemmTf32Rows64x64(const moec::KernelParams p) {
+  gemmTf32Tiles<64, 64, 0>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTf32Rows64x64)
+extern "C" __global__ void gemmTf32Cols128x32(const moec::KernelParams p) {
+  gemmTf32Tiles<128, 32, 1>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTf32Cols128x32)
+extern "C" __global__ void gemmTf32Gather64x32(const moec::KernelParams p) {
+  gemmTf32Tiles<64, 32, 2>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTf32Gather64x32)
+extern "C" __global__ void gemmTf32GatherT64x64(const moec::KernelParams p) {
+  gemmTf32Tiles<64, 64, 3>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTf32GatherT64x64)
+
+// cvtRnaTf32 of every input: out[i] is the tf32 word of x[i].
+extern "C" __global__ void roundTf32(const moec::KernelParams p) {
+  gptr<const float> x = bufferArg<const float>(p, 0);
+  gptr<uint32_t> out = bufferArg<uint32_t>(p, 1);
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = moec::cvtRnaTf32(x[i]);
+}
+MOEC_EMU_EXPORT_KERNEL(roundTf32)
+
 // One m16n8k8 tf32 tile per warp: D = C + A B with A [tile][16][8] and B
 // [tile][8][8] full fp32 values (the mma uses their top 19 bits).
 extern "C" __global__ void mmaTf32(const moec::KernelParams p) {

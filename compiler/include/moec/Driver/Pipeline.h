@@ -13,8 +13,11 @@
 namespace moec::driver {
 
 struct FrontendOptions {
-  /// Overrides the model dtype ("f32"/"f64") when not empty.
+  /// Overrides the model dtype ("f32"/"f64"/"bf16") when not empty.
   std::string dtype;
+  /// Overrides the model's f32_matmul ("fp32"/"tf32"/"tf32x3") when not
+  /// empty.
+  std::string f32Matmul;
 };
 
 /// Parses, checks and lowers the main buffer of `sourceMgr` (a .moe file) to

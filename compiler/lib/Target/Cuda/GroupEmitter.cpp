@@ -4,6 +4,7 @@
 #include "moe/IR/MoeOps.h"
 #include "moec/support/MoeDefs.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -274,8 +275,29 @@ StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
   bool fits = tm % 32 == 0 && tn % 32 == 0 && tk % 16 == 0 && threads == 256;
   // gemmTileBf16Async runs its cp.async pipeline where the loaders allow it
   // and gemmTileBf16 elsewhere (float scratch operands, misaligned rows).
-  return isBf16(a) && isBf16(b) && fits ? "moec::gemmTileBf16Async"
-                                        : "moec::gemmTile";
+  if (isBf16(a) && isBf16(b) && fits)
+    return "moec::gemmTileBf16Async";
+  auto isF32 = [](Value v) {
+    return isa<Float32Type>(getElementTypeOrSelf(v.getType()));
+  };
+  if (isF32(a) && isF32(b) && fits) {
+    StringRef precision = f32MatmulOf(a);
+    if (precision == "tf32")
+      return "moec::gemmTileTf32";
+    if (precision == "tf32x3")
+      return "moec::gemmTile3xTf32";
+  }
+  return "moec::gemmTile";
+}
+
+StringRef mlir::moe::cuda::f32MatmulOf(Value v) {
+  Operation *op = v.getParentRegion()->getParentOp();
+  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)
+                                  : op->getParentOfType<ModuleOp>();
+  auto model =
+      module ? module->getAttrOfType<DictionaryAttr>(attrs::kModel) : nullptr;
+  auto setting = model ? model.getAs<StringAttr>("f32_matmul") : nullptr;
+  return setting ? setting.getValue() : StringRef("fp32");
 }
 
 CountingSort mlir::moe::cuda::countingSortScratch(GroupEmitter &e,

@@ -201,6 +201,9 @@ struct ModelSpec {
   double initStd = 0.02;
   /// "f32", "f64" or "bf16".
   std::string dtype = "f32";
+  /// How f32 models multiply matrices on the cuda and emu devices: "fp32"
+  /// (FMA), "tf32" or "tf32x3" (tensor cores; see README "Precision").
+  std::string f32Matmul = "fp32";
   /// One stack (decoder or encoder), or the encoder then the decoder.
   std::vector<StackSpec> stacks;
 

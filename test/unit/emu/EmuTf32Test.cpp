@@ -1,0 +1,236 @@
+//===- EmuTf32Test.cpp - the tf32 GEMM tiles against double precision -----===//
+//
+// gemmTileTf32 and gemmTile3xTf32 (runtime/device/gemm.cuh) on the emu
+// device, against products computed in double: tf32 within its error bound,
+// 3xTF32 much closer, near gemmTile's fp32 FMA.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmuTestUtil.h"
+
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <iostream>
+#include <random>
+
+using namespace moec::emu;
+using namespace moec::emu::test;
+
+namespace {
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/// Rounds to 10 fraction bits, to nearest with ties away from zero, in
+/// double (exact for floats): what cvt.rna.tf32.f32 computes.
+float roundToTf32(float x) {
+  if (!std::isfinite(x) || x == 0)
+    return x;
+  int e;
+  std::frexp(x, &e); // |x| in [2^(e-1), 2^e)
+  // Subnormals keep the top 10 of their 23 fraction bits: units of 2^-136.
+  const double ulp = std::ldexp(1.0, std::max(e - 11, -136));
+  double r = std::floor(std::fabs(double(x)) / ulp + 0.5) * ulp;
+  if (r >= 0x1p128)
+    r = INFINITY;
+  return static_cast<float>(std::copysign(r, double(x)));
+}
+
+/// One product C = A B for the gemmTf32* kernels (EmuKernels.cpp), with
+/// the operands as stored (padding and gathers as in EmuMmaTest's bf16
+/// problems) and as logical matrices in double.
+struct Tf32Problem {
+  const char *kernel;
+  int layout;
+  int64_t tm, tn, M, N, K, lda, ldb;
+  std::vector<float> a, b;
+  std::vector<int32_t> orderA{0}, orderB{0};
+  std::vector<double> A, B; // M x K and K x N
+
+  Tf32Problem(const char *kernel, int layout, int64_t tm, int64_t tn,
+              int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+              unsigned seed)
+      : kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
+        lda(lda), ldb(ldb), A(M * K), B(K * N) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    // Full 24-bit mantissas, so rounding to tf32 loses something.
+    auto fill = [&](std::vector<float> &v, int64_t size) {
+      v.resize(static_cast<size_t>(size));
+      for (float &x : v)
+        x = normal(rng);
+    };
+    if (layout == 0) {
+      fill(a, (M - 1) * lda + K);
+      fill(b, (K - 1) * ldb + N);
+    } else if (layout == 1) {
+      fill(a, (K - 1) * lda + M);
+      fill(b, (N - 1) * ldb + K);
+    } else {
+      const bool t = layout == 3;
+      fill(a, 4 * lda + (t ? M : K));
+      fill(b, 6 * ldb + (t ? N : K));
+      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
+      orderB.assign(static_cast<size_t>(t ? K : N), 0);
+      for (auto &o : orderA)
+        o = static_cast<int32_t>(rng() % 10);
+      for (auto &o : orderB)
+        o = static_cast<int32_t>(rng() % 7);
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k)
+        A[m * K + k] = layout == 0   ? a[m * lda + k]
+                       : layout == 1 ? a[k * lda + m]
+                       : layout == 2 ? a[orderA[3 + m] / 2 * lda + k]
+                                     : a[orderA[3 + k] / 2 * lda + m];
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        B[k * N + n] = layout == 0   ? b[k * ldb + n]
+                       : layout == 1 ? b[n * ldb + k]
+                       : layout == 2 ? b[orderB[n] * ldb + k]
+                                     : b[orderB[k] * ldb + n];
+  }
+
+  /// C through `which`: 0 gemmTileTf32, 1 gemmTile3xTf32, 2 gemmTile.
+  std::vector<float> run(const EmuModule &module, int which) {
+    std::vector<float> C(M * N, -7.0f);
+    unsigned blocks =
+        static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));
+    Launch(blocks, 256)
+        .scalar(0, M)
+        .scalar(1, N)
+        .scalar(2, K)
+        .scalar(3, lda)
+        .scalar(4, ldb)
+        .scalar(5, which)
+        .buffer(0, a)
+        .buffer(1, b)
+        .buffer(2, C)
+        .buffer(3, orderA)
+        .buffer(4, orderB)
+        .run(module, kernel);
+    return C;
+  }
+
+  std::string name() const {
+    return std::string(kernel) + " " + std::to_string(M) + "x" +
+           std::to_string(N) + "x" + std::to_string(K);
+  }
+};
+
+/// How far one result is from the exact product.
+struct Errors {
+  /// ||C - exact|| / ||exact|| over all outputs (what the kernel check
+  /// measures).
+  double normwise = 0;
+  /// The largest |C - exact| / sum_k |A B|, over outputs: the error per
+  /// unit of product magnitude, which bounds rounding analyses state.
+  double componentwise = 0;
+};
+
+Errors errorsOf(const Tf32Problem &p, const std::vector<float> &C) {
+  Errors e;
+  double diff2 = 0, ref2 = 0;
+  for (int64_t m = 0; m < p.M; ++m)
+    for (int64_t n = 0; n < p.N; ++n) {
+      double exact = 0, magnitude = 0;
+      for (int64_t k = 0; k < p.K; ++k) {
+        double product = p.A[m * p.K + k] * p.B[k * p.N + n];
+        exact += product;
+        magnitude += std::fabs(product);
+      }
+      double d = C[m * p.N + n] - exact;
+      diff2 += d * d;
+      ref2 += exact * exact;
+      e.componentwise = std::max(e.componentwise, std::fabs(d) / magnitude);
+    }
+  e.normwise = std::sqrt(diff2 / ref2);
+  return e;
+}
+
+std::vector<Tf32Problem> tf32Problems() {
+  std::vector<Tf32Problem> p;
+  p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 1, 1, 1, 1, 1, 1);
+  p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 37, 53, 70, 72, 57, 2);
+  p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 128, 96, 300, 301, 96, 3);
+  p.emplace_back("gemmTf32Cols128x32", 1, 128, 32, 37, 53, 70, 40, 71, 4);
+  p.emplace_back("gemmTf32Cols128x32", 1, 128, 32, 130, 70, 100, 131, 101, 5);
+  p.emplace_back("gemmTf32Gather64x32", 2, 64, 32, 37, 53, 70, 73, 80, 6);
+  p.emplace_back("gemmTf32GatherT64x64", 3, 64, 64, 37, 53, 70, 41, 56, 7);
+  return p;
+}
+
+} // namespace
+
+// cvtRnaTf32 on the emu device rounds to nearest, ties away from zero, as
+// cvt.rna.tf32.f32 does: ties, carries into the exponent, subnormals,
+// infinities and NaN.
+TEST(EmuTf32, CvtRnaTf32RoundsToNearestTiesAway) {
+  std::vector<float> x = {1.0f + 0x1p-11f,  -(1.0f + 0x1p-11f),
+                          1.0f + 0x1p-11f - 0x1p-23f,
+                          1.0f + 3 * 0x1p-11f, 0x1.fffp0f * 0x1p5f,
+                          0x1p-140f + 0x1p-149f, 0x1.fffffep127f,
+                          INFINITY, -INFINITY, NAN, 0.0f, -0.0f};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  while (x.size() < 512)
+    x.push_back(std::ldexp(normal(rng), static_cast<int>(rng() % 60) - 30));
+  std::vector<uint32_t> out(x.size());
+  Launch(2, 256).buffer(0, x).buffer(1, out).run(correctModule(), "roundTf32");
+  for (size_t i = 0; i < x.size(); ++i) {
+    float got;
+    std::memcpy(&got, &out[i], sizeof got);
+    if (std::isnan(x[i])) {
+      EXPECT_EQ(out[i], 0x7fffffffu) << "PTX's canonical NaN";
+      continue;
+    }
+    EXPECT_EQ(out[i] & 0x1fffu, 0u) << x[i];
+    EXPECT_EQ(bitsOf(got), bitsOf(roundToTf32(x[i]))) << std::hexfloat << x[i];
+  }
+  EXPECT_EQ(out[0], bitsOf(1.0f + 0x1p-10f)) << "ties round away from zero";
+  EXPECT_EQ(out[2], bitsOf(1.0f));
+}
+
+// Ragged sizes (M, N, K not multiples of the tile), both operand layouts
+// and gathered rows and columns. tf32: every output within the rounding
+// bound of its products, (2^-10 + K 2^-24) sum |A B|, and visibly less
+// accurate than fp32. 3xTF32: within (2^-20 + 3 K 2^-24) sum |A B|, at
+// least 100 times closer than tf32 and close to gemmTile's fp32 FMA.
+TEST(EmuTf32, TilesStayWithinTheirErrorBounds) {
+  for (Tf32Problem &p : tf32Problems()) {
+    SCOPED_TRACE(p.name());
+    Errors tf32 = errorsOf(p, p.run(correctModule(), 0));
+    Errors split = errorsOf(p, p.run(correctModule(), 1));
+    Errors fp32 = errorsOf(p, p.run(correctModule(), 2));
+    std::cout << p.name() << ": normwise error tf32 " << tf32.normwise
+              << ", 3xTF32 " << split.normwise << ", fp32 " << fp32.normwise
+              << "\n";
+    const double K = static_cast<double>(p.K);
+    EXPECT_LE(tf32.componentwise, 0x1p-10 + K * 0x1p-24);
+    EXPECT_LE(split.componentwise, 0x1p-20 + 3 * K * 0x1p-24);
+    // Normwise, independent roundings of random signs give about
+    // 2^-11 sqrt(2/3) for tf32; the kernel check allows 5e-3.
+    EXPECT_LE(tf32.normwise, 2e-3);
+    if (p.K > 1) {
+      EXPECT_GE(tf32.normwise, 0x1p-16) << "the operands should be rounded";
+      EXPECT_LE(split.normwise, tf32.normwise / 100);
+    }
+    EXPECT_LE(split.normwise, 4 * fp32.normwise + 0x1p-21);
+  }
+}
+
+// Check mode: no read past the operands, no read of shared memory before it
+// was written; the same results as the normal build.
+TEST(EmuTf32, TilesPassCheckMode) {
+  std::vector<Tf32Problem> problems = tf32Problems();
+  for (size_t i : {1, 3, 5, 6}) {
+    Tf32Problem &p = problems[i];
+    for (int which : {0, 1})
+      EXPECT_EQ(p.run(checkedModule(), which), p.run(correctModule(), which))
+          << p.name() << " which " << which;
+  }
+}
