@@ -33,8 +33,7 @@ struct Function {
 /// Owns its functions, as a real module does: unloading frees them.
 struct Module {
   int id;
-  /// The symbol names the image holds, NUL-separated as in its string
-  /// tables (with the rest of the image).
+  /// A copy of the image: its string tables name the functions it holds.
   std::string image;
   std::vector<std::unique_ptr<Function>> functions;
 };
@@ -49,6 +48,7 @@ size_t elfSize(const unsigned char *image) {
   };
   return read(0x28, 8) + read(0x3c, 2) * read(0x3a, 2);
 }
+
 struct Graph {
   std::vector<Launch> launches;
 };
