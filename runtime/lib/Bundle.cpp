@@ -254,6 +254,83 @@ GridDimDesc readGridDim(const JsonReader &r) {
   return d;
 }
 
+DimExpr readDim(const JsonReader &r) {
+  if (r.json().is_number_integer())
+    return DimExpr(r.integer(0, int64_t(1) << 40));
+  std::optional<DimExpr> e = parseDimExpr(r.string());
+  if (!e)
+    r.fail(fmt::format("\"{}\" is not a size expression", r.string()));
+  return *e;
+}
+
+/// A launch's "gemm" record. A library GEMM's operands must be arguments
+/// the launch passes, with types cuBLASLt pairs under its compute type.
+GemmDesc readGemm(const JsonReader &r, const LaunchDesc &launch,
+                  const ProgramDesc &program) {
+  GemmDesc g;
+  std::string path = r.stringField("path");
+  if (path != "cublaslt" && path != "generated")
+    r.field("path").fail(fmt::format("unknown GEMM path \"{}\" (one of "
+                                     "cublaslt, generated)",
+                                     path));
+  g.why = r.stringField("why");
+  g.library = path == "cublaslt";
+  if (!g.library)
+    return g;
+  g.m = readDim(r.field("m"));
+  g.n = readDim(r.field("n"));
+  g.k = readDim(r.field("k"));
+  const int args = static_cast<int>(launch.buffers.size());
+  // The dtype of the program buffer behind kernel argument `arg`.
+  auto argument = [&](const JsonReader &f, bool optional) -> int {
+    int arg = static_cast<int>(f.integer(optional ? -1 : 0, args - 1));
+    if (arg >= 0 && launch.buffers[arg] < 0)
+      f.fail(fmt::format("kernel argument {} passes no buffer", arg));
+    return arg;
+  };
+  auto dtypeOf = [&](int arg) {
+    return program.buffers[launch.buffers[arg]].dtype;
+  };
+  auto operand = [&](const char *name) {
+    JsonReader o = r.field(name);
+    GemmOperandDesc d;
+    d.arg = argument(o.field("arg"), false);
+    std::string order = o.stringField("order");
+    if (order != "row" && order != "col")
+      o.field("order").fail(fmt::format("unknown storage order \"{}\" (one "
+                                        "of row, col)",
+                                        order));
+    d.colMajor = order == "col";
+    d.ld = o.field("ld").integer(1, int64_t(1) << 40);
+    return d;
+  };
+  g.a = operand("a");
+  g.b = operand("b");
+  g.d = argument(r.field("d"), false);
+  g.bias = argument(r.field("bias"), true);
+  g.compute = r.stringField("compute");
+  DType in = dtypeOf(g.a.arg), out = dtypeOf(g.d);
+  bool paired =
+      dtypeOf(g.b.arg) == in &&
+      (out == in || (in == DType::BF16 && out == DType::F32)) &&
+      (g.bias < 0 || dtypeOf(g.bias) == out) &&
+      (g.compute == "f64" ? in == DType::F64
+                          : g.compute == "tf32" ? in == DType::F32
+                                                : g.compute == "f32" &&
+                                                      (in == DType::F32 ||
+                                                       in == DType::BF16));
+  if (!paired)
+    r.fail(fmt::format("a library GEMM of {} x {} operands into {}{} with {} "
+                       "accumulation, which cuBLASLt does not compute",
+                       dtypeName(in), dtypeName(dtypeOf(g.b.arg)),
+                       dtypeName(out),
+                       g.bias < 0 ? ""
+                                  : fmt::format(" (bias {})",
+                                                dtypeName(dtypeOf(g.bias))),
+                       g.compute));
+  return g;
+}
+
 LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
                       const BundleData &bundle) {
   LaunchDesc l;
@@ -298,6 +375,8 @@ LaunchDesc readLaunch(const JsonReader &r, const ProgramDesc &program,
       v.fail(fmt::format("\"{}\" is not a size expression", v.string()));
     l.scalars.push_back(*e);
   }
+  if (r.has("gemm"))
+    l.gemm = readGemm(r.field("gemm").object(), l, program);
   return l;
 }
 

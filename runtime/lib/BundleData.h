@@ -7,6 +7,7 @@
 #include "moec/Bundle.h"
 
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,6 +45,27 @@ struct GridDimDesc {
   int64_t extra = 0;
 };
 
+/// One operand of a library GEMM: a kernel argument, row- or column-major.
+struct GemmOperandDesc {
+  int arg = -1;
+  bool colMajor = false;
+  int64_t ld = 1;
+};
+
+/// How a GEMM launch is computed. A library GEMM is D[m x n] (row-major,
+/// ld n) = A[m x k] B[k x n] (+ bias[n]), which the cuda device hands to
+/// cuBLASLt when it loads; the launch's kernel computes the same otherwise.
+struct GemmDesc {
+  bool library = false;
+  std::string why;
+  DimExpr m = DimExpr(0), n = DimExpr(0), k = DimExpr(0);
+  GemmOperandDesc a, b;
+  /// Kernel arguments of D and the bias (-1: none).
+  int d = -1, bias = -1;
+  /// "f32" (f32 or bf16 operands, f32 accumulation), "tf32" or "f64".
+  std::string compute;
+};
+
 /// One kernel launch of a fused group (see compiler/CODEGEN.md).
 struct LaunchDesc {
   /// A name in BundleData::kernels.
@@ -55,6 +77,8 @@ struct LaunchDesc {
   std::vector<int64_t> buffers;
   /// Values for KernelParams::scalars, in order.
   std::vector<DimExpr> scalars;
+  /// GEMM launches: the path the plan chose and why.
+  std::optional<GemmDesc> gemm;
 };
 
 /// A fused group: the plan steps it covers and the launches that compute

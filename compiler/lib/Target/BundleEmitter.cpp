@@ -213,6 +213,33 @@ static json::Value gridDimJson(const cuda::GridDim &d) {
   return o;
 }
 
+static json::Value symDimJson(const SymDim &d) {
+  return d.isStatic() ? json::Value(d.getStatic()) : json::Value(d.str());
+}
+
+/// A launch's GEMM path; a library GEMM also says what cuBLASLt computes.
+static json::Object gemmPathJson(const cuda::GemmPath &path) {
+  json::Object o;
+  o["path"] = path.library ? "cublaslt" : "generated";
+  o["why"] = path.why;
+  if (!path.library)
+    return o;
+  o["m"] = symDimJson(path.m);
+  o["n"] = symDimJson(path.n);
+  o["k"] = symDimJson(path.k);
+  auto operand = [](int arg, bool colMajor, int64_t ld) {
+    return json::Object{{"arg", arg},
+                        {"order", colMajor ? "col" : "row"},
+                        {"ld", ld}};
+  };
+  o["a"] = operand(path.a, path.aColMajor, path.lda);
+  o["b"] = operand(path.b, path.bColMajor, path.ldb);
+  o["d"] = path.d;
+  o["bias"] = path.bias;
+  o["compute"] = path.compute;
+  return o;
+}
+
 /// Adds the program's kernel launches and scratch buffers to its JSON.
 static void addCudaCode(json::Object &program, const cuda::ProgramCode &code) {
   json::Array &buffers = *program.getArray("buffers");
@@ -248,6 +275,8 @@ static void addCudaCode(json::Object &program, const cuda::ProgramCode &code) {
         scalars.push_back(d.isStatic() ? json::Value(d.getStatic())
                                        : json::Value(d.str()));
       launch["scalars"] = std::move(scalars);
+      if (l.gemm)
+        launch["gemm"] = gemmPathJson(*l.gemm);
       launches.push_back(std::move(launch));
     }
     group["launches"] = std::move(launches);

@@ -113,6 +113,11 @@ struct CudaEnvironment {
   /// The architectures NVRTC compiles for ("sm_75", "sm_80", ...).
   std::vector<std::string> nvrtcArchs;
   std::string nvrtcProblem;
+  /// cuBLASLt, which computes the dense GEMMs the plan gives it; without it
+  /// moec's own kernels do (not a readiness problem).
+  std::string cublasLtVersion;
+  std::string cublasLtLibrary;
+  std::string cublasLtProblem;
 };
 
 CudaEnvironment probeCudaEnvironment();

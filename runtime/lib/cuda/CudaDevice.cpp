@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaDevice.h"
+#include "CublasLt.h"
 #include "CudaDriver.h"
 #include "KernelCache.h"
 #include "KernelParams.h"
@@ -279,6 +280,11 @@ private:
   /// Waits for the stream; a failure names the program and, when known,
   /// the kernel.
   void finish(const ProgramDesc &program, const std::string &where);
+  /// Computes the launch's GEMM with cuBLASLt when the plan chose it and
+  /// the library is there; false when the kernel must run instead.
+  bool runLibraryGemm(const ProgramDesc &program, size_t group,
+                      const LaunchDesc &launch, const SymbolValues &symbols,
+                      const KernelParams &params);
 
   std::shared_ptr<Gpu> gpu;
   std::string archName;
@@ -289,7 +295,53 @@ private:
   /// Loaded modules; the key keeps the CUBIN alive.
   std::map<Cubin, CUmodule> modules;
   std::map<const ProgramDesc *, ProgramGraph> graphs;
+  /// cuBLASLt, made at the first library GEMM; none when it cannot load.
+  std::unique_ptr<GemmRunner> gemms;
+  bool gemmsTried = false;
 };
+
+bool CudaDeviceImpl::runLibraryGemm(const ProgramDesc &program, size_t group,
+                                    const LaunchDesc &launch,
+                                    const SymbolValues &symbols,
+                                    const KernelParams &params) {
+  if (!launch.gemm || !launch.gemm->library)
+    return false;
+  if (!gemmsTried) {
+    gemmsTried = true;
+    if (const CublasLt *library = CublasLt::get())
+      gemms = std::make_unique<GemmRunner>(*library, gpu->driver);
+  }
+  if (!gemms)
+    return false;
+  const GemmDesc &g = *launch.gemm;
+  GemmCall call;
+  auto size = [&](const DimExpr &d) {
+    std::optional<int64_t> v = d.evaluate(symbols);
+    if (!v)
+      throw launchError(program, group, launch,
+                        fmt::format("the GEMM size {} depends on an unbound "
+                                    "symbol or overflows",
+                                    d.str()));
+    return *v;
+  };
+  call.m = size(g.m);
+  call.n = size(g.n);
+  call.k = size(g.k);
+  // An empty product is the kernel's: it writes zeros (and the bias).
+  if (call.m <= 0 || call.n <= 0 || call.k <= 0)
+    return false;
+  call.in = program.buffers[launch.buffers[g.a.arg]].dtype;
+  call.out = program.buffers[launch.buffers[g.d]].dtype;
+  call.a = params.buffers[g.a.arg];
+  call.b = params.buffers[g.b.arg];
+  call.d = params.buffers[g.d];
+  call.bias = g.bias >= 0 ? params.buffers[g.bias] : nullptr;
+  try {
+    return gemms->run(g, call, gpu->stream);
+  } catch (const Error &e) {
+    throw launchError(program, group, launch, e.what());
+  }
+}
 
 LoadedKernel &CudaDeviceImpl::loaded(const ProgramDesc &program,
                                      const std::string &kernel) {
@@ -425,7 +477,8 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
       std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
-      CUresult result =
+      bool library = runLibraryGemm(program, g, launch, symbols, params);
+      CUresult result = library ? CUDA_SUCCESS :
           d.cuLaunchKernel(kernels.at(launch.kernel).function, grid[0], grid[1],
                            grid[2], static_cast<unsigned>(launch.block[0]),
                            static_cast<unsigned>(launch.block[1]),
@@ -445,7 +498,9 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                  d.errorText(result)));
       }
       if (timed)
-        recordLaunch(program, g, launch.kernel, firstGrad,
+        recordLaunch(program, g,
+                     library ? launch.kernel + " (cuBLASLt)" : launch.kernel,
+                     firstGrad,
                      std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count());

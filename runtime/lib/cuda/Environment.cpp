@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CublasLt.h"
 #include "CudaDriver.h"
 #include "Nvrtc.h"
 #include "moec/Cuda.h"
@@ -110,12 +111,27 @@ void probeNvrtc(CudaEnvironment &env) {
   }
 }
 
+void probeCublasLt(CudaEnvironment &env) {
+  std::string why;
+  const detail::cuda::CublasLt *lib = detail::cuda::CublasLt::get(&why);
+  if (!lib) {
+    env.cublasLtProblem = why;
+    return;
+  }
+  // cublasLtGetVersion: major * 10000 + minor * 100 + patch.
+  size_t v = lib->cublasLtGetVersion();
+  env.cublasLtVersion = fmt::format("{}.{}.{}", v / 10000, v / 100 % 100,
+                                    v % 100);
+  env.cublasLtLibrary = lib->library();
+}
+
 } // namespace
 
 CudaEnvironment probeCudaEnvironment() {
   CudaEnvironment env;
   probeDriver(env);
   probeNvrtc(env);
+  probeCublasLt(env);
   return env;
 }
 

@@ -96,6 +96,13 @@ public:
                                fmt::join(env.nvrtcArchs, " "));
     else
       std::cout << "NVRTC: none (" << env.nvrtcProblem << ")\n";
+    if (env.cublasLtProblem.empty())
+      std::cout << fmt::format("cuBLASLt: {}, {} (dense GEMMs that fuse "
+                               "nothing)\n",
+                               env.cublasLtVersion, env.cublasLtLibrary);
+    else
+      std::cout << "cuBLASLt: none (" << env.cublasLtProblem
+                << "; moec's own GEMM kernels run instead)\n";
     std::string why;
     CudaReadiness readiness = cudaReadiness(env, why);
     std::cout << "cuda device: " << readinessName(readiness) << "\n"

@@ -35,11 +35,18 @@ const char *fakeDriverPath() {
   return path && *path ? path : MOEC_FAKE_CUDA_DRIVER;
 }
 
-/// Every test in this executable talks to the fake driver.
+/// The fake cuBLASLt, found the same way.
+const char *fakeCublasLtPath() {
+  const char *path = std::getenv("MOEC_FAKE_CUBLASLT");
+  return path && *path ? path : MOEC_FAKE_CUBLASLT;
+}
+
+/// Every test in this executable talks to the fake driver and cuBLASLt.
 class FakeDriverEnvironment : public ::testing::Environment {
 public:
   void SetUp() override {
     ::setenv("MOEC_CUDA_DRIVER_LIBRARY", fakeDriverPath(), 1);
+    ::setenv("MOEC_CUBLASLT_LIBRARY", fakeCublasLtPath(), 1);
   }
 };
 

@@ -14,6 +14,7 @@
 #include "moe/IR/SymbolicShape.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,24 @@ struct GridDim {
   int64_t extra = 0;
 };
 
+/// Which code computes a launch's GEMM, and why: the plan's record, shown
+/// by `moec compile --report`. A dense GEMM that fuses nothing goes through
+/// cuBLASLt on the cuda device where the library loads; the launch's own
+/// kernel computes it everywhere else (emu, no cuBLASLt, MOEC_CUBLASLT=0).
+struct GemmPath {
+  bool library = false;
+  std::string why;
+  // Library GEMMs only: D[m x n] (row-major, ld n) = A[m x k] B[k x n]
+  // (+ bias[n]); operands are kernel argument indices (bias -1: none),
+  // each of A and B row- or column-major with its leading dimension.
+  SymDim m = SymDim(0), n = SymDim(0), k = SymDim(0);
+  int a = -1, b = -1, d = -1, bias = -1;
+  bool aColMajor = false, bColMajor = false;
+  int64_t lda = 0, ldb = 0;
+  /// The accumulation: "f32" (f32 and bf16 operands), "tf32", "f64".
+  std::string compute;
+};
+
 struct Launch {
   std::string kernel;
   GridDim grid[3];
@@ -34,6 +53,8 @@ struct Launch {
   /// Buffer ids: plan buffers, or scratch buffers numbered after them.
   llvm::SmallVector<int64_t> buffers;
   llvm::SmallVector<SymDim> scalars;
+  /// GEMM launches only.
+  std::optional<GemmPath> gemm;
 };
 
 /// A buffer only kernels use (partial sums, the expert dispatch order, the

@@ -49,6 +49,68 @@ std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
       .str();
 }
 
+/// The narrowest output width and depth cuBLASLt takes: below them a
+/// library call costs more than the product, and the generated tile is as
+/// fast.
+constexpr int64_t kLibraryMinWidth = 64;
+
+Type elementOf(Value v) { return cast<TensorType>(v.getType()).getElementType(); }
+
+bool narrow(const SymDim &d) {
+  return d.isStatic() && d.getStatic() < kLibraryMinWidth;
+}
+
+/// How D = A B (+ bias) is computed, given its operands' values and sizes:
+/// cuBLASLt unless `fused` names what the kernel fuses, or cuBLASLt has no
+/// matching type combination, or the product is too small to pay.
+GemmPath choosePath(Value a, Value b, Value d, Value bias, StringRef fused,
+                    const SymDim &m, const SymDim &n, const SymDim &k) {
+  GemmPath path;
+  Type ta = elementOf(a), td = elementOf(d);
+  if (!fused.empty())
+    path.why = ("fuses " + fused + " into its epilogue").str();
+  else if (ta != elementOf(b) || !(ta.isF32() || ta.isBF16() || ta.isF64()) ||
+           (td != ta && !(ta.isBF16() && td.isF32())) ||
+           (bias && elementOf(bias) != td))
+    path.why = "operand types cuBLASLt does not pair";
+  else if (ta.isF32() && f32MatmulOf(a) == "tf32x3")
+    path.why = "f32_matmul = tf32x3 has no cuBLASLt compute type";
+  else if (narrow(n) || narrow(k))
+    path.why = llvm::formatv("narrower than {0} (n {1}, k {2}): the launch "
+                             "costs more than the product",
+                             kLibraryMinWidth, n.str(), k.str())
+                   .str();
+  if (!path.why.empty())
+    return path;
+  path.library = true;
+  path.why = bias ? "dense GEMM with its bias, nothing fused"
+                  : "dense GEMM, nothing fused";
+  path.m = m;
+  path.n = n;
+  path.k = k;
+  path.compute = ta.isF64()                                        ? "f64"
+                 : ta.isF32() && f32MatmulOf(a) == "tf32" ? "tf32"
+                                                                   : "f32";
+  return path;
+}
+
+/// `path` with its operands: kernel arguments and storage orders.
+GemmPath withOperands(GemmPath path, GroupEmitter &e, Value a, bool aCol,
+                      int64_t lda, Value b, bool bCol, int64_t ldb, Value d,
+                      Value bias) {
+  if (!path.library)
+    return path;
+  path.a = e.buffer(a);
+  path.b = e.buffer(b);
+  path.d = e.buffer(d);
+  path.bias = bias ? e.buffer(bias) : -1;
+  path.aColMajor = aCol;
+  path.bColMajor = bCol;
+  path.lda = lda;
+  path.ldb = ldb;
+  return path;
+}
+
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
@@ -112,6 +174,14 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   }
   body.dedent();
   body.line("};");
+  std::string fused;
+  for (Operation *op : llvm::drop_begin(e.group().ops))
+    fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
+  e.setGemmPath(withOperands(
+      choosePath(x, w, linear.getResult(), linear.getBias(), fused, rows,
+                 SymDim(n), SymDim(k)),
+      e, x, false, k, w, transposed, transposed ? k : n, linear.getResult(),
+      linear.getBias()));
   std::string loadB =
       transposed ? loader("ColMajor", wp, w, k) : loader("RowMajor", wp, w, n);
   gemmCall(body, x, w, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
@@ -155,6 +225,11 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
             ? loader("RowMajor", wp, w, kin)
             : loader("ColMajor", wp, w, nout);
     b.line("const auto store = " + store(dxp, kin) + ";");
+    e.setGemmPath(withOperands(
+        choosePath(dy, w, grad.getDx(), Value(), "", rows, SymDim(kin),
+                   SymDim(nout)),
+        e, dy, false, nout, w, !transposed, transposed ? kin : nout,
+        grad.getDx(), Value()));
     gemmCall(b, dy, w, tm, tn, tk, threads, "M", std::to_string(kin),
              std::to_string(nout),
              loader("RowMajor", dyp, dy, nout),
@@ -181,6 +256,12 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
             ? loader("RowMajor", xp, x, kin)
             : loader("RowMajor", dyp, dy, nout);
     b.line("const auto store = " + store(dwp, n) + ";");
+    Value a = transposed ? dy : x, bv = transposed ? x : dy;
+    e.setGemmPath(withOperands(
+        choosePath(a, bv, grad.getDweight(), Value(), "", SymDim(m),
+                   SymDim(n), rows),
+        e, a, true, transposed ? nout : kin, bv, false,
+        transposed ? kin : nout, grad.getDweight(), Value()));
     gemmCall(b, x, dy, tm, tn, tk, threads, std::to_string(m),
              std::to_string(n), "T",
              loadA, loadB, "store");

@@ -57,6 +57,7 @@ void GroupEmitter::beginKernel(StringRef phase) {
   args.clear();
   scalars.clear();
   argOf.clear();
+  pendingGemm.reset();
 }
 
 int GroupEmitter::argument(int64_t id) {
@@ -156,6 +157,9 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
       os << " " << field << "=" << value;
     os << "\n";
   }
+  if (pendingGemm)
+    os << "// gemm: " << (pendingGemm->library ? "cublaslt" : "generated")
+       << " (" << pendingGemm->why << ")\n";
   const char *self = KernelTable::kNamePlaceholder;
   // At least 512 resident threads per SM, i.e. at most 128 registers a
   // thread: with a block size alone ptxas may squeeze a kernel into 32
@@ -180,6 +184,8 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
   launch.sharedBytes = sharedBytes;
   launch.buffers.assign(args.begin(), args.end());
   launch.scalars.assign(scalars.begin(), scalars.end());
+  launch.gemm = std::move(pendingGemm);
+  pendingGemm.reset();
   program.code.groups.back().launches.push_back(launch);
 }
 

@@ -82,6 +82,9 @@ public:
   /// kernel ABI allows is reported at the group and fails the group.
   void finishKernel(const std::string &body, GridDim x, GridDim y, GridDim z,
                     int64_t threads, int64_t sharedBytes = 0);
+  /// Records how the next finished kernel's GEMM is computed (see
+  /// GemmPath); its argument indices refer to that kernel's table.
+  void setGemmPath(GemmPath path) { pendingGemm = std::move(path); }
 
   /// Elementwise ops as expressions: emits `const T vN = ...;` for `op`
   /// given the expressions of its operands and the flat element `index`,
@@ -106,6 +109,7 @@ private:
   llvm::SmallVector<std::pair<std::string, int64_t>> taken;
   int counter = 0;
   bool abiExceeded = false;
+  std::optional<GemmPath> pendingGemm;
 
 public:
   ~GroupEmitter();
