@@ -49,7 +49,7 @@ if [ ! -f "$tree/build.ninja" ]; then
 fi
 tests=(moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests)
 cmake --build "$tree" -j "$jobs" --target moec moec-fake-cuda-driver \
-  "${tests[@]}"
+  moec-fake-cublaslt "${tests[@]}"
 
 rm -rf "$1"
 mkdir -p "$1"
@@ -60,7 +60,7 @@ mkdir -p "$dir/bin" "$dir/lib" "$dir/bundles"
 cp "$tree/bin/moec" "$dir/bin/"
 for t in "${tests[@]}"; do cp "$tree/bin/$t" "$dir/bin/"; done
 cp "$tree/lib/libmoec_runtime.so" "$tree/lib/libmoec-fake-cuda-driver.so" \
-  "$dir/lib/"
+  "$tree/lib/libmoec-fake-cublaslt.so" "$dir/lib/"
 # The C++ and OpenMP runtimes this compiler links against (a GPU machine's
 # own may be older than what the binaries need), SentencePiece (Debian
 # ships it as shared libraries only) and zlib (checkpoint checksums).
@@ -74,7 +74,7 @@ for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libsentencepiece.so.0 \
   cp -L "$path" "$dir/lib/$lib"
 done
 strip --strip-unneeded "$dir"/bin/* "$dir"/lib/libmoec_runtime.so \
-  "$dir"/lib/libmoec-fake-cuda-driver.so
+  "$dir"/lib/libmoec-fake-cuda-driver.so "$dir"/lib/libmoec-fake-cublaslt.so
 
 # Nothing may resolve outside the pack but the C library and the loader.
 for f in "$dir"/bin/* "$dir"/lib/libmoec_runtime.so; do

@@ -299,6 +299,10 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
       k.kernel = group.launches.front().kernel;
       k.tiles = tilesOf(data, k.kernel);
     }
+    for (const detail::LaunchDesc &launch : group.launches)
+      if (launch.gemm)
+        k.gemms.push_back(
+            {launch.kernel, launch.gemm->library, launch.gemm->why});
     std::set<int64_t> inGroup;
     for (size_t s : group.steps)
       inGroup.insert(static_cast<int64_t>(s));
@@ -394,7 +398,13 @@ std::string costReport(const Bundle &bundle, const std::string &program,
          "tile_m 128 on sm_90 for N >= 128, else 64); attention takes tile_q "
          "queries against tile_k keys, halved until its tiles fit 48 KiB of "
          "shared memory; row kernels run rows_per_block rows per block; "
-         "elementwise kernels `items` elements per thread.\n\n";
+         "elementwise kernels `items` elements per thread.\n"
+         "GEMM paths: a gemm or gemm_grad launch that fuses nothing, with "
+         "operand types cuBLASLt pairs and n, k >= 64, is computed by "
+         "cuBLASLt on the cuda device where it loads (its kernel elsewhere); "
+         "the others, and the grouped expert GEMMs (gather fused into the "
+         "loads, gates and combine into the epilogue), are moec's "
+         "kernels.\n\n";
   ProgramCost cost = programCost(bundle, program, sizes, ceilings);
   out += fmt::format("program {}: {} kernels\n", program, cost.kernels.size());
   out += fmt::format("{:<24} {:<12} {:>14} {:>14} {:>9} {:>7} {:>10}  {}\n",
@@ -408,6 +418,24 @@ std::string costReport(const Bundle &bundle, const std::string &program,
         k.bytes > 0 ? k.flops / k.bytes : 0.0,
         k.computeBound ? "compute" : "memory", microseconds(k.seconds),
         fmt::join(k.ops, " "), k.tiles, k.location);
+  }
+  // One line per distinct GEMM launch, with how often the program runs it.
+  std::vector<std::pair<KernelCost::GemmRoute, int>> routes;
+  for (const KernelCost &k : cost.kernels)
+    for (const KernelCost::GemmRoute &r : k.gemms) {
+      auto same = std::find_if(routes.begin(), routes.end(), [&](auto &seen) {
+        return seen.first.kernel == r.kernel;
+      });
+      if (same == routes.end())
+        routes.push_back({r, 1});
+      else
+        ++same->second;
+    }
+  if (!routes.empty()) {
+    out += fmt::format("\n{} GEMM paths on the cuda device:\n", program);
+    for (const auto &[r, count] : routes)
+      out += fmt::format("  {:<26} x{:<3} {:<9}  {}\n", r.kernel, count,
+                         r.library ? "cublaslt" : "generated", r.why);
   }
   std::map<std::string, std::pair<double, double>> byKind;
   for (const KernelCost &k : cost.kernels) {

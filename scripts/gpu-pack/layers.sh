@@ -26,18 +26,27 @@ status=0
 tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e9); else print "-" }'; }
 value() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 
+# Times one layer in moec: "forward backward" ms per layer and step, "0 0"
+# (and status 1) when the run fails. Arguments: log file, MOEC_CUBLASLT.
+moec_layer() {
+  MOEC_CACHE_DIR="$out/cache/layers" MOEC_CUBLASLT="$2" "$moec" train \
+    "$bundle" --device cuda --steps "$steps" --valid-batches 0 \
+    --log-every 1000 --profile > "$1" 2>&1 || { echo "0 0"; return 1; }
+  # "  FILE:LINE:COL  forward F ms/step  backward B ms/step ..."
+  awk -v at=":$line:" -v n="$count" '
+    index($1, at) && $2 == "forward" { printf "%f %f\n", $3 / n, $6 / n; found = 1 }
+    END { if (!found) { print "0 0"; exit 1 } }' "$1"
+}
+
 while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
   bundle="$out/layers/$name.bundle.json"
   gunzip -c "$pack/layers/$name.$tiles.bf16.bundle.json.gz" > "$bundle"
-  log="$logs/layer-$name-moec.txt"
-  MOEC_CACHE_DIR="$out/cache/layers" "$moec" train "$bundle" --device cuda \
-    --steps "$steps" --valid-batches 0 --log-every 1000 --profile \
-    > "$log" 2>&1
+  # With cuBLASLt for the dense GEMMs the plan gives it, and without it
+  # (every GEMM moec's own kernel): whether the library pays, measured.
+  read -r mf mb < <(moec_layer "$logs/layer-$name-moec.txt" 1)
   rc=$?
-  # "  FILE:LINE:COL  forward F ms/step  backward B ms/step ..."
-  read -r mf mb < <(awk -v at=":$line:" -v n="$count" '
-    index($1, at) && $2 == "forward" { printf "%f %f\n", $3 / n, $6 / n }' "$log")
-  [ $rc -eq 0 ] && [ -n "${mf:-}" ] || { status=1; mf=0 mb=0; }
+  read -r of ob < <(moec_layer "$logs/layer-$name-moec-own.txt" 0)
+  [ $rc -eq 0 ] && [ "$mf" != 0 ] && [ "$of" != 0 ] || { status=1; rc=1; }
   torch_log="$logs/layer-$name-torch.txt"
   : > "$torch_log"
   # shellcheck disable=SC2086
@@ -47,10 +56,11 @@ while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
   te=$(value forward "$torch_log") teb=$(value forward+backward "$torch_log")
   tc=$(value compiled-forward "$torch_log") tcb=$(value compiled-forward+backward "$torch_log")
   cu=$(value cublas "$torch_log")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$fwd_flops" \
-    "$bwd_flops" "$mf" "$mb" "${te:--}" "${teb:--}" "${tc:--}" "${tcb:--}" \
-    "${cu:--}" "$rc" >> "$tsv"
-  echo "run.sh: layer $name: moec forward $mf ms, backward $mb ms;" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" \
+    "$fwd_flops" "$bwd_flops" "$mf" "$mb" "${te:--}" "${teb:--}" "${tc:--}" \
+    "${tcb:--}" "${cu:--}" "$rc" "$of" "$ob" >> "$tsv"
+  echo "run.sh: layer $name: moec forward $mf ms, backward $mb ms" \
+       "(own GEMMs only: $of / $ob ms);" \
        "torch eager ${te:--} / ${teb:--} ms, compiled ${tc:--} / ${tcb:--} ms;" \
        "cuBLAS same FLOPs ${cu:--} ms"
 done < "$pack/layers/manifest.tsv"
@@ -65,15 +75,19 @@ done < "$pack/layers/manifest.tsv"
   echo "forward FLOPs. TFLOP/s from moec's FLOP count of the layer; H100"
   echo "dense bf16 ceiling about 800 TFLOP/s."
   echo
-  echo "| layer | pass | FLOPs | moec ms (TFLOP/s) | PyTorch eager ms | torch.compile ms | cuBLAS same FLOPs ms (TFLOP/s) | moec vs eager |"
-  echo "|---|---|---|---|---|---|---|---|"
-  while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc; do
+  echo "moec's dense GEMMs that fuse nothing run on cuBLASLt; the next column"
+  echo "is the same run with MOEC_CUBLASLT=0 (moec's own kernels only)."
+  echo
+  echo "| layer | pass | FLOPs | moec ms (TFLOP/s) | moec, own GEMMs ms | PyTorch eager ms | torch.compile ms | cuBLAS same FLOPs ms (TFLOP/s) | moec vs eager |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc of ob; do
     what=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$pack/layers/manifest.tsv")
     both=$(awk -v a="$mf" -v b="$mb" 'BEGIN { printf "%.3f", a + b }')
     total=$(awk -v a="$fwd" -v b="$bwd" 'BEGIN { printf "%.0f", a + b }')
     ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (m > 0 && t > 0) printf "%.2fx", t / m; else print "-" }'; }
-    echo "| $what | forward | $(awk -v f="$fwd" 'BEGIN { printf "%.1f G", f / 1e9 }') | $(printf '%.3f' "$mf") ($(tflops "$fwd" "$mf")) | $te | $tc | $cu ($(tflops "$fwd" "$cu")) | $(ratio "$mf" "$te") |"
-    echo "| $what | forward + backward | $(awk -v f="$total" 'BEGIN { printf "%.1f G", f / 1e9 }') | $both ($(tflops "$total" "$both")) | $teb | $tcb | | $(ratio "$both" "$teb") |"
+    own=$(awk -v a="$of" -v b="$ob" 'BEGIN { printf "%.3f", a + b }')
+    echo "| $what | forward | $(awk -v f="$fwd" 'BEGIN { printf "%.1f G", f / 1e9 }') | $(printf '%.3f' "$mf") ($(tflops "$fwd" "$mf")) | $(printf '%.3f' "$of") | $te | $tc | $cu ($(tflops "$fwd" "$cu")) | $(ratio "$mf" "$te") |"
+    echo "| $what | forward + backward | $(awk -v f="$total" 'BEGIN { printf "%.1f G", f / 1e9 }') | $both ($(tflops "$total" "$both")) | $own | $teb | $tcb | | $(ratio "$both" "$teb") |"
   done < "$tsv"
 } > "$out/layers.md"
 exit $status

@@ -32,6 +32,7 @@ moec="$pack/bin/moec"
 steps="${MOEC_PACK_STEPS:-200}"
 only="${MOEC_PACK_ONLY:-.}"
 export MOEC_FAKE_CUDA_DRIVER="$pack/lib/libmoec-fake-cuda-driver.so"
+export MOEC_FAKE_CUBLASLT="$pack/lib/libmoec-fake-cublaslt.so"
 
 say() { echo "run.sh: $*"; }
 now() { date +%s.%N; }

@@ -51,6 +51,14 @@ struct KernelCost {
   /// At the ceilings: max(flops / FLOP/s, bytes / bandwidth).
   double seconds = 0;
   bool computeBound = false;
+  /// The GEMM launches of the group: the kernel, whether the cuda device
+  /// hands it to cuBLASLt, and the plan's reason.
+  struct GemmRoute {
+    std::string kernel;
+    bool library = false;
+    std::string why;
+  };
+  std::vector<GemmRoute> gemms;
 };
 
 struct ProgramCost {
