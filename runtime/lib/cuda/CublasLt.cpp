@@ -182,7 +182,9 @@ struct GemmRunner::Plan {
 
 GemmRunner::GemmRunner(const CublasLt &library, const CudaDriver &driver)
     : lib(library), driver(driver) {
-  check(lib.cublasLtCreate(&handle), "cublasLtCreate");
+  if (cublasStatus status = lib.cublasLtCreate(&handle); status != kSuccess)
+    throw Error(fmt::format("cublasLtCreate failed: {}",
+                            lib.statusText(status)));
   CUresult result = driver.cuMemAlloc(&workspace, kWorkspaceBytes);
   if (result != CUDA_SUCCESS) {
     lib.cublasLtDestroy(handle);

@@ -308,8 +308,18 @@ bool CudaDeviceImpl::runLibraryGemm(const ProgramDesc &program, size_t group,
     return false;
   if (!gemmsTried) {
     gemmsTried = true;
-    if (const CublasLt *library = CublasLt::get())
-      gemms = std::make_unique<GemmRunner>(*library, gpu->driver);
+    // A library that loads but cannot start (a driver it does not accept)
+    // costs speed, not correctness: the kernels compute the same.
+    if (const CublasLt *library = CublasLt::get()) {
+      try {
+        gemms = std::make_unique<GemmRunner>(*library, gpu->driver);
+      } catch (const Error &e) {
+        fmt::print(stderr,
+                   "moec: warning: cuBLASLt ({}) cannot start: {}; dense "
+                   "GEMMs run on moec's own kernels\n",
+                   library->library(), e.what());
+      }
+    }
   }
   if (!gemms)
     return false;

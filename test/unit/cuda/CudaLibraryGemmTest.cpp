@@ -72,6 +72,14 @@ struct GemmCase {
   std::vector<DimExpr> aDims, bDims;
 };
 
+/// A linear layer's product: x [B, 5] times W [5, 3], both row-major.
+GemmCase linearCase() {
+  GemmCase c{"B", "3", "5", false, false, 5, 3};
+  c.aDims = {dim("B"), DimExpr(5)};
+  c.bDims = {DimExpr(5), DimExpr(3)};
+  return c;
+}
+
 BundleData bundleFor(const GemmCase &c) {
   BundleData bundle;
   bundle.origin = "gemm.bundle.json";
@@ -118,9 +126,23 @@ protected:
     if (!test::tryNvrtc(why))
       GTEST_SKIP() << "NVRTC is not available: " << why;
     driver().launches.clear();
+    lt().failCreate = false;
     lt().noAlgorithm = false;
     lt().failMatmul = false;
     lt().matmuls = 0;
+  }
+
+  /// Runs linearCase() once at B = 2 on a fresh device.
+  void runLinearOnce() {
+    BundleData bundle = bundleFor(linearCase());
+    std::unique_ptr<cuda::CudaDevice> device = cuda::createCudaDevice();
+    device->setBundle(bundle);
+    ProgramRunner runner(*device, bundle.programs.at("forward"));
+    BufferMap params, states;
+    runner.run({{"a", filled(DType::F32, {2, 5}, 0)},
+                {"b", filled(DType::F32, {5, 3}, 1)},
+                {"bias", filled(DType::F32, {3}, 2)}},
+               params, states);
   }
 
   /// Runs the case at B = `batch` and checks d against the loaders'
@@ -165,10 +187,8 @@ protected:
 
 // A linear layer: x [B, 5] times W [5, 3] plus its bias.
 TEST_F(CudaLibraryGemmTest, RowMajorOperandsWithBias) {
-  GemmCase c{"B", "3", "5", false, false, 5, 3};
+  GemmCase c = linearCase();
   c.bias = true;
-  c.aDims = {dim("B"), DimExpr(5)};
-  c.bDims = {DimExpr(5), DimExpr(3)};
   expectProduct(c, 7, 1e-6);
   EXPECT_EQ(lt().lastM, 3u) << "cuBLASLt's m is moec's n";
   EXPECT_EQ(lt().lastN, 7u);
@@ -201,40 +221,38 @@ TEST_F(CudaLibraryGemmTest, BothColumnMajorWithWideLeadingDimensions) {
 
 // bf16 operands into an f32 result (a bf16 model's f32 gradient).
 TEST_F(CudaLibraryGemmTest, Bf16OperandsIntoF32) {
-  GemmCase c{"B", "3", "5", false, false, 5, 3};
+  GemmCase c = linearCase();
   c.in = DType::BF16;
-  c.aDims = {dim("B"), DimExpr(5)};
-  c.bDims = {DimExpr(5), DimExpr(3)};
   expectProduct(c, 4, 1e-6);
 }
 
 // bf16 in and out, with a bf16 bias: rounded once, at the store.
 TEST_F(CudaLibraryGemmTest, Bf16OperandsIntoBf16WithBias) {
-  GemmCase c{"B", "3", "5", false, false, 5, 3};
+  GemmCase c = linearCase();
   c.in = c.out = DType::BF16;
   c.bias = true;
-  c.aDims = {dim("B"), DimExpr(5)};
-  c.bDims = {DimExpr(5), DimExpr(3)};
   expectProduct(c, 4, 8e-3);
 }
 
 TEST_F(CudaLibraryGemmTest, NoAlgorithmLaunchesTheKernelInstead) {
-  GemmCase c{"B", "3", "5", false, false, 5, 3};
-  c.aDims = {dim("B"), DimExpr(5)};
-  c.bDims = {DimExpr(5), DimExpr(3)};
-  BundleData bundle = bundleFor(c);
-  std::unique_ptr<cuda::CudaDevice> device = cuda::createCudaDevice();
-  device->setBundle(bundle);
   lt().noAlgorithm = true;
-  ProgramRunner runner(*device, bundle.programs.at("forward"));
-  BufferMap params, states;
-  runner.run({{"a", filled(DType::F32, {2, 5}, 0)},
-              {"b", filled(DType::F32, {5, 3}, 1)},
-              {"bias", filled(DType::F32, {3}, 2)}},
-             params, states);
+  runLinearOnce();
   EXPECT_EQ(lt().matmuls, 0);
   ASSERT_EQ(driver().launches.size(), 1u);
   EXPECT_EQ(driver().launches[0].kernel, "moek_test_gemm");
+}
+
+// A library that loads but cannot start (the GPU pack's check runs the
+// real one against the fake driver) leaves every GEMM to the kernels.
+TEST_F(CudaLibraryGemmTest, ALibraryThatCannotStartLeavesTheGemmsToTheKernels) {
+  lt().failCreate = true;
+  ::testing::internal::CaptureStderr();
+  runLinearOnce();
+  std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warning, HasSubstr("moec: warning: cuBLASLt ("));
+  EXPECT_THAT(warning, HasSubstr("cannot start: cublasLtCreate failed"));
+  EXPECT_EQ(lt().matmuls, 0);
+  EXPECT_EQ(driver().launches.size(), 1u);
 }
 
 TEST_F(CudaLibraryGemmTest, AnEmptyProductIsTheKernels) {
@@ -260,20 +278,9 @@ TEST_F(CudaLibraryGemmTest, AnEmptyProductIsTheKernels) {
 }
 
 TEST_F(CudaLibraryGemmTest, ALibraryFailureNamesProgramAndKernel) {
-  GemmCase c{"B", "3", "5", false, false, 5, 3};
-  c.aDims = {dim("B"), DimExpr(5)};
-  c.bDims = {DimExpr(5), DimExpr(3)};
-  BundleData bundle = bundleFor(c);
-  std::unique_ptr<cuda::CudaDevice> device = cuda::createCudaDevice();
-  device->setBundle(bundle);
   lt().failMatmul = true;
-  ProgramRunner runner(*device, bundle.programs.at("forward"));
-  BufferMap params, states;
   try {
-    runner.run({{"a", filled(DType::F32, {2, 5}, 0)},
-                {"b", filled(DType::F32, {5, 3}, 1)},
-                {"bias", filled(DType::F32, {3}, 2)}},
-               params, states);
+    runLinearOnce();
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("program 'forward', group 0, kernel "
@@ -287,12 +294,7 @@ TEST_F(CudaLibraryGemmTest, ALibraryFailureNamesProgramAndKernel) {
 TEST_F(CudaLibraryGemmTest, DescriptorsAndWorkspaceAreReleasedWithTheDevice) {
   int64_t allocations = driver().liveAllocations;
   int64_t objects = lt().liveObjects;
-  {
-    GemmCase c{"B", "3", "5", false, false, 5, 3};
-    c.aDims = {dim("B"), DimExpr(5)};
-    c.bDims = {DimExpr(5), DimExpr(3)};
-    expectProduct(c, 3, 1e-6);
-  }
+  expectProduct(linearCase(), 3, 1e-6);
   EXPECT_EQ(driver().liveAllocations, allocations);
   EXPECT_EQ(lt().liveObjects, objects);
   EXPECT_EQ(lt().handles, 0);

@@ -97,6 +97,8 @@ const char *cublasLtGetStatusString(Status status) {
 }
 
 Status cublasLtCreate(void **handle) {
+  if (state.failCreate)
+    return 1; // CUBLAS_STATUS_NOT_INITIALIZED
   static int context;
   *handle = &context;
   ++state.handles;

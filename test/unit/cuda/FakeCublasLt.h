@@ -21,7 +21,9 @@ struct CublasLtState {
   int64_t matmuls = 0;
   /// The last product's column-major m, n, k.
   uint64_t lastM = 0, lastN = 0, lastK = 0;
-  /// The heuristic finds no algorithm; cublasLtMatmul fails.
+  /// cublasLtCreate fails (CUBLAS_STATUS_NOT_INITIALIZED); the heuristic
+  /// finds no algorithm; cublasLtMatmul fails.
+  bool failCreate = false;
   bool noAlgorithm = false;
   bool failMatmul = false;
 };
