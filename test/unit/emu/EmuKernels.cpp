@@ -419,16 +419,34 @@ extern "C" __global__ void ldmatrixX4(const moec::KernelParams p) {
 }
 MOEC_EMU_EXPORT_KERNEL(ldmatrixX4)
 
+// Calls run(loadA, loadB) with the operand loaders of LAYOUT over A and B
+// (elements of type T): 0: A RowMajor, B RowMajor; 1: A ColMajor, B
+// ColMajor; 2: A GatherRows (row i is row orderA[3 + i] / 2 of its
+// buffer), B GatherCols (column n is row orderB[n] of its buffer); 3: the
+// transposes, A GatherCols (column k is row orderA[3 + k] / 2), B
+// GatherRows (row k is row orderB[k]).
+template <int LAYOUT, typename T, typename Run>
+__device__ void withLayout(gptr<const T> A, gptr<const T> B, int64_t lda,
+                           int64_t ldb, gptr<const int32_t> orderA,
+                           gptr<const int32_t> orderB, const Run &run) {
+  if constexpr (LAYOUT == 0)
+    run(moec::RowMajor<T>{A, lda}, moec::RowMajor<T>{B, ldb});
+  else if constexpr (LAYOUT == 1)
+    run(moec::ColMajor<T>{A, lda}, moec::ColMajor<T>{B, ldb});
+  else if constexpr (LAYOUT == 2)
+    run(moec::GatherRows<T>{A, orderA, 3, 2, lda, gptr<const float>()},
+        moec::GatherCols<T>{B, orderB, 0, 1, ldb});
+  else
+    run(moec::GatherCols<T>{A, orderA, 3, 2, lda},
+        moec::GatherRows<T>{B, orderB, 0, 1, ldb, gptr<const float>()});
+}
+
 // C = A B through the bf16 tiles, one TM x TN tile per block of a 1-D grid.
 // Scalars M, N, K, lda, ldb and `which`: 0 runs gemmTileBf16, 1 the
 // pipeline of gemmTileBf16Async directly, 2 gemmTileBf16Async (which
 // picks). Buffers: A and B as bf16, C, the gather orders of A and B, and
 // applies[blockIdx.x] = whether gemmTileBf16Async's run-time check passes.
-// LAYOUT 0: A RowMajor, B RowMajor; 1: A ColMajor, B ColMajor; 2: A
-// GatherRows (row i is row order[3 + i] / 2 of its buffer), B GatherCols
-// (column n is row orderB[n] of its buffer); 3: the transposes, A
-// GatherCols (column k is row order[3 + k] / 2), B GatherRows (row k is row
-// orderB[k]).
+// LAYOUT: see withLayout.
 template <int TM, int TN, int LAYOUT>
 __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
   using moec::bf16;
@@ -458,16 +476,7 @@ __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
       moec::gemmTileBf16Async<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
                                                store);
   };
-  if constexpr (LAYOUT == 0)
-    run(moec::RowMajor<bf16>{A, lda}, moec::RowMajor<bf16>{B, ldb});
-  else if constexpr (LAYOUT == 1)
-    run(moec::ColMajor<bf16>{A, lda}, moec::ColMajor<bf16>{B, ldb});
-  else if constexpr (LAYOUT == 2)
-    run(moec::GatherRows<bf16>{A, orderA, 3, 2, lda, gptr<const float>()},
-        moec::GatherCols<bf16>{B, orderB, 0, 1, ldb});
-  else
-    run(moec::GatherCols<bf16>{A, orderA, 3, 2, lda},
-        moec::GatherRows<bf16>{B, orderB, 0, 1, ldb, gptr<const float>()});
+  withLayout<LAYOUT>(A, B, lda, ldb, orderA, orderB, run);
 }
 extern "C" __global__ void gemmTilesRows64x64(const moec::KernelParams p) {
   gemmBf16Tiles<64, 64, 0>(p);
@@ -517,16 +526,7 @@ __device__ void gemmTf32Tiles(const moec::KernelParams &p) {
     else
       moec::gemmTile<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB, store);
   };
-  if constexpr (LAYOUT == 0)
-    run(moec::RowMajor<float>{A, lda}, moec::RowMajor<float>{B, ldb});
-  else if constexpr (LAYOUT == 1)
-    run(moec::ColMajor<float>{A, lda}, moec::ColMajor<float>{B, ldb});
-  else if constexpr (LAYOUT == 2)
-    run(moec::GatherRows<float>{A, orderA, 3, 2, lda, gptr<const float>()},
-        moec::GatherCols<float>{B, orderB, 0, 1, ldb});
-  else
-    run(moec::GatherCols<float>{A, orderA, 3, 2, lda},
-        moec::GatherRows<float>{B, orderB, 0, 1, ldb, gptr<const float>()});
+  withLayout<LAYOUT>(A, B, lda, ldb, orderA, orderB, run);
 }
 extern "C" __global__ void gemmTf32Rows64x64(const moec::KernelParams p) {
   gemmTf32Tiles<64, 64, 0>(p);

@@ -161,67 +161,31 @@ namespace {
 
 /// One product for the gemmTiles* kernels (EmuKernels.cpp): sizes, leading
 /// dimensions, and the operands both as stored and as logical matrices.
-struct GemmProblem {
+struct GemmProblem : GemmOperands<uint16_t, float> {
   const char *kernel;
   int layout; // as the kernels' LAYOUT
   int64_t tm, tn, M, N, K, lda, ldb;
-  std::vector<uint16_t> a, b;
-  std::vector<int32_t> orderA{0}, orderB{0};
-  std::vector<float> A, B; // M x K and K x N, bf16 values
 
+  // Random values everywhere, padding included, never zero, so that check
+  // mode sees any read past the edges.
   GemmProblem(const char *kernel, int layout, int64_t tm, int64_t tn,
               int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
               unsigned seed)
-      : kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
-        lda(lda), ldb(ldb), A(M * K), B(K * N) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    // Random values everywhere, padding included (the tiles must skip it),
-    // never zero; buffers end at the last element read, so check mode sees
-    // any read past the edges.
-    auto fill = [&](std::vector<uint16_t> &v, int64_t size) {
-      v.resize(static_cast<size_t>(size));
-      for (auto &x : v) {
-        float f = uniform(rng);
-        x = moec::bf16FromFloat(f == 0.0f ? 0.5f : f);
-      }
-    };
-    auto value = [](const std::vector<uint16_t> &v, int64_t i) {
-      return fromBf16Bits(v[static_cast<size_t>(i)]);
-    };
-    if (layout == 0) {
-      fill(a, (M - 1) * lda + K);
-      fill(b, (K - 1) * ldb + N);
-    } else if (layout == 1) {
-      fill(a, (K - 1) * lda + M);
-      fill(b, (N - 1) * ldb + K);
-    } else {
-      // Layout 2: A's rows gathered from 5 source rows by order[3 + m] / 2,
-      // B's columns from 7 by orderB[n]; layout 3: A's columns and B's rows.
-      const bool t = layout == 3;
-      fill(a, 4 * lda + (t ? M : K));
-      fill(b, 6 * ldb + (t ? N : K));
-      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
-      orderB.assign(static_cast<size_t>(t ? K : N), 0);
-      for (auto &o : orderA)
-        o = static_cast<int32_t>(rng() % 10);
-      for (auto &o : orderB)
-        o = static_cast<int32_t>(rng() % 7);
-    }
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k)
-        A[m * K + k] =
-            layout == 0   ? value(a, m * lda + k)
-            : layout == 1 ? value(a, k * lda + m)
-            : layout == 2 ? value(a, orderA[3 + m] / 2 * lda + k)
-                          : value(a, orderA[3 + k] / 2 * lda + m);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n)
-        B[k * N + n] = layout == 0   ? value(b, k * ldb + n)
-                       : layout == 1 ? value(b, n * ldb + k)
-                       : layout == 2 ? value(b, orderB[n] * ldb + k)
-                                     : value(b, orderB[k] * ldb + n);
-  }
+      : GemmOperands(
+            layout, M, N, K, lda, ldb, seed,
+            [](std::vector<uint16_t> &v, int64_t size, std::mt19937 &rng) {
+              std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+              v.resize(static_cast<size_t>(size));
+              for (auto &x : v) {
+                float f = uniform(rng);
+                x = moec::bf16FromFloat(f == 0.0f ? 0.5f : f);
+              }
+            },
+            [](const std::vector<uint16_t> &v, int64_t i) {
+              return fromBf16Bits(v[static_cast<size_t>(i)]);
+            }),
+        kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
+        lda(lda), ldb(ldb) {}
 
   unsigned blocks() const {
     return static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));

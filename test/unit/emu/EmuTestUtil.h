@@ -6,6 +6,7 @@
 #include "emu/EmuCompiler.h"
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,57 @@ public:
 
 private:
   void setBytes(int i, uint64_t bytes);
+};
+
+/// The operands of one product C = A B for the gemm tile test kernels
+/// (EmuKernels.cpp, whose withLayout names the layouts): A and B as stored,
+/// padding included (the tiles must skip it) and ending at the last
+/// element read, the gather orders of layouts 2 and 3 (A's rows or columns
+/// from 5 source rows by orderA[3 + i] / 2, B's from 7 by orderB[i]), and A
+/// (M x K) and B (K x N) as logical matrices.
+template <typename Stored, typename Logical> struct GemmOperands {
+  std::vector<Stored> a, b;
+  std::vector<int32_t> orderA{0}, orderB{0};
+  std::vector<Logical> A, B;
+
+  /// `fill(v, size, rng)` sizes and fills a stored buffer; `value(v, i)`
+  /// reads stored element i as a logical value.
+  template <typename Fill, typename Value>
+  GemmOperands(int layout, int64_t M, int64_t N, int64_t K, int64_t lda,
+               int64_t ldb, unsigned seed, Fill fill, Value value)
+      : A(M * K), B(K * N) {
+    std::mt19937 rng(seed);
+    if (layout == 0) {
+      fill(a, (M - 1) * lda + K, rng);
+      fill(b, (K - 1) * ldb + N, rng);
+    } else if (layout == 1) {
+      fill(a, (K - 1) * lda + M, rng);
+      fill(b, (N - 1) * ldb + K, rng);
+    } else {
+      const bool t = layout == 3;
+      fill(a, 4 * lda + (t ? M : K), rng);
+      fill(b, 6 * ldb + (t ? N : K), rng);
+      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
+      orderB.assign(static_cast<size_t>(t ? K : N), 0);
+      for (auto &o : orderA)
+        o = static_cast<int32_t>(rng() % 10);
+      for (auto &o : orderB)
+        o = static_cast<int32_t>(rng() % 7);
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k)
+        A[m * K + k] =
+            layout == 0   ? value(a, m * lda + k)
+            : layout == 1 ? value(a, k * lda + m)
+            : layout == 2 ? value(a, orderA[3 + m] / 2 * lda + k)
+                          : value(a, orderA[3 + k] / 2 * lda + m);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        B[k * N + n] = layout == 0   ? value(b, k * ldb + n)
+                       : layout == 1 ? value(b, n * ldb + k)
+                       : layout == 2 ? value(b, orderB[n] * ldb + k)
+                                     : value(b, orderB[k] * ldb + n);
+  }
 };
 
 /// The bits of a float rounded to bf16 by truncation, and back.

@@ -43,57 +43,28 @@ float roundToTf32(float x) {
 /// One product C = A B for the gemmTf32* kernels (EmuKernels.cpp), with
 /// the operands as stored (padding and gathers as in EmuMmaTest's bf16
 /// problems) and as logical matrices in double.
-struct Tf32Problem {
+struct Tf32Problem : GemmOperands<float, double> {
   const char *kernel;
   int layout;
   int64_t tm, tn, M, N, K, lda, ldb;
-  std::vector<float> a, b;
-  std::vector<int32_t> orderA{0}, orderB{0};
-  std::vector<double> A, B; // M x K and K x N
 
+  // Full 24-bit mantissas, so rounding to tf32 loses something.
   Tf32Problem(const char *kernel, int layout, int64_t tm, int64_t tn,
               int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
               unsigned seed)
-      : kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
-        lda(lda), ldb(ldb), A(M * K), B(K * N) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    // Full 24-bit mantissas, so rounding to tf32 loses something.
-    auto fill = [&](std::vector<float> &v, int64_t size) {
-      v.resize(static_cast<size_t>(size));
-      for (float &x : v)
-        x = normal(rng);
-    };
-    if (layout == 0) {
-      fill(a, (M - 1) * lda + K);
-      fill(b, (K - 1) * ldb + N);
-    } else if (layout == 1) {
-      fill(a, (K - 1) * lda + M);
-      fill(b, (N - 1) * ldb + K);
-    } else {
-      const bool t = layout == 3;
-      fill(a, 4 * lda + (t ? M : K));
-      fill(b, 6 * ldb + (t ? N : K));
-      orderA.assign(static_cast<size_t>((t ? K : M) + 3), 0);
-      orderB.assign(static_cast<size_t>(t ? K : N), 0);
-      for (auto &o : orderA)
-        o = static_cast<int32_t>(rng() % 10);
-      for (auto &o : orderB)
-        o = static_cast<int32_t>(rng() % 7);
-    }
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k)
-        A[m * K + k] = layout == 0   ? a[m * lda + k]
-                       : layout == 1 ? a[k * lda + m]
-                       : layout == 2 ? a[orderA[3 + m] / 2 * lda + k]
-                                     : a[orderA[3 + k] / 2 * lda + m];
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n)
-        B[k * N + n] = layout == 0   ? b[k * ldb + n]
-                       : layout == 1 ? b[n * ldb + k]
-                       : layout == 2 ? b[orderB[n] * ldb + k]
-                                     : b[orderB[k] * ldb + n];
-  }
+      : GemmOperands(
+            layout, M, N, K, lda, ldb, seed,
+            [](std::vector<float> &v, int64_t size, std::mt19937 &rng) {
+              std::normal_distribution<float> normal;
+              v.resize(static_cast<size_t>(size));
+              for (float &x : v)
+                x = normal(rng);
+            },
+            [](const std::vector<float> &v, int64_t i) {
+              return double(v[static_cast<size_t>(i)]);
+            }),
+        kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
+        lda(lda), ldb(ldb) {}
 
   /// C through `which`: 0 gemmTileTf32, 1 gemmTile3xTf32, 2 gemmTile.
   std::vector<float> run(const EmuModule &module, int which) {
