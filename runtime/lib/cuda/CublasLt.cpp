@@ -183,8 +183,8 @@ struct GemmRunner::Plan {
 GemmRunner::GemmRunner(const CublasLt &library, const CudaDriver &driver)
     : lib(library), driver(driver) {
   if (cublasStatus status = lib.cublasLtCreate(&handle); status != kSuccess)
-    throw Error(fmt::format("cublasLtCreate failed: {}",
-                            lib.statusText(status)));
+    throw Error(
+        fmt::format("cublasLtCreate failed: {}", lib.statusText(status)));
   CUresult result = driver.cuMemAlloc(&workspace, kWorkspaceBytes);
   if (result != CUDA_SUCCESS) {
     lib.cublasLtDestroy(handle);
@@ -211,11 +211,11 @@ void GemmRunner::check(cublasStatus status, const char *what) const {
 GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   uint32_t alignA = alignmentOf(c.a), alignB = alignmentOf(c.b),
            alignD = alignmentOf(c.d);
-  std::string key = fmt::format(
-      "{}x{}x{} {}{} {} {} {}->{} {} bias{} align {} {} {}", c.m, c.n, c.k,
-      g.a.colMajor ? 'c' : 'r', g.b.colMajor ? 'c' : 'r', g.a.ld, g.b.ld,
-      dtypeName(c.in), dtypeName(c.out), g.compute, c.bias != nullptr, alignA,
-      alignB, alignD);
+  std::string key =
+      fmt::format("{}x{}x{} {}{} {} {} {}->{} {} bias{} align {} {} {}", c.m,
+                  c.n, c.k, g.a.colMajor ? 'c' : 'r', g.b.colMajor ? 'c' : 'r',
+                  g.a.ld, g.b.ld, dtypeName(c.in), dtypeName(c.out), g.compute,
+                  c.bias != nullptr, alignA, alignB, alignD);
   std::unique_ptr<Plan> &slot = cache[key];
   if (slot)
     return *slot;
@@ -223,7 +223,7 @@ GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   Plan &plan = *slot;
 
   bool f64 = g.compute == "f64";
-  int compute = f64                  ? kComputeF64
+  int compute = f64                   ? kComputeF64
                 : g.compute == "tf32" ? kComputeF32FastTf32
                                       : kComputeF32;
   check(lib.cublasLtMatmulDescCreate(&plan.desc, compute,
@@ -233,9 +233,9 @@ GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   int transA = g.b.colMajor ? kOpT : kOpN, transB = g.a.colMajor ? kOpT : kOpN;
   uint32_t epilogue = c.bias ? kEpilogueBias : kEpilogueDefault;
   auto set = [&](int attribute, const void *value, size_t bytes) {
-    check(lib.cublasLtMatmulDescSetAttribute(plan.desc, attribute, value,
-                                             bytes),
-          "cublasLtMatmulDescSetAttribute");
+    check(
+        lib.cublasLtMatmulDescSetAttribute(plan.desc, attribute, value, bytes),
+        "cublasLtMatmulDescSetAttribute");
   };
   set(kDescTransA, &transA, sizeof(transA));
   set(kDescTransB, &transB, sizeof(transB));
@@ -246,8 +246,8 @@ GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   }
   auto layout = [&](cublasLtMatrixLayout &out, DType type, int64_t rows,
                     int64_t cols, int64_t ld) {
-    check(lib.cublasLtMatrixLayoutCreate(&out, cudaTypeOf(type),
-                                         uint64_t(rows), uint64_t(cols), ld),
+    check(lib.cublasLtMatrixLayoutCreate(&out, cudaTypeOf(type), uint64_t(rows),
+                                         uint64_t(cols), ld),
           "cublasLtMatrixLayoutCreate");
   };
   if (g.b.colMajor)
@@ -268,9 +268,10 @@ GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   cublasStatus status = kSuccess;
   {
     uint64_t workspaceBytes = kWorkspaceBytes;
-    const std::pair<int, uint32_t> alignments[] = {
-        {kPrefAlignA, alignB}, {kPrefAlignB, alignA}, {kPrefAlignC, alignD},
-        {kPrefAlignD, alignD}};
+    const std::pair<int, uint32_t> alignments[] = {{kPrefAlignA, alignB},
+                                                   {kPrefAlignB, alignA},
+                                                   {kPrefAlignC, alignD},
+                                                   {kPrefAlignD, alignD}};
     status = lib.cublasLtMatmulPreferenceSetAttribute(
         preference, kPrefMaxWorkspace, &workspaceBytes, sizeof(workspaceBytes));
     for (auto [attribute, value] : alignments)
@@ -307,8 +308,7 @@ bool GemmRunner::run(const GemmDesc &gemm, const GemmCall &call,
   const void *beta = f64 ? static_cast<const void *>(&zeroF64) : &zeroF32;
   check(lib.cublasLtMatmul(handle, plan.desc, alpha, call.b, plan.a, call.a,
                            plan.b, beta, call.d, plan.d, call.d, plan.d,
-                           &plan.algo,
-                           reinterpret_cast<void *>(workspace),
+                           &plan.algo, reinterpret_cast<void *>(workspace),
                            plan.workspaceBytes, stream),
         "cublasLtMatmul");
   return true;

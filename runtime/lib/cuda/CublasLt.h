@@ -1,4 +1,4 @@
-//===- CublasLt.h - dense GEMMs through cuBLASLt, loaded at run time -*- C++ -*-===//
+//===- CublasLt.h - dense GEMMs through cuBLASLt ----------------*- C++ -*-===//
 //
 // The plan sends a dense GEMM that fuses nothing to cuBLASLt (a launch's
 // GemmDesc). Like the driver, the library is opened with dlopen at first
@@ -71,10 +71,10 @@ public:
                                              uint64_t, uint64_t,
                                              int64_t) = nullptr;
   cublasStatus (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout) = nullptr;
-  cublasStatus (*cublasLtMatmulPreferenceCreate)(
-      cublasLtMatmulPreference *) = nullptr;
-  cublasStatus (*cublasLtMatmulPreferenceDestroy)(
-      cublasLtMatmulPreference) = nullptr;
+  cublasStatus (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference *) =
+      nullptr;
+  cublasStatus (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference) =
+      nullptr;
   cublasStatus (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference,
                                                        int, const void *,
                                                        size_t) = nullptr;
@@ -83,14 +83,11 @@ public:
       cublasLtMatrixLayout, cublasLtMatrixLayout, cublasLtMatrixLayout,
       cublasLtMatmulPreference, int, cublasLtMatmulHeuristicResult *,
       int *) = nullptr;
-  cublasStatus (*cublasLtMatmul)(cublasLtHandle, cublasLtMatmulDesc,
-                                 const void *, const void *,
-                                 cublasLtMatrixLayout, const void *,
-                                 cublasLtMatrixLayout, const void *,
-                                 const void *, cublasLtMatrixLayout, void *,
-                                 cublasLtMatrixLayout,
-                                 const cublasLtMatmulAlgo *, void *, size_t,
-                                 CUstream) = nullptr;
+  cublasStatus (*cublasLtMatmul)(
+      cublasLtHandle, cublasLtMatmulDesc, const void *, const void *,
+      cublasLtMatrixLayout, const void *, cublasLtMatrixLayout, const void *,
+      const void *, cublasLtMatrixLayout, void *, cublasLtMatrixLayout,
+      const cublasLtMatmulAlgo *, void *, size_t, CUstream) = nullptr;
 
 private:
   CublasLt() = default;

@@ -488,13 +488,15 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
       bool library = runLibraryGemm(program, g, launch, symbols, params);
-      CUresult result = library ? CUDA_SUCCESS :
-          d.cuLaunchKernel(kernels.at(launch.kernel).function, grid[0], grid[1],
-                           grid[2], static_cast<unsigned>(launch.block[0]),
-                           static_cast<unsigned>(launch.block[1]),
-                           static_cast<unsigned>(launch.block[2]),
-                           static_cast<unsigned>(launch.sharedBytes),
-                           gpu->stream, args, nullptr);
+      CUresult result =
+          library ? CUDA_SUCCESS
+                  : d.cuLaunchKernel(kernels.at(launch.kernel).function,
+                                     grid[0], grid[1], grid[2],
+                                     static_cast<unsigned>(launch.block[0]),
+                                     static_cast<unsigned>(launch.block[1]),
+                                     static_cast<unsigned>(launch.block[2]),
+                                     static_cast<unsigned>(launch.sharedBytes),
+                                     gpu->stream, args, nullptr);
       if (result != CUDA_SUCCESS)
         throw fail(fmt::format("cuLaunchKernel failed: {} (grid {}x{}x{}, "
                                "block {}x{}x{}, {} bytes dynamic shared)",

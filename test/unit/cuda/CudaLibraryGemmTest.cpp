@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cuda/CudaDevice.h"
 #include "CudaTestUtil.h"
 #include "FakeCublasLt.h"
 #include "FakeCudaDriver.h"
 #include "ProgramRunner.h"
+#include "cuda/CudaDevice.h"
 #include "moec/support/DeviceLibrary.h"
 
 #include <cmath>
@@ -214,8 +214,8 @@ TEST_F(CudaLibraryGemmTest, ColumnMajorAWithATokenDepth) {
 // Padded leading dimensions and both operands transposed.
 TEST_F(CudaLibraryGemmTest, BothColumnMajorWithWideLeadingDimensions) {
   GemmCase c{"3", "2", "4", true, true, 5, 6};
-  c.aDims = {DimExpr(4), DimExpr(5)};  // A(i, l) = a[l*5 + i]
-  c.bDims = {DimExpr(2), DimExpr(6)};  // B(l, j) = b[j*6 + l]
+  c.aDims = {DimExpr(4), DimExpr(5)}; // A(i, l) = a[l*5 + i]
+  c.bDims = {DimExpr(2), DimExpr(6)}; // B(l, j) = b[j*6 + l]
   expectProduct(c, 1, 1e-6);
 }
 

@@ -76,8 +76,7 @@ void write(void *p, int type, int64_t i, double v) {
 }
 
 /// Element (r, c) of op(M) for a column-major M.
-double element(const void *p, const Layout &l, int op, uint64_t r,
-               uint64_t c) {
+double element(const void *p, const Layout &l, int op, uint64_t r, uint64_t c) {
   if (op == 1)
     std::swap(r, c);
   return read(p, l.type, int64_t(c) * l.ld + int64_t(r));
@@ -122,8 +121,8 @@ Status cublasLtMatmulDescDestroy(Desc *desc) {
 Status cublasLtMatmulDescSetAttribute(Desc *desc, int attribute,
                                       const void *value, size_t bytes) {
   switch (attribute) {
-  case 3: // TRANSA
-  case 4: // TRANSB
+  case 3:  // TRANSA
+  case 4:  // TRANSB
   case 26: // BIAS_DATA_TYPE
     if (bytes != sizeof(int))
       return kInvalidValue;

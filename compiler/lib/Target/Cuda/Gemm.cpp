@@ -54,7 +54,9 @@ std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
 /// fast.
 constexpr int64_t kLibraryMinWidth = 64;
 
-Type elementOf(Value v) { return cast<TensorType>(v.getType()).getElementType(); }
+Type elementOf(Value v) {
+  return cast<TensorType>(v.getType()).getElementType();
+}
 
 bool narrow(const SymDim &d) {
   return d.isStatic() && d.getStatic() < kLibraryMinWidth;
@@ -88,9 +90,10 @@ GemmPath choosePath(Value a, Value b, Value d, Value bias, StringRef fused,
   path.m = m;
   path.n = n;
   path.k = k;
-  path.compute = ta.isF64()                                        ? "f64"
-                 : ta.isF32() && f32MatmulOf(a) == "tf32" ? "tf32"
-                                                                   : "f32";
+  if (ta.isF64())
+    path.compute = "f64";
+  else
+    path.compute = ta.isF32() && f32MatmulOf(a) == "tf32" ? "tf32" : "f32";
   return path;
 }
 
