@@ -327,12 +327,15 @@ TEST(Decoding, RopeMovesTheLogits) {
       tensorValues(a.run("forward", {{"tokens", tokens}}).at("logits"));
   std::vector<double> y =
       tensorValues(b.run("forward", {{"tokens", tokens}}).at("logits"));
-  // Position 0 turns by nothing: its logits agree.
+  // Position 0 turns by nothing: its logits agree, to the rounding of the
+  // BLAS kernel OpenBLAS picks for the CPU (with OPENBLAS_CORETYPE=Haswell
+  // on an AVX-512 machine they differ by about 2e-6 in all).
   double first = 0, later = 0;
   for (size_t i = 0; i < x.size(); ++i)
     (i < 256 ? first : later) += std::fabs(x[i] - y[i]);
-  EXPECT_LT(first, 1e-9);
+  EXPECT_LT(first, 1e-4);
   EXPECT_GT(later, 1e-3);
+  EXPECT_GT(later, 1000 * first);
 }
 
 TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
@@ -421,7 +424,10 @@ TEST(Training, MoaTranslationReachesBleu50) {
               "beam 4 %.2f\n",
               first, last, greedy, beam);
   EXPECT_GT(beam, 50);
-  EXPECT_GE(beam, greedy);
+  // Beam search maximises the model's likelihood, not BLEU: it scores at
+  // least about as well as greedy decoding (here 84.25 against 84.41 when
+  // OpenBLAS's Haswell kernels round the training differently).
+  EXPECT_GE(beam, greedy - 1.0);
 }
 
 } // namespace
