@@ -78,7 +78,8 @@ public:
 
   /// Reports every setting the table does not know. Every setting of the
   /// table must have been read by now: a table entry the checker ignores
-  /// would be accepted silently and documented wrongly (an internal error).
+  /// would be accepted silently and documented wrongly (an internal error,
+  /// checked only when the spec has no error so far).
   void finish();
 
   /// Checks a value that is already fetched.
