@@ -12,21 +12,29 @@ Error launchError(const ProgramDesc &program, size_t group,
                            program.name, group, launch.kernel, what));
 }
 
+int64_t evaluateLaunchSize(const ProgramDesc &program, size_t group,
+                           const LaunchDesc &launch, const DimExpr &expr,
+                           const SymbolValues &symbols, const char *what) {
+  std::optional<int64_t> value = expr.evaluate(symbols);
+  if (!value)
+    throw launchError(program, group, launch,
+                      fmt::format("{} {} depends on an unbound symbol or "
+                                  "overflows",
+                                  what, expr.str()));
+  return *value;
+}
+
 LaunchShape resolveLaunch(const ProgramDesc &program, size_t group,
                           const LaunchDesc &launch, const SymbolValues &symbols,
                           const std::array<int64_t, 3> &maxGrid) {
   LaunchShape shape;
   for (int i = 0; i < 3; ++i) {
     const GridDimDesc &dim = launch.grid[i];
-    std::optional<int64_t> extent = dim.extent.evaluate(symbols);
-    if (!extent)
-      throw launchError(program, group, launch,
-                        fmt::format("the grid extent {} depends on an unbound "
-                                    "symbol or overflows",
-                                    dim.extent.str()));
+    int64_t extent = evaluateLaunchSize(program, group, launch, dim.extent,
+                                        symbols, "the grid extent");
     int64_t blocks = 0;
-    if (*extent > 0)
-      blocks = (*extent - 1) / dim.perBlock + 1 + dim.extra;
+    if (extent > 0)
+      blocks = (extent - 1) / dim.perBlock + 1 + dim.extra;
     if (blocks > maxGrid[i])
       throw launchError(program, group, launch,
                         fmt::format("{} blocks in grid dimension {}, more "
@@ -36,15 +44,9 @@ LaunchShape resolveLaunch(const ProgramDesc &program, size_t group,
     shape.block[i] = static_cast<unsigned>(launch.block[i]);
   }
   shape.scalars.reserve(launch.scalars.size());
-  for (const DimExpr &scalar : launch.scalars) {
-    std::optional<int64_t> value = scalar.evaluate(symbols);
-    if (!value)
-      throw launchError(program, group, launch,
-                        fmt::format("the scalar {} depends on an unbound "
-                                    "symbol or overflows",
-                                    scalar.str()));
-    shape.scalars.push_back(*value);
-  }
+  for (const DimExpr &scalar : launch.scalars)
+    shape.scalars.push_back(evaluateLaunchSize(program, group, launch, scalar,
+                                               symbols, "the scalar"));
   return shape;
 }
 

@@ -35,6 +35,13 @@ struct LaunchShape {
 Error launchError(const ProgramDesc &program, size_t group,
                   const LaunchDesc &launch, const std::string &what);
 
+/// Evaluates one of the launch's size expressions (`what`: "the grid
+/// extent", "the scalar", "the GEMM size") under `symbols`; throws
+/// launchError() for an unbound symbol or an overflow.
+int64_t evaluateLaunchSize(const ProgramDesc &program, size_t group,
+                           const LaunchDesc &launch, const DimExpr &expr,
+                           const SymbolValues &symbols, const char *what);
+
 /// Evaluates the launch's grid (ceil(extent / per_block) + extra blocks per
 /// dimension; none where the extent is not positive) and scalars under
 /// `symbols`. Throws launchError() for an unbound symbol, an overflow or a

@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 namespace moec::detail::cuda {
@@ -208,14 +209,52 @@ void GemmRunner::check(cublasStatus status, const char *what) const {
                             what, lib.statusText(status)));
 }
 
+bool GemmRunner::PlanKey::operator<(const PlanKey &o) const {
+  auto tie = [](const PlanKey &p) {
+    return std::tie(p.m, p.n, p.k, p.lda, p.ldb, p.aColMajor, p.bColMajor,
+                    p.bias, p.in, p.out, p.compute, p.alignA, p.alignB,
+                    p.alignD);
+  };
+  return tie(*this) < tie(o);
+}
+
+std::string gemmOverrun(const GemmDesc &g, const GemmCall &c) {
+  // An operand of `rows` x `cols` logical elements, stored `outer` lines of
+  // `inner` elements `ld` apart, reaches (outer - 1) * ld + inner elements.
+  auto check = [](const char *name, int64_t outer, int64_t inner, int64_t ld,
+                  int64_t have) -> std::string {
+    if (outer <= 0 || inner <= 0)
+      return "";
+    if (ld < inner)
+      return fmt::format("{} has lines of {} elements {} apart", name, inner,
+                         ld);
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(outer - 1, ld, &reach) ||
+        __builtin_add_overflow(reach, inner, &reach) || reach > have)
+      return fmt::format("{} ({} lines of {} elements, {} apart) reaches "
+                         "past its {}-element buffer",
+                         name, outer, inner, ld, have);
+    return "";
+  };
+  std::string why = g.a.colMajor
+                        ? check("A", c.k, c.m, g.a.ld, c.aElements)
+                        : check("A", c.m, c.k, g.a.ld, c.aElements);
+  if (why.empty())
+    why = g.b.colMajor ? check("B", c.n, c.k, g.b.ld, c.bElements)
+                       : check("B", c.k, c.n, g.b.ld, c.bElements);
+  if (why.empty())
+    why = check("D", c.m, c.n, c.n, c.dElements);
+  if (why.empty() && c.bias)
+    why = check("the bias", 1, c.n, c.n, c.biasElements);
+  return why;
+}
+
 GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   uint32_t alignA = alignmentOf(c.a), alignB = alignmentOf(c.b),
            alignD = alignmentOf(c.d);
-  std::string key =
-      fmt::format("{}x{}x{} {}{} {} {} {}->{} {} bias{} align {} {} {}", c.m,
-                  c.n, c.k, g.a.colMajor ? 'c' : 'r', g.b.colMajor ? 'c' : 'r',
-                  g.a.ld, g.b.ld, dtypeName(c.in), dtypeName(c.out), g.compute,
-                  c.bias != nullptr, alignA, alignB, alignD);
+  PlanKey key{c.m,          c.n,         c.k,           g.a.ld, g.b.ld,
+              g.a.colMajor, g.b.colMajor, c.bias != nullptr, c.in,   c.out,
+              g.compute,    alignA,      alignB,        alignD};
   std::unique_ptr<Plan> &slot = cache[key];
   if (slot)
     return *slot;

@@ -101,7 +101,15 @@ struct GemmCall {
   DType in = DType::F32, out = DType::F32;
   const void *a = nullptr, *b = nullptr, *bias = nullptr;
   void *d = nullptr;
+  /// How many elements each buffer holds.
+  int64_t aElements = 0, bElements = 0, dElements = 0, biasElements = 0;
 };
+
+/// What of `call` would reach past its buffers or read rows shorter than
+/// they are wide, as `gemm` lays them out ("" when nothing): a bundle whose
+/// GEMM record disagrees with its buffers must not make cuBLASLt touch
+/// memory the kernel would not.
+std::string gemmOverrun(const GemmDesc &gemm, const GemmCall &call);
 
 /// One cuBLASLt handle and workspace of a cuda device, and the plan
 /// (descriptors and the heuristic's algorithm) of every GEMM shape it ran.
@@ -126,6 +134,15 @@ public:
 
 private:
   struct Plan;
+  /// What a plan depends on: shape, storage, types, bias, alignments.
+  struct PlanKey {
+    int64_t m, n, k, lda, ldb;
+    bool aColMajor, bColMajor, bias;
+    DType in, out;
+    std::string compute;
+    uint32_t alignA, alignB, alignD;
+    bool operator<(const PlanKey &o) const;
+  };
   Plan &planFor(const GemmDesc &gemm, const GemmCall &call);
   void check(cublasStatus status, const char *what) const;
 
@@ -133,7 +150,7 @@ private:
   const CudaDriver &driver;
   cublasLtHandle handle = nullptr;
   CUdeviceptr workspace = 0;
-  std::map<std::string, std::unique_ptr<Plan>> cache;
+  std::map<PlanKey, std::unique_ptr<Plan>> cache;
 };
 
 } // namespace moec::detail::cuda

@@ -284,6 +284,7 @@ private:
   /// the library is there; false when the kernel must run instead.
   bool runLibraryGemm(const ProgramDesc &program, size_t group,
                       const LaunchDesc &launch, const SymbolValues &symbols,
+                      const std::vector<DeviceBuffer *> &buffers,
                       const KernelParams &params);
 
   std::shared_ptr<Gpu> gpu;
@@ -303,6 +304,7 @@ private:
 bool CudaDeviceImpl::runLibraryGemm(const ProgramDesc &program, size_t group,
                                     const LaunchDesc &launch,
                                     const SymbolValues &symbols,
+                                    const std::vector<DeviceBuffer *> &buffers,
                                     const KernelParams &params) {
   if (!launch.gemm || !launch.gemm->library)
     return false;
@@ -326,13 +328,8 @@ bool CudaDeviceImpl::runLibraryGemm(const ProgramDesc &program, size_t group,
   const GemmDesc &g = *launch.gemm;
   GemmCall call;
   auto size = [&](const DimExpr &d) {
-    std::optional<int64_t> v = d.evaluate(symbols);
-    if (!v)
-      throw launchError(program, group, launch,
-                        fmt::format("the GEMM size {} depends on an unbound "
-                                    "symbol or overflows",
-                                    d.str()));
-    return *v;
+    return evaluateLaunchSize(program, group, launch, d, symbols,
+                              "the GEMM size");
   };
   call.m = size(g.m);
   call.n = size(g.n);
@@ -346,6 +343,19 @@ bool CudaDeviceImpl::runLibraryGemm(const ProgramDesc &program, size_t group,
   call.b = params.buffers[g.b.arg];
   call.d = params.buffers[g.d];
   call.bias = g.bias >= 0 ? params.buffers[g.bias] : nullptr;
+  auto elements = [&](int arg) -> int64_t {
+    const DeviceBuffer *buffer = buffers[launch.buffers[arg]];
+    return int64_t(cudaBuffer(*buffer).bytes / dtypeSize(buffer->dtype));
+  };
+  call.aElements = elements(g.a.arg);
+  call.bElements = elements(g.b.arg);
+  call.dElements = elements(g.d);
+  call.biasElements = g.bias >= 0 ? elements(g.bias) : 0;
+  if (std::string overrun = gemmOverrun(g, call); !overrun.empty())
+    throw launchError(program, group, launch,
+                      fmt::format("the bundle's GEMM record (m {}, n {}, k {}) "
+                                  "does not fit its buffers: {}",
+                                  call.m, call.n, call.k, overrun));
   try {
     return gemms->run(g, call, gpu->stream);
   } catch (const Error &e) {
@@ -473,8 +483,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
       if (shape.empty())
         continue;
       const auto &grid = shape.grid;
-      KernelParams params;
-      std::memset(&params, 0, sizeof(params));
+      KernelParams params; // zeroed by its initialisers: no padding
       for (size_t i = 0; i < launch.buffers.size(); ++i) {
         int64_t id = launch.buffers[i];
         if (id < 0)
@@ -487,7 +496,8 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
       std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
-      bool library = runLibraryGemm(program, g, launch, symbols, params);
+      bool library =
+          runLibraryGemm(program, g, launch, symbols, buffers, params);
       CUresult result =
           library ? CUDA_SUCCESS
                   : d.cuLaunchKernel(kernels.at(launch.kernel).function,

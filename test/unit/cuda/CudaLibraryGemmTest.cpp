@@ -291,6 +291,46 @@ TEST_F(CudaLibraryGemmTest, ALibraryFailureNamesProgramAndKernel) {
   }
 }
 
+// A GEMM record that disagrees with its buffers (the bundle was edited, or
+// its compiler is wrong) is an error naming the launch, before cuBLASLt
+// reads a byte.
+TEST_F(CudaLibraryGemmTest, ARecordThatDoesNotFitItsBuffersIsAnError) {
+  struct Bad {
+    int64_t lda, ldb;
+    const char *why;
+  } cases[] = {
+      {6, 3,
+       "A (2 lines of 5 elements, 6 apart) reaches past its 10-element "
+       "buffer"},
+      {4, 3, "A has lines of 5 elements 4 apart"},
+      {5, 2, "B has lines of 3 elements 2 apart"},
+  };
+  for (const Bad &bad : cases) {
+    GemmCase c = linearCase();
+    c.lda = bad.lda;
+    c.ldb = bad.ldb;
+    BundleData bundle = bundleFor(c);
+    std::unique_ptr<cuda::CudaDevice> device = cuda::createCudaDevice();
+    device->setBundle(bundle);
+    ProgramRunner runner(*device, bundle.programs.at("forward"));
+    BufferMap params, states;
+    try {
+      runner.run({{"a", filled(DType::F32, {2, 5}, 0)},
+                  {"b", filled(DType::F32, {5, 3}, 1)},
+                  {"bias", filled(DType::F32, {3}, 2)}},
+                 params, states);
+      ADD_FAILURE() << "expected an error for " << bad.why;
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr("program 'forward', group 0, kernel "
+                                      "'moek_test_gemm': the bundle's GEMM "
+                                      "record (m 2, n 3, k 5) does not fit "
+                                      "its buffers: "));
+      EXPECT_THAT(e.what(), HasSubstr(bad.why));
+    }
+    EXPECT_EQ(lt().matmuls, 0);
+  }
+}
+
 TEST_F(CudaLibraryGemmTest, DescriptorsAndWorkspaceAreReleasedWithTheDevice) {
   int64_t allocations = driver().liveAllocations;
   int64_t objects = lt().liveObjects;
