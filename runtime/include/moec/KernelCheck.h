@@ -87,6 +87,9 @@ struct BufferComparison {
   /// The cpu's value is all zeros (the comparison proves little).
   bool trivial = false;
   bool passed = false;
+  /// Why a comparison passed that differs (router slots of near-tied
+  /// tokens), or is empty.
+  std::string note;
 };
 
 struct KernelCheckReport {

@@ -3,7 +3,8 @@
 // Plants the two classic kernel bugs and expects the check to fail and to
 // name the kernel: an off-by-one in a generated kernel's loop bound, and a
 // missing barrier between filling a shared-memory tile and reading it in
-// the device library's GEMM.
+// the device library's GEMM; and a batch-priority order ranked backwards,
+// which the check's tolerance for near-tied router slots must not hide.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "moec/Compiler.h"
 #include "moec/support/DeviceLibrary.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -40,12 +42,13 @@ std::set<std::string> failingKernels(const KernelCheckReport &report) {
 }
 
 KernelCheckReport checkOnEmu(const Bundle &bundle,
-                             const detail::emu::EmuDeviceOptions &emu) {
+                             const detail::emu::EmuDeviceOptions &emu,
+                             KernelCheckOptions options = {}) {
   std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
   std::unique_ptr<detail::Device> device = detail::emu::createEmuDevice(emu);
   device->setBundle(bundle.internals());
-  KernelCheckOptions options;
-  options.programs = {"train_step"};
+  if (options.programs.empty())
+    options.programs = {"train_step"};
   return detail::checkKernels(bundle.internals(), *cpu, *device, options);
 }
 
@@ -107,6 +110,48 @@ TEST(PlantedBug, MissingBarrierAfterFillingSharedMemory) {
 
   // The same check with the library intact passes.
   EXPECT_TRUE(checkOnEmu(bundle, {}).passed());
+}
+
+// The check lets near-tied tokens swap capacity slots (RouterSlotCheck.h);
+// a batch-priority order that is simply wrong must still fail, in the
+// router groups and nowhere else.
+TEST(PlantedBug, BatchPriorityRankedBackwards) {
+  std::string library(deviceLibrarySource());
+  ASSERT_TRUE(replaceOnce(library,
+                          "return 0x7FFFFFFFu - __float_as_uint(top1);",
+                          "return __float_as_uint(top1);"))
+      << "router_tail.cuh changed: update the planted bug";
+  detail::emu::EmuDeviceOptions emu;
+  emu.deviceLibrary = library;
+
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/glu_moe_lm.moe");
+  KernelCheckReport report = checkOnEmu(bundle, emu);
+  EXPECT_FALSE(report.passed());
+  bool sawSlots = false;
+  for (const BufferComparison &c : report.comparisons) {
+    if (c.passed)
+      continue;
+    EXPECT_EQ(c.kind, "router") << report.format();
+    if (c.dtype == DType::I32) {
+      sawSlots = true;
+      EXPECT_NE(c.note.find("clearly higher"), std::string::npos) << c.note;
+    }
+  }
+  EXPECT_TRUE(sawSlots) << report.format();
+
+  // Intact, the check passes; at 1 x 41 the backward program's second
+  // router ranks two near-tied tokens the other way round.
+  KernelCheckOptions nearTie;
+  nearTie.programs = {"backward"};
+  nearTie.batch = 1;
+  nearTie.seqLen = 41;
+  KernelCheckReport clean = checkOnEmu(bundle, {}, nearTie);
+  EXPECT_TRUE(clean.passed()) << clean.format();
+  EXPECT_TRUE(std::any_of(clean.comparisons.begin(), clean.comparisons.end(),
+                          [](const BufferComparison &c) {
+                            return c.passed && !c.note.empty();
+                          }))
+      << "no near-tied slots at 1 x 41 any more: pick a size that has some";
 }
 
 } // namespace
