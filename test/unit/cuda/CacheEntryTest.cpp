@@ -13,7 +13,7 @@ CacheEntry sample() {
           std::string("\x7f"
                       "ELF\0\1\2",
                       7),
-          ".target sm_90\n", "ptxas info    : Used 8 registers\n"};
+          ".target sm_90\n", "ptxas info    : Used 8 registers\n", ""};
 }
 
 TEST(CacheEntry, RoundTrips) {
@@ -43,7 +43,7 @@ TEST(CacheEntry, AModuleReferenceRoundTrips) {
 TEST(CacheEntry, EmptySectionsRoundTrip) {
   std::string why;
   std::optional<CacheEntry> back =
-      decodeCacheEntry(encodeCacheEntry({"k", "c", "", ""}), why);
+      decodeCacheEntry(encodeCacheEntry({"k", "c", "", "", ""}), why);
   ASSERT_TRUE(back) << why;
   EXPECT_TRUE(back->ptx.empty());
 }

@@ -69,7 +69,7 @@ struct GemmCase {
   DType in = DType::F32, out = DType::F32;
   bool bias = false;
   /// The stored shapes of A and B.
-  std::vector<DimExpr> aDims, bDims;
+  std::vector<DimExpr> aDims{}, bDims{};
 };
 
 /// A linear layer's product: x [B, 5] times W [5, 3], both row-major.

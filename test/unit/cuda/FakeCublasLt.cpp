@@ -52,6 +52,7 @@ double read(const void *p, int type, int64_t i) {
     std::memcpy(&f, &bits, 4);
     return f;
   }
+  case kTypeF32:
   default:
     return static_cast<const float *>(p)[i];
   }
