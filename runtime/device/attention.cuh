@@ -8,7 +8,7 @@
 // another (per key tile, over the queries and query heads that see it), so
 // every gradient is one thread's ordered sum: no atomics. These kernels
 // compute in fp32 on CUDA cores whatever the storage type; the forward of
-// a bf16 model with a head dim of 16, 32, 48 or 64 runs on the tensor cores
+// a bf16 model with a head dim that is a multiple of 16 up to 128 runs on the tensor cores
 // instead (attention_mma.cuh), and its backward here.
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:

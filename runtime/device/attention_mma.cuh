@@ -11,9 +11,11 @@
 // then hit eight different bank groups), double-buffered by cp.async when
 // their rows start on 16-byte boundaries, by plain loads otherwise.
 //
-// It takes head dims that are multiples of 16 up to 64 (Q, O and S
-// fragments stay within 128 registers); the compiler runs attentionForward
-// for anything else (AttentionPath.h).
+// It takes head dims that are multiples of 16 up to 128: a lane holds HD / 4
+// registers of Q fragments, HD / 2 of O and TK / 2 of S, so the compiler
+// tiles 64 keys up to head dim 64 and 32 beyond (at 128: 32 + 64 + 16,
+// and 35 KiB of staged K and V); it runs attentionForward for anything
+// else (AttentionPath.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,7 +76,7 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
   constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
   static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
-  static_assert(HD % 16 == 0 && HD <= 64, "head_dim 16, 32, 48 or 64");
+  static_assert(HD % 16 == 0 && HD <= 128, "head_dim a multiple of 16 up to 128");
   static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
   MOEC_SHARED(uint4, Ks, 2 * STAGE);
   MOEC_SHARED(uint4, Vs, 2 * STAGE);

@@ -213,12 +213,15 @@ private:
     fields.tileK = tileK;
     fields.threads = 128;
     fields.headDim = headDim;
-    // The tensor-core forward: 16 queries a warp, and K and V tiles of 64
-    // keys double-buffered as bf16 (at most 2 * 2 * 64 * 72 * 2 = 36 KiB).
+    // The tensor-core forward: 16 queries a warp, and K and V tiles
+    // double-buffered as bf16 rows padded by 16 bytes: 64 keys up to head
+    // dim 64 (at most 2 * 2 * 64 * 72 * 2 = 36 KiB), 32 beyond, which keeps
+    // the S fragments to 16 registers and the stages to 2 * 2 * 32 * 136 *
+    // 2 = 34 KiB at 128.
     if (auto attention = dyn_cast<AttentionOp>(op);
         attention && attentionOnTensorCores(attention)) {
       fields.tileQ = 16 * (*fields.threads / 32);
-      fields.tileK = 64;
+      fields.tileK = headDim <= 64 ? 64 : 32;
     }
   }
 

@@ -6,7 +6,7 @@
 // registers, shared memory and stack for each (the record of what the
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
-// in every bf16 GEMM and bf16 attention forward (head dims 16 to 64) and
+// in every bf16 GEMM and bf16 attention forward (head dims 16 to 128) and
 // in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
 // in the optimizer kernels and in the expert combine when its width is a
@@ -19,6 +19,7 @@
 #include "moec/Cuda.h"
 #include "moec/Error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -93,6 +94,17 @@ int combineWidth(const std::string &source) {
   return comma == std::string::npos ? 0 : std::atoi(source.c_str() + comma + 1);
 }
 
+/// The registers a thread may use under the kernel's
+/// __launch_bounds__(threads, blocks): 64 Ki over threads x blocks, at most
+/// 255.
+int registerAllowance(const std::string &source) {
+  std::smatch bounds;
+  if (!std::regex_search(source, bounds,
+                         std::regex(R"(__launch_bounds__\((\d+), (\d+)\))")))
+    return 255;
+  return std::min(255, 65536 / (std::stoi(bounds[1]) * std::stoi(bounds[2])));
+}
+
 class KernelResources : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KernelResources, CompileWithoutSpills) {
@@ -126,15 +138,18 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     EXPECT_GT(m.instructions, 0) << k.name;
     const bool tf32 = calls(source, "moec::gemmTileTf32") ||
                       calls(source, "moec::gemmTile3xTf32");
-    if (tf32)
+    if (tf32) {
       EXPECT_FALSE(c.f32Matmul.empty()) << k.name << ": tf32 by default";
+    }
     tf32Gemms += tf32;
-    if (!bf16 && !tf32)
+    if (!bf16 && !tf32) {
       EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor "
                                        "cores but for tf32 GEMMs";
-    if (calls(source, "moec::gemmTileBf16"))
+    }
+    if (calls(source, "moec::gemmTileBf16")) {
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
-    // bf16 attention forwards with head dims 16 to 64 run on the tensor
+    }
+    // bf16 attention forwards with head dims 16 to 128 run on the tensor
     // cores, with ldmatrix and cp.async; the others stay on CUDA cores.
     if (calls(source, "moec::attentionForwardMma")) {
       EXPECT_TRUE(bf16) << k.name;
@@ -146,34 +161,43 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     if (std::regex_search(source, forward,
                           std::regex(R"(moec::attentionForward<(\d+),)"))) {
       const int headDim = std::stoi(forward[1]);
-      EXPECT_FALSE(bf16 && headDim % 16 == 0 && headDim <= 64)
+      EXPECT_FALSE(bf16 && headDim % 16 == 0 && headDim <= 128)
           << k.name << ": a bf16 attention of head dim " << headDim
           << " on CUDA cores";
     }
-    if (tf32)
+    if (tf32) {
       EXPECT_GT(m.mma, 0) << k.name << ": a tf32 GEMM without mma";
-    if (calls(source, "moec::gemmTile<"))
+    }
+    if (calls(source, "moec::gemmTile<")) {
       EXPECT_TRUE(c.f32Matmul.empty() || bf16)
           << k.name << ": an fp32 GEMM under f32_matmul " << c.f32Matmul;
+    }
     pipelined += m.cpAsync > 0 && m.ldmatrix > 0 && m.mma > 0;
     if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
-        calls(source, "moec::sumOfSquares"))
+        calls(source, "moec::sumOfSquares")) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": no 16-byte loads";
-    if (int width = combineWidth(source); width % 4 == 0 && width > 0)
+    }
+    if (int width = combineWidth(source); width % 4 == 0 && width > 0) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": a combine of width "
                                     << width << " without 16-byte loads";
+    }
     EXPECT_GT(k.usage.registers, 0) << k.name;
-    EXPECT_LE(k.usage.registers, 128) << k.name;
+    // Within what the launch bounds leave a thread: 128 registers for the
+    // 512 resident threads most kernels ask for, 255 for the tensor-core
+    // attention of wide heads (two blocks of 128).
+    EXPECT_LE(k.usage.registers, registerAllowance(source)) << k.name;
     EXPECT_EQ(k.usage.spillStoreBytes, 0) << k.name;
     EXPECT_EQ(k.usage.spillLoadBytes, 0) << k.name;
     // Static shared memory within the 48 KiB a launch gets without opting in.
     EXPECT_LE(k.usage.sharedBytes, 48 * 1024) << k.name;
     EXPECT_GT(k.cubinBytes, 0u) << k.name;
   }
-  if (bf16)
+  if (bf16) {
     EXPECT_GT(pipelined, 0) << "no kernel runs the cp.async/ldmatrix pipeline";
-  if (!c.f32Matmul.empty())
+  }
+  if (!c.f32Matmul.empty()) {
     EXPECT_GT(tf32Gemms, 0) << "no kernel multiplies in tf32";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, KernelResources,

@@ -65,6 +65,8 @@ ATTENTION_TEST(attentionMma16, attentionForwardMma<16, 64, 64, 128>)
 ATTENTION_TEST(attentionMma32, attentionForwardMma<32, 64, 64, 128>)
 ATTENTION_TEST(attentionMma48, attentionForwardMma<48, 64, 64, 128>)
 ATTENTION_TEST(attentionMma64, attentionForwardMma<64, 64, 64, 128>)
+ATTENTION_TEST(attentionMma96, attentionForwardMma<96, 64, 32, 128>)
+ATTENTION_TEST(attentionMma128, attentionForwardMma<128, 64, 32, 128>)
 ATTENTION_TEST(attentionCores8, attentionForward<8, 32, 32, 128>)
 )cuda";
 
@@ -210,8 +212,9 @@ void expectClose(const Problem &pb, const char *kernel, unsigned seed) {
       ASSERT_NEAR(got.lse[i], want.lse[i], 2e-3);
     }
   }
-  if (pb.keyMask && pb.withLse)
+  if (pb.keyMask && pb.withLse) {
     EXPECT_GT(masked, 0) << "batch 0 should have fully masked rows";
+  }
 }
 
 Problem problem(int64_t headDim, int64_t sq, int64_t kvLen) {
@@ -232,6 +235,22 @@ TEST(EmuAttention, MmaForwardMatchesTheReference) {
   expectClose(problem(64, 33, 97), "attentionMma64", 2);
   expectClose(problem(16, 130, 5), "attentionMma16", 3);
   expectClose(problem(48, 20, 150), "attentionMma48", 4);
+}
+
+// Head dims above 64 take 32-key tiles (the MoA paper's base model has
+// 128): causal over a cache with grouped query heads, and a key mask.
+TEST(EmuAttention, MmaForwardWideHeads) {
+  expectClose(problem(96, 33, 50), "attentionMma96", 16);
+  Problem pb = problem(128, 21, 70);
+  pb.rows = 80;
+  pb.causal = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  expectClose(pb, "attentionMma128", 17);
+  pb = problem(128, 40, 45);
+  pb.keyMask = true;
+  pb.kvAt = 1; // rows off 16-byte boundaries: plain loads
+  expectClose(pb, "attentionMma128", 18);
 }
 
 TEST(EmuAttention, MmaForwardCausal) {

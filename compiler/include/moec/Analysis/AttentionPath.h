@@ -1,7 +1,7 @@
 //===- AttentionPath.h - which kernel runs an attention ---------*- C++ -*-===//
 //
 // The attention forward of a bf16 model runs on the tensor cores
-// (attention_mma.cuh) when its head dim is a multiple of 16 up to 64;
+// (attention_mma.cuh) when its head dim is a multiple of 16 up to 128;
 // anything else runs the CUDA-core kernel (attention.cuh). moe-tile-kernels
 // sizes the tiles for the kernel this picks and the CUDA emitter calls it,
 // so both ask here.
@@ -19,7 +19,7 @@ namespace mlir::moe {
 int64_t attentionHeadDim(AttentionOp op);
 
 /// Whether `op` runs moec::attentionForwardMma: q, k and v are bf16 and
-/// the head dim is 16, 32, 48 or 64.
+/// the head dim is a multiple of 16 up to 128.
 bool attentionOnTensorCores(AttentionOp op);
 
 } // namespace mlir::moe

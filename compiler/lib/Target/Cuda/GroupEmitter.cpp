@@ -58,6 +58,7 @@ void GroupEmitter::beginKernel(StringRef phase) {
   scalars.clear();
   argOf.clear();
   pendingGemm.reset();
+  pendingRegisters.reset();
 }
 
 int GroupEmitter::argument(int64_t id) {
@@ -164,7 +165,11 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
   // At least 512 resident threads per SM, i.e. at most 128 registers a
   // thread: with a block size alone ptxas may squeeze a kernel into 32
   // registers and spill.
-  int64_t minBlocks = std::clamp<int64_t>(512 / threads, 1, 32);
+  int64_t minBlocks =
+      pendingRegisters
+          ? std::clamp<int64_t>(65536 / (threads * *pendingRegisters), 1, 32)
+          : std::clamp<int64_t>(512 / threads, 1, 32);
+  pendingRegisters.reset();
   std::string code = (llvm::Twine("extern \"C\" __global__ void "
                                   "__launch_bounds__(") +
                       llvm::Twine(threads) + ", " + llvm::Twine(minBlocks) +

@@ -85,6 +85,11 @@ public:
   /// Records how the next finished kernel's GEMM is computed (see
   /// GemmPath); its argument indices refer to that kernel's table.
   void setGemmPath(GemmPath path) { pendingGemm = std::move(path); }
+  /// The next finished kernel needs up to `registers` registers a thread:
+  /// its launch bounds then ask for as few resident blocks as leave it
+  /// that many, instead of the 512 resident threads (128 registers) every
+  /// other kernel keeps.
+  void setRegisterBudget(int64_t registers) { pendingRegisters = registers; }
 
   /// Elementwise ops as expressions: emits `const T vN = ...;` for `op`
   /// given the expressions of its operands and the flat element `index`,
@@ -110,6 +115,7 @@ private:
   int counter = 0;
   bool abiExceeded = false;
   std::optional<GemmPath> pendingGemm;
+  std::optional<int64_t> pendingRegisters;
 
 public:
   ~GroupEmitter();
