@@ -10,6 +10,7 @@
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -55,8 +56,15 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
                                : "moec::gptr<const " + gammaType + ">()";
   std::string y = e.declared(w, info.result, true, "y");
-  // The input: x itself, or the residual sum computed (and stored) here.
-  std::string load;
+  // The input: x itself, or the residual sum computed (and stored) here;
+  // `pointers` are the buffers a 16-byte path must find aligned.
+  std::string load, load4;
+  std::vector<std::string> pointers = {y};
+  bool f32 = true;
+  auto isF32 = [](Value v) {
+    return cast<TensorType>(v.getType()).getElementType().isF32();
+  };
+  f32 &= isF32(info.result);
   if (e.group().ops.size() == 2) {
     Operation *add = e.group().ops.front();
     std::string a = e.declared(w, add->getOperand(0), false, "a");
@@ -64,6 +72,11 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
     std::string sum = e.escapes(add->getResult(0))
                           ? e.declared(w, add->getResult(0), true, "sum")
                           : std::string();
+    f32 &= isF32(add->getOperand(0)) && isF32(add->getOperand(1)) &&
+           isF32(add->getResult(0));
+    pointers.insert(pointers.end(), {a, b});
+    if (!sum.empty())
+      pointers.push_back(sum);
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = "
                          "moec::toFloat({0}[r * {1} + c]) + moec::toFloat({2}[r "
                          "* {1} + c]);{3} return s; }",
@@ -73,25 +86,73 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                                                      sum, d)
                                            .str())
                .str();
+    load4 = llvm::formatv("[=](int64_t r, int64_t q) {{ const float4 u = "
+                          "moec::load4({0}, r * {1} + q), w = "
+                          "moec::load4({2}, r * {1} + q); const float4 s = "
+                          "make_float4(u.x + w.x, u.y + w.y, u.z + w.z, u.w + "
+                          "w.w);{3} return s; }",
+                          a, d / 4, b,
+                          sum.empty()
+                              ? std::string()
+                              : llvm::formatv(" moec::store4({0}, r * {1} + "
+                                              "q, s);",
+                                              sum, d / 4)
+                                    .str())
+                .str();
   } else {
     std::string x = e.declared(w, info.x, false, "x");
+    f32 &= isF32(info.x);
+    pointers.push_back(x);
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ return "
                          "moec::toFloat({0}[r * {1} + c]); }",
                          x, d)
                .str();
+    load4 = llvm::formatv("[=](int64_t r, int64_t q) {{ return "
+                          "moec::load4({0}, r * {1} + q); }",
+                          x, d / 4)
+                .str();
   }
-  w.line(fill("moec::normRows<${d}, ${rms}, ${rowsPerBlock}, ${gammaType}>("
-              "rows, ${eps}, ${load}, ${gamma}, ${beta}, [=](int64_t r, "
-              "int64_t c, float v) { ${y}[r * ${d} + c] = v; });",
-              {{"d", d},
-               {"rms", info.rms},
-               {"rowsPerBlock", rowsPerBlock},
-               {"gammaType", gammaType},
-               {"eps", floatLiteral(info.eps)},
-               {"load", load},
-               {"gamma", gamma},
-               {"beta", beta},
-               {"y", y}}));
+  std::string scalar = fill(
+      "moec::normRows<${d}, ${rms}, ${rowsPerBlock}, ${gammaType}>(rows, "
+      "${eps}, ${load}, ${gamma}, ${beta}, [=](int64_t r, int64_t c, float "
+      "v) { ${y}[r * ${d} + c] = v; });",
+      {{"d", d},
+       {"rms", info.rms},
+       {"rowsPerBlock", rowsPerBlock},
+       {"gammaType", gammaType},
+       {"eps", floatLiteral(info.eps)},
+       {"load", load},
+       {"gamma", gamma},
+       {"beta", beta},
+       {"y", y}});
+  if (!f32 || d % 4 != 0) {
+    w.line(scalar);
+  } else {
+    // f32 rows of a multiple of 4 columns move 16 bytes an access when
+    // every buffer is aligned (a view may not be).
+    w.line("if (moec::aligned16(" + llvm::join(pointers, ", ") + ")) {");
+    w.indent();
+    w.line(fill("moec::normRows4<${d}, ${rms}, ${rowsPerBlock}, "
+                "${gammaType}>(rows, ${eps}, ${load4}, ${gamma}, ${beta}, "
+                "[=](int64_t r, int64_t q, float4 v) { moec::store4(${y}, r "
+                "* ${q} + q, v); });",
+                {{"d", d},
+                 {"rms", info.rms},
+                 {"rowsPerBlock", rowsPerBlock},
+                 {"gammaType", gammaType},
+                 {"eps", floatLiteral(info.eps)},
+                 {"load4", load4},
+                 {"gamma", gamma},
+                 {"beta", beta},
+                 {"y", y},
+                 {"q", d / 4}}));
+    w.dedent();
+    w.line("} else {");
+    w.indent();
+    w.line(scalar);
+    w.dedent();
+    w.line("}");
+  }
   e.finishKernel(w.str(), GridDim{rows, rowsPerBlock}, GridDim(), GridDim(),
                  32 * rowsPerBlock);
   return success();
