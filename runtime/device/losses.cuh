@@ -2,7 +2,12 @@
 //
 // One block per row of logits. The forward leaves each row's loss in scratch
 // and the last block adds them in row order; the backward divides by the
-// number of counted targets, which a one-block launch computes first.
+// number of counted targets, which a one-block launch computes first. A
+// row's max and sum of exponentials come from one pass (an online softmax:
+// each thread rescales its running sum when its max grows, and the block
+// combines the threads' pairs), four logits per 16-byte load when the row
+// is aligned and V is a multiple of 4; the backward then writes the row in
+// a second pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +15,50 @@
 #define MOEC_DEVICE_LOSSES_CUH
 
 namespace moec {
+
+namespace detail {
+
+/// Calls f(v, row[v]) for this thread's share of the V values of `row`:
+/// quads 4q .. 4q + 3 through 16-byte loads when V % 4 == 0 and `row` is
+/// aligned, single values otherwise.
+template <int V, int THREADS, typename F>
+MOEC_DEVICE void forRowValues(gptr<const float> row, const F &f) {
+  if constexpr (V % 4 == 0) {
+    if (aligned16(row)) {
+      for (int q = threadIdx.x; q < V / 4; q += THREADS) {
+        const float4 x = load4(row, q);
+        f(4 * q, x.x);
+        f(4 * q + 1, x.y);
+        f(4 * q + 2, x.z);
+        f(4 * q + 3, x.w);
+      }
+      return;
+    }
+  }
+  for (int v = threadIdx.x; v < V; v += THREADS)
+    f(v, row[v]);
+}
+
+/// A running max and sum of exp(x - max).
+struct SoftmaxStats {
+  float max = -3.0e38f, sum = 0.0f;
+  MOEC_DEVICE void add(float x) {
+    if (x > max) {
+      sum = sum * expf(max - x) + 1.0f;
+      max = x;
+    } else {
+      sum += expf(x - max);
+    }
+  }
+  /// The block's max and sum (every thread gets them).
+  template <int THREADS> MOEC_DEVICE void combine(sptr<float> scratch) {
+    const float blockMaxValue = blockMax<THREADS>(max, scratch);
+    sum = blockSum<THREADS>(sum * expf(max - blockMaxValue), scratch);
+    max = blockMaxValue;
+  }
+};
+
+} // namespace detail
 
 /// grid = rows; loss[0] = sum of row losses / max(1, counted rows) and
 /// count[0] (may be null) the counted rows.
@@ -23,23 +72,19 @@ MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
   MOEC_SHARED(float, scratch, THREADS / 32);
   const int64_t row = blockIdx.x;
   const int64_t base = row * V;
-  float mx = -3.0e38f;
-  for (int v = threadIdx.x; v < V; v += THREADS)
-    mx = fmaxf(mx, logits[base + v]);
-  mx = blockMax<THREADS>(mx, scratch);
-  float sum = 0.0f, total = 0.0f;
-  for (int v = threadIdx.x; v < V; v += THREADS) {
-    float l = logits[base + v];
-    sum += expf(l - mx);
+  detail::SoftmaxStats stats;
+  float total = 0.0f;
+  detail::forRowValues<V, THREADS>(logits + base, [&](int, float l) {
+    stats.add(l);
     total += l;
-  }
-  sum = blockSum<THREADS>(sum, scratch);
+  });
+  stats.combine<THREADS>(scratch);
   total = blockSum<THREADS>(total, scratch);
   if (threadIdx.x == 0) {
     const int32_t target = targets[row];
     float value = 0.0f;
     if (target >= 0) {
-      const float lse = mx + logf(sum);
+      const float lse = stats.max + logf(stats.sum);
       const float nll = lse - logits[base + target];
       const float uniform = lse - total / V;
       value = (1.0f - smoothing) * nll + smoothing * uniform;
@@ -88,26 +133,40 @@ MOEC_DEVICE void crossEntropyBackward(float smoothing, gptr<const float> logits,
   const int64_t row = blockIdx.x;
   const int64_t base = row * V;
   const int32_t target = targets[row];
+  const bool vector = V % 4 == 0 && aligned16(logits + base, dlogits + base);
   if (target < 0) {
-    for (int v = threadIdx.x; v < V; v += THREADS)
-      dlogits[base + v] = 0.0f;
+    if (vector)
+      for (int q = threadIdx.x; q < V / 4; q += THREADS)
+        store4(dlogits + base, q, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    else
+      for (int v = threadIdx.x; v < V; v += THREADS)
+        dlogits[base + v] = 0.0f;
     return;
   }
-  float mx = -3.0e38f;
-  for (int v = threadIdx.x; v < V; v += THREADS)
-    mx = fmaxf(mx, logits[base + v]);
-  mx = blockMax<THREADS>(mx, scratch);
-  float sum = 0.0f;
-  for (int v = threadIdx.x; v < V; v += THREADS)
-    sum += expf(logits[base + v] - mx);
-  sum = blockSum<THREADS>(sum, scratch);
+  detail::SoftmaxStats stats;
+  detail::forRowValues<V, THREADS>(logits + base,
+                                   [&](int, float l) { stats.add(l); });
+  stats.combine<THREADS>(scratch);
   const float scale = dloss[0] / count[0];
-  for (int v = threadIdx.x; v < V; v += THREADS) {
-    float g = expf(logits[base + v] - mx) / sum - smoothing / V;
+  auto grad = [&](int v, float l) {
+    float g = expf(l - stats.max) / stats.sum - smoothing / V;
     if (v == target)
       g -= 1.0f - smoothing;
-    dlogits[base + v] = scale * g;
+    return scale * g;
+  };
+  if constexpr (V % 4 == 0) {
+    if (vector) {
+      for (int q = threadIdx.x; q < V / 4; q += THREADS) {
+        const float4 l = load4(logits + base, q);
+        store4(dlogits + base, q,
+               make_float4(grad(4 * q, l.x), grad(4 * q + 1, l.y),
+                           grad(4 * q + 2, l.z), grad(4 * q + 3, l.w)));
+      }
+      return;
+    }
   }
+  for (int v = threadIdx.x; v < V; v += THREADS)
+    dlogits[base + v] = grad(v, logits[base + v]);
 }
 
 } // namespace moec

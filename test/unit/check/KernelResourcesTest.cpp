@@ -9,8 +9,9 @@
 // in every bf16 GEMM and bf16 attention forward (head dims 16 to 128) and
 // in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
-// in the optimizer kernels, in f32 norms and their gradients, and in the
-// expert combine when its width is a multiple of 4. No GPU is needed.
+// in the optimizer kernels, in f32 norms and their gradients, in the
+// cross-entropy, and in the expert combine when its width is a multiple
+// of 4. No GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -184,9 +185,16 @@ TEST_P(KernelResources, CompileWithoutSpills) {
         std::regex_search(source, normGrad,
                           std::regex(R"(moec::normGradRows<(\d+),)")) &&
         std::stoi(normGrad[1]) % 4 == 0;
-    if (calls(source, "moec::normRows4") || normGrad4) {
-      EXPECT_GT(m.globalLoads16, 0) << k.name << ": a norm without 16-byte "
-                                               "loads";
+    // Cross-entropy over a vocabulary of a multiple of 4, both ways.
+    std::smatch crossEntropy;
+    const bool crossEntropy4 =
+        std::regex_search(
+            source, crossEntropy,
+            std::regex(R"(moec::crossEntropy(?:Forward|Backward)<(\d+),)")) &&
+        std::stoi(crossEntropy[1]) % 4 == 0;
+    if (calls(source, "moec::normRows4") || normGrad4 || crossEntropy4) {
+      EXPECT_GT(m.globalLoads16, 0) << k.name << ": a norm or cross-entropy "
+                                               "without 16-byte loads";
     }
     if (int width = combineWidth(source); width % 4 == 0 && width > 0) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": a combine of width "
