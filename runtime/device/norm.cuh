@@ -15,6 +15,11 @@
 
 namespace moec {
 
+/// The row this warp works on: warp w of block b takes row b R + w.
+template <int RowsPerBlock> MOEC_DEVICE int64_t warpRow() {
+  return static_cast<int64_t>(blockIdx.x) * RowsPerBlock + threadIdx.x / 32;
+}
+
 /// y = norm(x) * gamma (+ beta) for rows [blockIdx.x * RowsPerBlock, ...),
 /// one warp per row. `loadX(row, col)` returns x; `store(row, col, y)`.
 template <int D, bool Rms, int RowsPerBlock, typename G, typename LoadX,
@@ -23,8 +28,8 @@ MOEC_DEVICE void normRows(int64_t rows, float eps, const LoadX &loadX,
                           gptr<const G> gamma, gptr<const G> beta,
                           const Store &store) {
   constexpr int kPer = (D + 31) / 32;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * RowsPerBlock + warp;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = warpRow<RowsPerBlock>();
   if (row >= rows)
     return; // the whole warp leaves together
   float v[kPer];
@@ -81,8 +86,8 @@ MOEC_DEVICE void normRows4(int64_t rows, float eps, const LoadX4 &loadX4,
                            const Store4 &store4) {
   static_assert(D % 4 == 0, "four columns at a time");
   constexpr int Q = D / 4, kPer = (Q + 31) / 32;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * RowsPerBlock + warp;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = warpRow<RowsPerBlock>();
   if (row >= rows)
     return; // the whole warp leaves together
   float4 v[kPer];
@@ -194,10 +199,10 @@ MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const T> x,
                               gptr<const T> gamma, gptr<const T> dy,
                               gptr<T> dx, gptr<float> contrib) {
   constexpr int kPer = (D + 31) / 32;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * RowsPerBlock + warp;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = warpRow<RowsPerBlock>();
   if (row >= rows)
-    return;
+    return; // the whole warp leaves together
   const int64_t base = row * D;
   if constexpr (D % 4 == 0 && detail::IsFloat<T>::value) {
     if (aligned16(x, dy, dx) && (!contrib || aligned16(contrib))) {

@@ -112,19 +112,29 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                           x, d / 4)
                 .str();
   }
-  std::string scalar = fill(
-      "moec::normRows<${d}, ${rms}, ${rowsPerBlock}, ${gammaType}>(rows, "
-      "${eps}, ${load}, ${gamma}, ${beta}, [=](int64_t r, int64_t c, float "
-      "v) { ${y}[r * ${d} + c] = v; });",
-      {{"d", d},
-       {"rms", info.rms},
-       {"rowsPerBlock", rowsPerBlock},
-       {"gammaType", gammaType},
-       {"eps", floatLiteral(info.eps)},
-       {"load", load},
-       {"gamma", gamma},
-       {"beta", beta},
-       {"y", y}});
+  // One call of the row kernel `kernel` with its loader and storer.
+  auto normCall = [&](StringRef kernel, const std::string &loader,
+                      const std::string &storer) {
+    return fill("moec::${kernel}<${d}, ${rms}, ${rowsPerBlock}, "
+                "${gammaType}>(rows, ${eps}, ${load}, ${gamma}, ${beta}, "
+                "${store});",
+                {{"kernel", kernel},
+                 {"d", d},
+                 {"rms", info.rms},
+                 {"rowsPerBlock", rowsPerBlock},
+                 {"gammaType", gammaType},
+                 {"eps", floatLiteral(info.eps)},
+                 {"load", loader},
+                 {"gamma", gamma},
+                 {"beta", beta},
+                 {"store", storer}});
+  };
+  std::string scalar = normCall(
+      "normRows", load,
+      llvm::formatv("[=](int64_t r, int64_t c, float v) {{ {0}[r * {1} + "
+                    "c] = v; }",
+                    y, d)
+          .str());
   if (!f32 || d % 4 != 0) {
     w.line(scalar);
   } else {
@@ -132,20 +142,11 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
     // every buffer is aligned (a view may not be).
     w.line("if (moec::aligned16(" + llvm::join(pointers, ", ") + ")) {");
     w.indent();
-    w.line(fill("moec::normRows4<${d}, ${rms}, ${rowsPerBlock}, "
-                "${gammaType}>(rows, ${eps}, ${load4}, ${gamma}, ${beta}, "
-                "[=](int64_t r, int64_t q, float4 v) { moec::store4(${y}, r "
-                "* ${q} + q, v); });",
-                {{"d", d},
-                 {"rms", info.rms},
-                 {"rowsPerBlock", rowsPerBlock},
-                 {"gammaType", gammaType},
-                 {"eps", floatLiteral(info.eps)},
-                 {"load4", load4},
-                 {"gamma", gamma},
-                 {"beta", beta},
-                 {"y", y},
-                 {"q", d / 4}}));
+    w.line(normCall("normRows4", load4,
+                    llvm::formatv("[=](int64_t r, int64_t q, float4 v) {{ "
+                                  "moec::store4({0}, r * {1} + q, v); }",
+                                  y, d / 4)
+                        .str()));
     w.dedent();
     w.line("} else {");
     w.indent();
