@@ -31,6 +31,15 @@ double sinusoid(int64_t i, int64_t width) {
   return c < half ? std::sin(angle) : std::cos(angle);
 }
 
+/// Standard normals 4 block .. 4 block + 3 of the stream: both Box-Muller
+/// normals of its block's words (0, 1) and (2, 3).
+void standardNormals(uint64_t seed, uint64_t stream, int64_t block,
+                     double (&out)[4]) {
+  PhiloxBlock w = philoxBlock(seed, stream, block);
+  normalPairFromWords(w[0], w[1], out[0], out[1]);
+  normalPairFromWords(w[2], w[3], out[2], out[3]);
+}
+
 /// Elements i .. i + 3 (i a multiple of 4) of the parameter's initial value.
 void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
               uint64_t stream, double bound, int64_t i, double (&out)[4]) {
@@ -41,11 +50,9 @@ void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
     std::fill(out, out + 4, 1.0);
     return;
   case defs::Init::Normal:
-    for (int half = 0; half < 2; ++half) {
-      PhiloxBlock w = philoxBlock(seed, stream, i / 2 + half);
-      out[2 * half] = param.scale * normalFromWords(w[0], w[1]);
-      out[2 * half + 1] = param.scale * normalFromWords(w[2], w[3]);
-    }
+    standardNormals(seed, stream, i / 4, out);
+    for (double &v : out)
+      v *= param.scale;
     return;
   case defs::Init::Uniform:
   case defs::Init::XavierUniform: {
@@ -70,11 +77,10 @@ std::vector<double> orthogonalValue(const ParamInfo &param, uint64_t seed,
                                     uint64_t stream, int64_t n) {
   const int64_t rows = param.shape.front(), cols = rows ? n / rows : 0;
   std::vector<double> a(n);
-  for (int64_t b = 0; 2 * b < n; ++b) {
-    PhiloxBlock w = philoxBlock(seed, stream, b);
-    a[2 * b] = normalFromWords(w[0], w[1]);
-    if (2 * b + 1 < n)
-      a[2 * b + 1] = normalFromWords(w[2], w[3]);
+  for (int64_t b = 0; 4 * b < n; ++b) {
+    double normals[4];
+    standardNormals(seed, stream, b, normals);
+    std::copy(normals, normals + std::min<int64_t>(4, n - 4 * b), &a[4 * b]);
   }
   std::vector<double> q = orthogonalFactor(a, rows, cols);
   for (double &v : q)
@@ -105,7 +111,7 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
                               param.name));
     whole = orthogonalValue(param, seed, stream, n);
   }
-  // Values come four at a time from one Philox block (two for normals);
+  // Values come four at a time from one Philox block;
   // chunks of blocks are drawn in parallel, each value still a function of
   // its index alone.
   auto fill = [&](auto *out, auto convert) {

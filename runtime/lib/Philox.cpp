@@ -41,6 +41,15 @@ double normalFromWords(uint32_t first, uint32_t second) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+void normalPairFromWords(uint32_t first, uint32_t second, double &cosine,
+                         double &sine) {
+  double u1 = static_cast<double>((first >> 8) + 1) * (1.0 / 16777216.0);
+  double radius = std::sqrt(-2.0 * std::log(u1));
+  double angle = 2.0 * M_PI * uniformFromWord(second);
+  cosine = radius * std::cos(angle);
+  sine = radius * std::sin(angle);
+}
+
 double philoxUniform(uint64_t seed, uint64_t stream, uint64_t index) {
   return uniformFromWord(philoxBlock(seed, stream, index / 4)[index % 4]);
 }

@@ -81,7 +81,10 @@ public:
   Tensor reshaped(Shape shape) const;
 
 private:
+  /// Releases storage: an anonymous mapping of mappedBytes, or (0) a
+  /// malloc'd block.
   struct Free {
+    size_t mappedBytes = 0;
     void operator()(void *p) const;
   };
   DType dtype_ = DType::F32;

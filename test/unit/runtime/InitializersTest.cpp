@@ -14,6 +14,31 @@ ParamInfo param(const std::string &init, Shape shape, double scale = 1.0) {
   return {"p", DType::F64, std::move(shape), init, scale, false};
 }
 
+TEST(Initializers, NormalsHaveUnitMomentsAndIndependentNeighbours) {
+  // Both Box-Muller normals of a pair are used: their moments, and the
+  // correlation of each value with the next (a cosine and its sine), must be
+  // those of independent standard normals.
+  const int64_t n = 200003; // not a multiple of 4: the last block is cut
+  Tensor t = detail::initialValue(param("normal", {n}, 0.5), 11);
+  double sum = 0, sumSq = 0, sumQuart = 0, lag = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double z = t.at(i) / 0.5;
+    sum += z;
+    sumSq += z * z;
+    sumQuart += z * z * z * z;
+    if (i + 1 < n)
+      lag += z * t.at(i + 1) / 0.5;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.01);
+  EXPECT_NEAR(sumSq / n, 1.0, 0.015);
+  EXPECT_NEAR(sumQuart / n, 3.0, 0.1);
+  EXPECT_NEAR(lag / n, 0.0, 0.01);
+  // A prefix of the same stream: values depend on the index alone.
+  Tensor head = detail::initialValue(param("normal", {7}, 0.5), 11);
+  for (int64_t i = 0; i < 7; ++i)
+    EXPECT_EQ(head.at(i), t.at(i));
+}
+
 TEST(Initializers, SinusoidalIsFairseqsLayout) {
   // d = 6: h = 3 frequencies 1, 10000^(-1/2), 10000^(-1); row p is
   // [sin(p w), cos(p w)].
