@@ -114,7 +114,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   int64_t tq = e.tile(e.tiles().getTileQ()), tk = e.tile(e.tiles().getTileK()),
           threads = e.tile(e.tiles().getThreads());
   const SymShape &qs = e.shapeOf(op.getQ()), &ks = e.shapeOf(op.getK());
-  Type f32 = cast<TensorType>(op.getLse().getType()).getElementType();
+  Type f32 = elementTypeOf(op.getLse());
   int64_t delta = e.scratch(f32, e.shapeOf(op.getLse()));
 
   // delta = <dout, out> per query row.

@@ -52,7 +52,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
       std::string ptr = e.fresh("in");
       e.declare(w, ptr, v, /*writable=*/false);
       pointers[v] = ptr;
-      Type element = cast<TensorType>(v.getType()).getElementType();
+      Type element = elementTypeOf(v);
       if (isScalarTensor(v)) {
         std::string local = e.fresh("s");
         w.line(llvm::formatv("const {0} {1} = {2}[0];", cudaType(element),

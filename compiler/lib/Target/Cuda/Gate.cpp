@@ -24,7 +24,7 @@ constexpr int64_t kMinBlocks = 64;
 constexpr int64_t kMinThreads = 256;
 
 std::string storageType(Value v) {
-  return cudaType(cast<TensorType>(v.getType()).getElementType());
+  return cudaType(elementTypeOf(v));
 }
 
 /// The row layout of a row_scale group: width, lanes per row, rows per

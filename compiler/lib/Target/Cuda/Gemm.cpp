@@ -44,7 +44,7 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
 /// holds `v`, with leading dimension `ld`.
 std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
   return llvm::formatv("moec::{0}<{1}>{{{2}, {3}}", kind,
-                       cudaType(cast<TensorType>(v.getType()).getElementType()),
+                       cudaType(elementTypeOf(v)),
                        ptr, ld)
       .str();
 }
@@ -53,10 +53,6 @@ std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
 /// library call costs more than the product, and the generated tile is as
 /// fast.
 constexpr int64_t kLibraryMinWidth = 64;
-
-Type elementOf(Value v) {
-  return cast<TensorType>(v.getType()).getElementType();
-}
 
 bool narrow(const SymDim &d) {
   return d.isStatic() && d.getStatic() < kLibraryMinWidth;
@@ -68,12 +64,12 @@ bool narrow(const SymDim &d) {
 GemmPath choosePath(Value a, Value b, Value d, Value bias, StringRef fused,
                     const SymDim &m, const SymDim &n, const SymDim &k) {
   GemmPath path;
-  Type ta = elementOf(a), td = elementOf(d);
+  Type ta = elementTypeOf(a), td = elementTypeOf(d);
   if (!fused.empty())
     path.why = ("fuses " + fused + " into its epilogue").str();
-  else if (ta != elementOf(b) || !(ta.isF32() || ta.isBF16() || ta.isF64()) ||
+  else if (ta != elementTypeOf(b) || !(ta.isF32() || ta.isBF16() || ta.isF64()) ||
            (td != ta && !(ta.isBF16() && td.isF32())) ||
-           (bias && elementOf(bias) != td))
+           (bias && elementTypeOf(bias) != td))
     path.why = "operand types cuBLASLt does not pair";
   else if (ta.isF32() && f32MatmulOf(a) == "tf32x3")
     path.why = "f32_matmul = tf32x3 has no cuBLASLt compute type";

@@ -119,7 +119,7 @@ std::string GroupEmitter::bufferExpr(int arg, Type elementType,
 
 void GroupEmitter::declare(CodeWriter &w, StringRef local, Value v,
                            bool writable) {
-  Type element = cast<TensorType>(v.getType()).getElementType();
+  Type element = elementTypeOf(v);
   w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
                        writable ? "" : "const ", cudaType(element), local,
                        bufferExpr(buffer(v), element, writable)));
@@ -299,6 +299,10 @@ StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
       return "moec::gemmTile3xTf32";
   }
   return "moec::gemmTile";
+}
+
+Type mlir::moe::cuda::elementTypeOf(Value v) {
+  return cast<TensorType>(v.getType()).getElementType();
 }
 
 StringRef mlir::moe::cuda::f32MatmulOf(Value v) {

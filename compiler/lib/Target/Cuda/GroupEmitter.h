@@ -131,6 +131,9 @@ std::string deviceEnum(BalanceLoss value);
 std::string deviceEnum(LrSchedule value);
 std::string deviceEnum(PoolWindow value);
 
+/// The element type of a tensor value.
+Type elementTypeOf(Value v);
+
 /// The device GEMM tile for operands stored as `a` and `b` with these
 /// tiles: moec::gemmTileBf16Async (tensor cores, fp32 accumulation; it
 /// picks its cp.async pipeline or gemmTileBf16 from the loaders) when both

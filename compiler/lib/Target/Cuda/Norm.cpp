@@ -10,6 +10,7 @@
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -51,20 +52,16 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   w.indent();
   e.declareScalar(w, "rows", rows);
   std::string gamma = e.declared(w, info.gamma, false, "gamma");
-  std::string gammaType =
-      cudaType(cast<TensorType>(info.gamma.getType()).getElementType());
+  std::string gammaType = cudaType(elementTypeOf(info.gamma));
   std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
                                : "moec::gptr<const " + gammaType + ">()";
   std::string y = e.declared(w, info.result, true, "y");
   // The input: x itself, or the residual sum computed (and stored) here;
-  // `pointers` are the buffers a 16-byte path must find aligned.
+  // `pointers` are the buffers a 16-byte path must find aligned, and
+  // `rowValues` the values it reads or writes as float4.
   std::string load, load4;
   std::vector<std::string> pointers = {y};
-  bool f32 = true;
-  auto isF32 = [](Value v) {
-    return cast<TensorType>(v.getType()).getElementType().isF32();
-  };
-  f32 &= isF32(info.result);
+  SmallVector<Value> rowValues = {info.result};
   if (e.group().ops.size() == 2) {
     Operation *add = e.group().ops.front();
     std::string a = e.declared(w, add->getOperand(0), false, "a");
@@ -72,8 +69,8 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
     std::string sum = e.escapes(add->getResult(0))
                           ? e.declared(w, add->getResult(0), true, "sum")
                           : std::string();
-    f32 &= isF32(add->getOperand(0)) && isF32(add->getOperand(1)) &&
-           isF32(add->getResult(0));
+    rowValues.append({add->getOperand(0), add->getOperand(1),
+                      add->getResult(0)});
     pointers.insert(pointers.end(), {a, b});
     if (!sum.empty())
       pointers.push_back(sum);
@@ -101,7 +98,7 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                 .str();
   } else {
     std::string x = e.declared(w, info.x, false, "x");
-    f32 &= isF32(info.x);
+    rowValues.push_back(info.x);
     pointers.push_back(x);
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ return "
                          "moec::toFloat({0}[r * {1} + c]); }",
@@ -112,6 +109,8 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                           x, d / 4)
                 .str();
   }
+  bool f32 = llvm::all_of(
+      rowValues, [](Value v) { return elementTypeOf(v).isF32(); });
   // One call of the row kernel `kernel` with its loader and storer.
   auto normCall = [&](StringRef kernel, const std::string &loader,
                       const std::string &storer) {

@@ -29,7 +29,7 @@ constexpr int64_t kNormBlocks = 64;
 /// holds one call per tensor, not one loop.
 std::string pointer(GroupEmitter &e, Value v, bool writable) {
   return e.bufferExpr(e.buffer(v),
-                      cast<TensorType>(v.getType()).getElementType(), writable);
+                      elementTypeOf(v), writable);
 }
 
 } // namespace

@@ -68,7 +68,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
       return;
     w.line(llvm::formatv("r.{0} = {1};", field,
                          e.bufferExpr(e.buffer(v),
-                                      cast<TensorType>(v.getType()).getElementType(),
+                                      elementTypeOf(v),
                                       writable)));
   };
   auto begin = [&](CodeWriter &w) {
