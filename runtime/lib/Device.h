@@ -54,6 +54,14 @@ public:
   virtual std::unique_ptr<DeviceBuffer> alias(DeviceBuffer &of,
                                               const Shape &shape) = 0;
   virtual void upload(DeviceBuffer &dst, const Tensor &src) = 0;
+  /// A new buffer holding `value`: allocate and upload, except where the
+  /// device can keep the host storage itself (cpu).
+  virtual std::unique_ptr<DeviceBuffer> adopt(Tensor value) {
+    std::unique_ptr<DeviceBuffer> buffer =
+        allocate(value.dtype(), value.shape());
+    upload(*buffer, value);
+    return buffer;
+  }
   virtual Tensor download(const DeviceBuffer &src) = 0;
   virtual void copy(DeviceBuffer &dst, const DeviceBuffer &src) = 0;
   /// Gives the device the bundle whose programs it will run (the generated

@@ -394,12 +394,21 @@ void ProgramCheck::acceptNearTiedSlots(size_t firstComparison) {
     // 0, as the router makes it).
     Tensor logits = reference.download(*ref[step->in[0]]);
     Tensor expert = subject.download(*sub[step->out[1]]);
-    const int64_t numExperts = logits.shape().back();
-    const int64_t n = logits.numel() / numExperts;
-    const int64_t k = expert.numel() / n;
+    Tensor got = subject.download(*sub[c.buffer]);
+    Tensor want = reference.download(*ref[c.buffer]);
     Tensor mask;
     if (step->in.size() > 1 && step->in[1] >= 0)
       mask = reference.download(*ref[step->in[1]]);
+    // The shapes the ranking below assumes; anything else stays a failure.
+    const int64_t numExperts =
+        logits.shape().empty() ? 0 : logits.shape().back();
+    const int64_t n = numExperts > 0 ? logits.numel() / numExperts : 0;
+    const int64_t k = n > 0 ? expert.numel() / n : 0;
+    if (k <= 0 || expert.numel() != n * k || got.numel() != n * k ||
+        want.numel() != n * k || (!mask.empty() && mask.numel() != n)) {
+      c.note = "the router's buffers do not have the shapes of a ranking";
+      continue;
+    }
     std::vector<double> key(n, 0.0);
     for (int64_t t = 0; t < n; ++t) {
       if (!mask.empty() && mask.at(t) == 0)
@@ -410,10 +419,9 @@ void ProgramCheck::acceptNearTiedSlots(size_t firstComparison) {
       for (int64_t e = 0; e < numExperts; ++e)
         sum += std::exp(logits.at(t * numExperts + e) - top);
       int32_t first = expert.data<int32_t>()[t * k];
-      key[t] = std::exp(logits.at(t * numExperts + first) - top) / sum;
+      if (first >= 0 && first < numExperts) // else rejected below
+        key[t] = std::exp(logits.at(t * numExperts + first) - top) / sum;
     }
-    Tensor got = subject.download(*sub[c.buffer]);
-    Tensor want = reference.download(*ref[c.buffer]);
     std::string why = nearTiedSlotMismatch(
         got.data<int32_t>(), want.data<int32_t>(), expert.data<int32_t>(),
         key, k, numExperts, c.tolerance);

@@ -48,10 +48,8 @@ struct Session::Impl {
     if (options.threads > 0)
       omp_set_num_threads(options.threads);
     device->setBundle(data);
-    for (const ParamInfo &p : data.params) {
-      params[p.name] = device->allocate(p.dtype, p.shape);
-      device->upload(*params[p.name], detail::initialValue(p, seed));
-    }
+    for (const ParamInfo &p : data.params)
+      params[p.name] = device->adopt(detail::initialValue(p, seed));
     resetOptimizerState();
     updates = updatesAt(0);
   }
