@@ -78,6 +78,20 @@ namespace {
 /// in transparent huge pages where the system allows. Start-up of a 126 M
 /// parameter model spent half its time in memset and its page faults.
 constexpr size_t kMappedTensorBytes = size_t(1) << 20;
+
+/// Under AddressSanitizer every tensor is a malloc'd block, which it
+/// surrounds with poisoned bytes; it does not guard anonymous mappings.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapLargeTensors = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMapLargeTensors = false;
+#else
+constexpr bool kMapLargeTensors = true;
+#endif
+#else
+constexpr bool kMapLargeTensors = true;
+#endif
 } // namespace
 
 Tensor Tensor::reshaped(Shape shape) const {
@@ -102,7 +116,7 @@ Tensor::Tensor(DType dtype, Shape shape)
                              "tensor of shape {}",
                              size, dtypeName(dtype_), shapeString(shape_)));
   };
-  if (bytes >= kMappedTensorBytes) {
+  if (kMapLargeTensors && bytes >= kMappedTensorBytes) {
     void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
