@@ -4,8 +4,8 @@
 # or Boost) can run the whole GPU suite from:
 #
 #   bin/     the runtime-only moec and the cuda device's test binaries
-#   lib/     libmoec_runtime.so (OpenBLAS inside), the C++ runtime libraries
-#            they need, found through an $ORIGIN rpath; the fake driver the
+#   lib/     libmoec_runtime.so (OpenBLAS inside), the C++ runtime libraries,
+#            fmt and SentencePiece they need, found through an $ORIGIN rpath; the fake driver the
 #            device tests use
 #   bundles/ every example compiled here for sm_80 and sm_90, f32 and bf16
 #            (gzip; run.sh unpacks them)
@@ -62,10 +62,10 @@ for t in "${tests[@]}"; do cp "$tree/bin/$t" "$dir/bin/"; done
 cp "$tree/lib/libmoec_runtime.so" "$tree/lib/libmoec-fake-cuda-driver.so" \
   "$tree/lib/libmoec-fake-cublaslt.so" "$dir/lib/"
 # The C++ and OpenMP runtimes this compiler links against (a GPU machine's
-# own may be older than what the binaries need), SentencePiece (Debian
-# ships it as shared libraries only) and zlib (checkpoint checksums).
-for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libsentencepiece.so.0 \
-           libsentencepiece_train.so.0 libz.so.1; do
+# own may be older than what the binaries need), fmt, SentencePiece (Debian
+# ships both as shared libraries only) and zlib (checkpoint checksums).
+for lib in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libfmt.so.9 \
+           libsentencepiece.so.0 libsentencepiece_train.so.0 libz.so.1; do
   path=$(ldd "$tree/lib/libmoec_runtime.so" | awk -v l="$lib" '$1 == l {print $3}')
   if [ -z "$path" ]; then
     echo "gpu-pack: cannot find $lib" >&2

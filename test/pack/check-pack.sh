@@ -21,12 +21,17 @@ size=$(du -sb "$pack" | cut -f1)
 [ "$size" -le $((48 * 1024 * 1024)) ] || fail "the pack is $size bytes"
 echo "pack: $size bytes"
 
+# LLVM, MLIR, OpenBLAS and Boost must not be needed at all; fmt only from
+# the pack.
 for f in "$pack"/bin/* "$pack"/lib/*.so*; do
-  if ldd "$f" | grep -iE 'llvm|mlir|fmt|openblas|boost|not found'; then
+  if ldd "$f" | grep -iE 'llvm|mlir|openblas|boost|not found'; then
     fail "$f needs a library a bare GPU machine lacks"
   fi
+  if ldd "$f" | awk -v d="$pack/" '$1 ~ /fmt/ && index($3, d) != 1' | grep .; then
+    fail "$f takes fmt from outside the pack"
+  fi
 done
-echo "ldd: no LLVM, MLIR, fmt, OpenBLAS or Boost; nothing missing"
+echo "ldd: no LLVM, MLIR, OpenBLAS or Boost, fmt from the pack; nothing missing"
 
 # The bundle commands of both builds: the same names, in the same order.
 commands() { "$1" --help | sed -n '/^commands:/,/^$/p' | awk 'NF {print $1}'; }
