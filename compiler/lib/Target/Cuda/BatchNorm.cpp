@@ -49,7 +49,7 @@ FailureOr<BnLayout> bnLayout(GroupEmitter &e, Value x) {
 /// A null pointer argument of v's storage type (an absent value).
 std::string nullOf(Value v, bool writable) {
   return "moec::gptr<" + std::string(writable ? "" : "const ") +
-         cudaType(elementTypeOf(v)) + ">()";
+         storageTypeOf(v) + ">()";
 }
 
 /// `v` declared when it is present (and, for results, read after the
@@ -78,7 +78,7 @@ void emitStats(GroupEmitter &e, const BnLayout &l, const StatsInputs &in,
                Scratches &s) {
   MLIRContext *ctx = in.x.getContext();
   Type f32 = Float32Type::get(ctx);
-  std::string p = cudaType(elementTypeOf(in.runningMean));
+  std::string p = storageTypeOf(in.runningMean);
   s.stats = e.scratch(f32, {SymDim(3 * l.d)});
   if (in.training) {
     SymShape partShape{SymDim(l.chunks * l.d)};
@@ -95,7 +95,7 @@ void emitStats(GroupEmitter &e, const BnLayout &l, const StatsInputs &in,
     w.line(fill("moec::bnMomentPartials<${d}, ${t}>(rows, ${x}, ${mask}, "
                 "${n}, ${mean}, ${m2});",
                 {{"d", l.d},
-                 {"t", cudaType(elementTypeOf(in.x))},
+                 {"t", storageTypeOf(in.x)},
                  {"x", x},
                  {"mask", mask},
                  {"n", e.bufferExpr(e.argument(s.partA), f32, true)},
@@ -181,8 +181,8 @@ LogicalResult mlir::moe::cuda::emitBatchNormGroup(GroupEmitter &e) {
   w.line(fill("moec::bnApply<${d}, ${t}, ${p}>(n, ${x}, ${stats}, ${gamma}, "
               "${beta}, ${y});",
               {{"d", l->d},
-               {"t", cudaType(elementTypeOf(op.getX()))},
-               {"p", cudaType(elementTypeOf(op.getGamma()))},
+               {"t", storageTypeOf(op.getX())},
+               {"p", storageTypeOf(op.getGamma())},
                {"x", x},
                {"stats", e.bufferExpr(e.argument(s.stats), f32, false)},
                {"gamma", gamma},
@@ -204,8 +204,8 @@ LogicalResult mlir::moe::cuda::emitBatchNormGradGroup(GroupEmitter &e) {
             {op.getX(), op.getMask(), op.getRunningMean(), op.getRunningVar(),
              Value(), Value(), op.getEps().convertToDouble(), 0.1, training},
             s);
-  std::string t = cudaType(elementTypeOf(op.getX()));
-  std::string p = cudaType(elementTypeOf(op.getGamma()));
+  std::string t = storageTypeOf(op.getX());
+  std::string p = storageTypeOf(op.getGamma());
   bool needSums = training || e.escapes(op.getDgamma()) ||
                   e.escapes(op.getDbeta());
   if (needSums) {

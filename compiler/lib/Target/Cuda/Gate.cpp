@@ -23,10 +23,6 @@ namespace {
 constexpr int64_t kMinBlocks = 64;
 constexpr int64_t kMinThreads = 256;
 
-std::string storageType(Value v) {
-  return cudaType(elementTypeOf(v));
-}
-
 /// The row layout of a row_scale group: width, lanes per row, rows per
 /// block.
 struct RowLayout {
@@ -69,7 +65,7 @@ MinBuffers emitMinPass(GroupEmitter &e, Value x, Value dy) {
   e.declareScalar(w, "n", e.numElements(x));
   std::string xp = e.declared(w, x, false, "x");
   std::string dyp = dy ? e.declared(w, dy, false, "dy")
-                       : "moec::gptr<const " + storageType(x) + ">()";
+                       : "moec::gptr<const " + storageTypeOf(x) + ">()";
   w.line(fill("moec::finiteMinPass<${threads}>(n, ${x}, ${dy}, ${value}, "
               "${index}, ${sum}, ${stats}, ${arg}, "
               "moec::bufferArg<unsigned>(p, ${ticket}));",

@@ -43,9 +43,8 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
 /// holds `v`, with leading dimension `ld`.
 std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
-  return llvm::formatv("moec::{0}<{1}>{{{2}, {3}}", kind,
-                       cudaType(elementTypeOf(v)),
-                       ptr, ld)
+  return llvm::formatv("moec::{0}<{1}>{{{2}, {3}}", kind, storageTypeOf(v), ptr,
+                       ld)
       .str();
 }
 
@@ -67,7 +66,8 @@ GemmPath choosePath(Value a, Value b, Value d, Value bias, StringRef fused,
   Type ta = elementTypeOf(a), td = elementTypeOf(d);
   if (!fused.empty())
     path.why = ("fuses " + fused + " into its epilogue").str();
-  else if (ta != elementTypeOf(b) || !(ta.isF32() || ta.isBF16() || ta.isF64()) ||
+  else if (ta != elementTypeOf(b) ||
+           !(ta.isF32() || ta.isBF16() || ta.isF64()) ||
            (td != ta && !(ta.isBF16() && td.isF32())) ||
            (bias && elementTypeOf(bias) != td))
     path.why = "operand types cuBLASLt does not pair";
@@ -120,7 +120,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   int64_t k = wType.getDimSize(transposed ? 1 : 0);
   int64_t n = wType.getDimSize(transposed ? 0 : 1);
   int64_t tm = e.tile(e.tiles().getTileM()), tn = e.tile(e.tiles().getTileN()),
-          tk = e.tile(e.tiles().getTileK()), threads = e.tile(e.tiles().getThreads());
+          tk = e.tile(e.tiles().getTileK()),
+          threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
 
   e.beginKernel("");
@@ -129,8 +130,9 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   e.declareScalar(body, "M", rows);
   std::string xp = e.declared(body, x, false, "x");
   std::string wp = e.declared(body, w, false, "w");
-  std::string bias = linear.getBias() ? e.declared(body, linear.getBias(), false, "b")
-                                      : std::string();
+  std::string bias = linear.getBias()
+                         ? e.declared(body, linear.getBias(), false, "b")
+                         : std::string();
   // Epilogue operands from outside the group and the values to store.
   llvm::DenseMap<Value, std::string> names, outputs;
   for (Operation *op : llvm::drop_begin(e.group().ops))
@@ -139,7 +141,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
         names[v] = e.declared(body, v, false, "in");
   for (Operation *op : e.group().ops)
     if (e.escapes(op->getResult(0)))
-      outputs[op->getResult(0)] = e.declared(body, op->getResult(0), true, "out");
+      outputs[op->getResult(0)] =
+          e.declared(body, op->getResult(0), true, "out");
 
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
@@ -176,16 +179,15 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   std::string fused;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
-  e.setGemmPath(withOperands(
-      choosePath(x, w, linear.getResult(), linear.getBias(), fused, rows,
-                 SymDim(n), SymDim(k)),
-      e, x, false, k, w, transposed, transposed ? k : n, linear.getResult(),
-      linear.getBias()));
+  e.setGemmPath(
+      withOperands(choosePath(x, w, linear.getResult(), linear.getBias(), fused,
+                              rows, SymDim(n), SymDim(k)),
+                   e, x, false, k, w, transposed, transposed ? k : n,
+                   linear.getResult(), linear.getBias()));
   std::string loadB =
       transposed ? loader("ColMajor", wp, w, k) : loader("RowMajor", wp, w, n);
-  gemmCall(body, x, w, tm, tn, tk, threads, "M", std::to_string(n), std::to_string(k),
-           loader("RowMajor", xp, x, k), loadB,
-           "store");
+  gemmCall(body, x, w, tm, tn, tk, threads, "M", std::to_string(n),
+           std::to_string(k), loader("RowMajor", xp, x, k), loadB, "store");
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
@@ -201,7 +203,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
   int64_t kin = wType.getDimSize(transposed ? 1 : 0);
   int64_t nout = wType.getDimSize(transposed ? 0 : 1);
   int64_t tm = e.tile(e.tiles().getTileM()), tn = e.tile(e.tiles().getTileN()),
-          tk = e.tile(e.tiles().getTileK()), threads = e.tile(e.tiles().getThreads());
+          tk = e.tile(e.tiles().getTileK()),
+          threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
   auto store = [](StringRef out, int64_t ld) {
     return llvm::formatv("[=](int64_t m, int64_t col, float acc) {{ {0}[m * "
@@ -219,20 +222,16 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string wp = e.declared(b, w, false, "w");
     std::string dxp = e.declared(b, grad.getDx(), true, "dx");
-    std::string loadB =
-        transposed
-            ? loader("RowMajor", wp, w, kin)
-            : loader("ColMajor", wp, w, nout);
+    std::string loadB = transposed ? loader("RowMajor", wp, w, kin)
+                                   : loader("ColMajor", wp, w, nout);
     b.line("const auto store = " + store(dxp, kin) + ";");
-    e.setGemmPath(withOperands(
-        choosePath(dy, w, grad.getDx(), Value(), "", rows, SymDim(kin),
-                   SymDim(nout)),
-        e, dy, false, nout, w, !transposed, transposed ? kin : nout,
-        grad.getDx(), Value()));
+    e.setGemmPath(withOperands(choosePath(dy, w, grad.getDx(), Value(), "",
+                                          rows, SymDim(kin), SymDim(nout)),
+                               e, dy, false, nout, w, !transposed,
+                               transposed ? kin : nout, grad.getDx(), Value()));
     gemmCall(b, dy, w, tm, tn, tk, threads, "M", std::to_string(kin),
-             std::to_string(nout),
-             loader("RowMajor", dyp, dy, nout),
-             loadB, "store");
+             std::to_string(nout), loader("RowMajor", dyp, dy, nout), loadB,
+             "store");
     e.finishKernel(b.str(), GridDim{SymDim(kin), tn}, GridDim{rows, tm},
                    GridDim(), threads);
   }
@@ -246,24 +245,19 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string dwp = e.declared(b, grad.getDweight(), true, "dw");
     int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
-    std::string loadA =
-        transposed
-            ? loader("ColMajor", dyp, dy, nout)
-            : loader("ColMajor", xp, x, kin);
-    std::string loadB =
-        transposed
-            ? loader("RowMajor", xp, x, kin)
-            : loader("RowMajor", dyp, dy, nout);
+    std::string loadA = transposed ? loader("ColMajor", dyp, dy, nout)
+                                   : loader("ColMajor", xp, x, kin);
+    std::string loadB = transposed ? loader("RowMajor", xp, x, kin)
+                                   : loader("RowMajor", dyp, dy, nout);
     b.line("const auto store = " + store(dwp, n) + ";");
     Value a = transposed ? dy : x, bv = transposed ? x : dy;
-    e.setGemmPath(withOperands(
-        choosePath(a, bv, grad.getDweight(), Value(), "", SymDim(m),
-                   SymDim(n), rows),
-        e, a, true, transposed ? nout : kin, bv, false,
-        transposed ? kin : nout, grad.getDweight(), Value()));
+    e.setGemmPath(withOperands(choosePath(a, bv, grad.getDweight(), Value(), "",
+                                          SymDim(m), SymDim(n), rows),
+                               e, a, true, transposed ? nout : kin, bv, false,
+                               transposed ? kin : nout, grad.getDweight(),
+                               Value()));
     gemmCall(b, x, dy, tm, tn, tk, threads, std::to_string(m),
-             std::to_string(n), "T",
-             loadA, loadB, "store");
+             std::to_string(n), "T", loadA, loadB, "store");
     e.finishKernel(b.str(), GridDim{SymDim(n), tn}, GridDim{SymDim(m), tm},
                    GridDim(), threads);
   }

@@ -305,6 +305,10 @@ Type mlir::moe::cuda::elementTypeOf(Value v) {
   return cast<TensorType>(v.getType()).getElementType();
 }
 
+std::string mlir::moe::cuda::storageTypeOf(Value v) {
+  return cudaType(elementTypeOf(v));
+}
+
 StringRef mlir::moe::cuda::f32MatmulOf(Value v) {
   Operation *op = v.getParentRegion()->getParentOp();
   auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op)

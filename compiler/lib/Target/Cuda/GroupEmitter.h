@@ -133,6 +133,9 @@ std::string deviceEnum(PoolWindow value);
 
 /// The element type of a tensor value.
 Type elementTypeOf(Value v);
+/// The device type a tensor value's elements are stored as ("float",
+/// "moec::bf16", ...).
+std::string storageTypeOf(Value v);
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
 /// tiles: moec::gemmTileBf16Async (tensor cores, fp32 accumulation; it

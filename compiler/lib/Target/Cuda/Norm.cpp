@@ -52,7 +52,7 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   w.indent();
   e.declareScalar(w, "rows", rows);
   std::string gamma = e.declared(w, info.gamma, false, "gamma");
-  std::string gammaType = cudaType(elementTypeOf(info.gamma));
+  std::string gammaType = storageTypeOf(info.gamma);
   std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
                                : "moec::gptr<const " + gammaType + ">()";
   std::string y = e.declared(w, info.result, true, "y");

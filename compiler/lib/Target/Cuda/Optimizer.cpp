@@ -28,8 +28,7 @@ constexpr int64_t kNormBlocks = 64;
 /// per-tensor loops live in the device library (optim.cuh), so a kernel
 /// holds one call per tensor, not one loop.
 std::string pointer(GroupEmitter &e, Value v, bool writable) {
-  return e.bufferExpr(e.buffer(v),
-                      elementTypeOf(v), writable);
+  return e.bufferExpr(e.buffer(v), elementTypeOf(v), writable);
 }
 
 } // namespace

@@ -61,7 +61,7 @@ RoutedGemm mlir::moe::cuda::routedGemm(GroupEmitter &e, Value expert,
   MLIRContext *ctx = expert.getContext();
   r.f32 = Float32Type::get(ctx);
   r.i32 = IntegerType::get(ctx, 32);
-  r.t = cudaType(elementTypeOf(a));
+  r.t = storageTypeOf(a);
   r.gemm = gemmTileFunction(a, b, r.tm, r.tn, r.tk, r.threads).str();
   r.operandType = StringRef(r.gemm).starts_with("moec::gemmTileBf16")
                       ? Type(BFloat16Type::get(ctx))

@@ -1,15 +1,14 @@
 //===- Router.cpp - the fused router and the router gradients -------------===//
 
 #include "GroupEmitter.h"
-#include "moe/IR/MoeOps.h"
 #include "mlir/IR/Builders.h"
+#include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <functional>
 
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
-
 
 LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   LinearOp linear;
@@ -43,9 +42,9 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
     return router.emitOpError("the CUDA router handles at most 1024 experts, "
                               "got ")
            << experts;
-  int64_t d = linear
-                  ? cast<RankedTensorType>(linear.getX().getType()).getShape().back()
-                  : 0;
+  int64_t d =
+      linear ? cast<RankedTensorType>(linear.getX().getType()).getShape().back()
+             : 0;
   int64_t threads = e.tile(e.tiles().getThreads()), warps = threads / 32;
   SymDim tokens = e.rowsOf(logits);
   SymDim assignments = tokens * SymDim(k);
@@ -66,22 +65,22 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   auto set = [&](CodeWriter &w, StringRef field, Value v, bool writable) {
     if (!v || (writable && !e.escapes(v)))
       return;
-    w.line(llvm::formatv("r.{0} = {1};", field,
-                         e.bufferExpr(e.buffer(v),
-                                      elementTypeOf(v),
-                                      writable)));
+    w.line(
+        llvm::formatv("r.{0} = {1};", field,
+                      e.bufferExpr(e.buffer(v), elementTypeOf(v), writable)));
   };
   auto begin = [&](CodeWriter &w) {
     w.line("moec::RouterParams r{};");
-    w.line(llvm::formatv("r.tokens = moec::scalarArg(p, {0});",
-                         e.scalar(tokens)));
+    w.line(
+        llvm::formatv("r.tokens = moec::scalarArg(p, {0});", e.scalar(tokens)));
   };
   // What the router kernel and the slots kernel both write.
   auto routing = [&](CodeWriter &w) {
     set(w, "gates", router.getGates(), true);
     // expert is also read back by the tail: always stored.
-    w.line(llvm::formatv("r.expert = {0};",
-                         e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
+    w.line(
+        llvm::formatv("r.expert = {0};",
+                      e.bufferExpr(e.buffer(router.getExpert()), i32, true)));
   };
 
   e.beginKernel("");
@@ -124,7 +123,8 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                {"gate", deviceEnum(router.getGate())},
                {"bpr", bpr},
                {"balance", deviceEnum(variant)}}));
-  e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(), threads);
+  e.finishKernel(w.str(), GridDim{tokens, warps}, GridDim(), GridDim(),
+                 threads);
 
   // Batch priority: three radix passes over the tokens' top-1 keys
   // (router_tail.cuh), each a stable counting sort of 11-bit digits.
@@ -143,17 +143,17 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
       dw.indent();
       e.declareScalar(dw, "n", tokens);
       std::string none = "moec::gptr<const int32_t>()";
-      dw.line(fill(
-          "moec::priorityDigits<${threads}>(n, ${pass}, ${top1}, ${prev}, "
-          "${perm}, ${cur}, ${digits});",
-          {{"threads", kSortThreads},
-           {"pass", pass},
-           {"top1", scratch(top1, f32, false)},
-           {"prev", pass == 2 ? scratch(cur[0], i32, false) : none},
-           {"perm", pass > 0 ? scratch(sort.order, i32, false) : none},
-           {"cur", pass > 0 ? scratch(cur[pass - 1], i32, true)
-                            : std::string("moec::gptr<int32_t>()")},
-           {"digits", scratch(digits, i32, true)}}));
+      dw.line(
+          fill("moec::priorityDigits<${threads}>(n, ${pass}, ${top1}, ${prev}, "
+               "${perm}, ${cur}, ${digits});",
+               {{"threads", kSortThreads},
+                {"pass", pass},
+                {"top1", scratch(top1, f32, false)},
+                {"prev", pass == 2 ? scratch(cur[0], i32, false) : none},
+                {"perm", pass > 0 ? scratch(sort.order, i32, false) : none},
+                {"cur", pass > 0 ? scratch(cur[pass - 1], i32, true)
+                                 : std::string("moec::gptr<int32_t>()")},
+                {"digits", scratch(digits, i32, true)}}));
       e.finishKernel(dw.str(), GridDim{tokens, kSortThreads}, GridDim(),
                      GridDim(), kSortThreads);
       emitCountingSortPhases(
@@ -179,15 +179,15 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
     CodeWriter kw;
     kw.indent();
     e.declareScalar(kw, "tokens", tokens);
-    kw.line(fill("moec::slotKeys<${K}, ${threads}>(tokens, ${order}, "
-                 "${expert}, ${live}, ${keys});",
-                 {{"K", k},
-                  {"threads", kSortThreads},
-                  {"order", order()},
-                  {"expert", e.bufferExpr(e.buffer(router.getExpert()), i32,
-                                          false)},
-                  {"live", scratch(live, i32, false)},
-                  {"keys", scratch(keys, i32, true)}}));
+    kw.line(fill(
+        "moec::slotKeys<${K}, ${threads}>(tokens, ${order}, "
+        "${expert}, ${live}, ${keys});",
+        {{"K", k},
+         {"threads", kSortThreads},
+         {"order", order()},
+         {"expert", e.bufferExpr(e.buffer(router.getExpert()), i32, false)},
+         {"live", scratch(live, i32, false)},
+         {"keys", scratch(keys, i32, true)}}));
     e.finishKernel(kw.str(), GridDim{assignments, kSortThreads}, GridDim(),
                    GridDim(), kSortThreads);
   }
@@ -203,8 +203,9 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   set(sw, "slot", router.getSlot(), true);
   if (load)
     set(sw, "load", load.getLoad(), true);
-  sw.line(llvm::formatv("r.capacityFactor = {0};",
-                        doubleLiteral(router.getCapacityFactor().convertToDouble())));
+  sw.line(llvm::formatv(
+      "r.capacityFactor = {0};",
+      doubleLiteral(router.getCapacityFactor().convertToDouble())));
   sw.line(llvm::formatv("r.minCapacity = {0};",
                         static_cast<int64_t>(router.getMinCapacity())));
   sw.line(fill("moec::applySlots<${E}, ${K}, ${tiles}, ${threads}, "
@@ -228,7 +229,8 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
 LogicalResult mlir::moe::cuda::emitRoutingStatsGroup(GroupEmitter &e) {
   auto op = cast<RoutingStatsOp>(e.first());
   int64_t threads = e.tile(e.tiles().getThreads());
-  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  int64_t k =
+      cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
   e.beginKernel("");
   CodeWriter w;
   w.indent();
@@ -253,7 +255,8 @@ LogicalResult mlir::moe::cuda::emitRouterGradGroup(GroupEmitter &e) {
   auto op = cast<TopKRouterGradOp>(e.first());
   int64_t experts =
       cast<RankedTensorType>(op.getProbs().getType()).getShape().back();
-  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  int64_t k =
+      cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
   SymDim tokens = e.rowsOf(op.getProbs());
   int64_t threads = e.tile(e.tiles().getThreads());
   e.beginKernel("");
@@ -312,7 +315,8 @@ LogicalResult mlir::moe::cuda::emitSwitchLossGradGroup(GroupEmitter &e) {
   auto op = cast<SwitchLossGradOp>(e.first());
   int64_t experts =
       cast<RankedTensorType>(op.getProbs().getType()).getShape().back();
-  int64_t k = cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
+  int64_t k =
+      cast<RankedTensorType>(op.getExpert().getType()).getShape().back();
   SymDim tokens = e.rowsOf(op.getProbs());
   Type f32 = Float32Type::get(e.first()->getContext());
   int64_t fractions = e.scratch(f32, {SymDim(experts + 1)});
