@@ -5,8 +5,9 @@
 // is read through a functor, so a residual add fuses in front of the norm.
 // f32 rows whose width is a multiple of 4 move four columns per 16-byte
 // access when their buffers are aligned (normRows4; the gradient checks
-// for itself): lane l then holds columns 4 (l + 32 j) .. + 3, so the sums
-// run in another fixed order than the scalar kernels'.
+// for itself), gamma and beta too when they are f32 and aligned: lane l
+// then holds columns 4 (l + 32 j) .. + 3, so the sums run in another fixed
+// order than the scalar kernels'.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,17 @@ MOEC_DEVICE float &lane4(float4 &v, int c) {
   return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
 }
 
+/// Columns 4q .. 4q + 3 of a parameter row (gamma, beta): one 16-byte load
+/// where the row is f32 and aligned, else four.
+template <typename G> MOEC_DEVICE float4 params4(gptr<const G> p, int q) {
+  if constexpr (IsFloat<G>::value) {
+    if (aligned16(p))
+      return load4(p, q);
+  }
+  return make_float4(toFloat(p[4 * q]), toFloat(p[4 * q + 1]),
+                     toFloat(p[4 * q + 2]), toFloat(p[4 * q + 3]));
+}
+
 } // namespace detail
 
 /// normRows for f32 rows of D % 4 == 0 columns, four at a time:
@@ -112,12 +124,13 @@ MOEC_DEVICE void normRows4(int64_t rows, float eps, const LoadX4 &loadX4,
     const int q = lane + 32 * j;
     if (q >= Q)
       continue;
-    float4 y;
+    float4 y, g = detail::params4(gamma, q);
+    float4 b = Rms ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
+                   : detail::params4(beta, q);
     for (int c = 0; c < 4; ++c) {
-      float out =
-          (detail::lane4(v[j], c) - mean) * r * toFloat(gamma[4 * q + c]);
+      float out = (detail::lane4(v[j], c) - mean) * r * detail::lane4(g, c);
       if (!Rms)
-        out += toFloat(beta[4 * q + c]);
+        out += detail::lane4(b, c);
       detail::lane4(y, c) = out;
     }
     store4(row, q, y);
@@ -145,8 +158,9 @@ MOEC_DEVICE void normGradRow4(int64_t row, float eps, gptr<const float> x,
       continue;
     v[j] = load4(x, base + q);
     g[j] = load4(dy, base + q);
+    float4 gm = params4(gamma, q);
     for (int c = 0; c < 4; ++c)
-      lane4(g[j], c) *= gamma[4 * q + c];
+      lane4(g[j], c) *= lane4(gm, c);
     sum += sum4(v[j]);
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
