@@ -4,10 +4,10 @@
 // statistics come from xor-butterfly warp sums (a fixed order). The input
 // is read through a functor, so a residual add fuses in front of the norm.
 // f32 rows whose width is a multiple of 4 move four columns per 16-byte
-// access when their buffers are aligned (normRows4; the gradient checks
-// for itself), gamma and beta too when they are f32 and aligned: lane l
-// then holds columns 4 (l + 32 j) .. + 3, so the sums run in another fixed
-// order than the scalar kernels'.
+// access when their buffers are aligned, bf16 rows of a multiple of 8
+// eight (normRowsVector; the gradient checks for itself), gamma and
+// beta too where aligned: lane l then holds columns W (l + 32 j) .. + W - 1,
+// so the sums run in another fixed order than the scalar kernels'.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +67,12 @@ template <typename T> struct IsFloat {
 template <> struct IsFloat<float> {
   static constexpr bool value = true;
 };
+template <typename T> struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <> struct IsBf16<bf16> {
+  static constexpr bool value = true;
+};
 
 MOEC_DEVICE float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
@@ -74,6 +80,28 @@ MOEC_DEVICE float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 MOEC_DEVICE float &lane4(float4 &v, int c) {
   return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
 }
+
+/// The vectors of normRowsVector: a float4 (f32 rows) or a float8 (bf16
+/// rows), with Width columns, column c of it and their sum.
+template <typename V> struct Vector;
+template <> struct Vector<float4> {
+  static constexpr int Width = 4;
+  MOEC_DEVICE static float &at(float4 &v, int c) { return lane4(v, c); }
+  MOEC_DEVICE static float sum(float4 v) { return sum4(v); }
+  MOEC_DEVICE static float4 zero() {
+    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+};
+template <> struct Vector<float8> {
+  static constexpr int Width = 8;
+  MOEC_DEVICE static float &at(float8 &v, int c) {
+    return c < 4 ? lane4(v.lo, c) : lane4(v.hi, c - 4);
+  }
+  MOEC_DEVICE static float sum(float8 v) { return sum4(v.lo) + sum4(v.hi); }
+  MOEC_DEVICE static float8 zero() {
+    return {Vector<float4>::zero(), Vector<float4>::zero()};
+  }
+};
 
 /// Columns 4q .. 4q + 3 of a parameter row (gamma, beta): one 16-byte load
 /// where the row is f32 and aligned, else four.
@@ -86,36 +114,54 @@ template <typename G> MOEC_DEVICE float4 params4(gptr<const G> p, int q) {
                      toFloat(p[4 * q + 2]), toFloat(p[4 * q + 3]));
 }
 
+/// Columns W q .. W q + W - 1 of a parameter row as the vector V.
+template <typename V, typename G>
+MOEC_DEVICE V paramsVector(gptr<const G> p, int q) {
+  if constexpr (Vector<V>::Width == 4) {
+    return params4(p, q);
+  } else {
+    if constexpr (IsBf16<G>::value) {
+      if (aligned16(p))
+        return load8(p, q);
+    }
+    return {params4(p, 2 * q), params4(p, 2 * q + 1)};
+  }
+}
+
 } // namespace detail
 
-/// normRows for f32 rows of D % 4 == 0 columns, four at a time:
-/// `loadX4(row, q)` returns columns 4q .. 4q + 3 of x, `store4(row, q, y)`
-/// writes them (the caller checked that its buffers are 16-byte aligned).
-template <int D, bool Rms, int RowsPerBlock, typename G, typename LoadX4,
-          typename Store4>
-MOEC_DEVICE void normRows4(int64_t rows, float eps, const LoadX4 &loadX4,
-                           gptr<const G> gamma, gptr<const G> beta,
-                           const Store4 &store4) {
-  static_assert(D % 4 == 0, "four columns at a time");
-  constexpr int Q = D / 4, kPer = (Q + 31) / 32;
+/// normRows for rows whose buffers are all f32 (D % 4 == 0) or all bf16
+/// (D % 8 == 0), a 16-byte vector at a time: `loadV(row, q)` returns the
+/// vector q of x (a float4 of columns 4q .. 4q + 3, or a float8 of
+/// 8q .. 8q + 7), `storeV(row, q, y)` writes it (the caller checked that
+/// its buffers are 16-byte aligned).
+template <int D, bool Rms, int RowsPerBlock, typename G, typename LoadV,
+          typename StoreV>
+MOEC_DEVICE void normRowsVector(int64_t rows, float eps, const LoadV &loadV,
+                                gptr<const G> gamma, gptr<const G> beta,
+                                const StoreV &storeV) {
+  using V = decltype(loadV(int64_t(0), 0));
+  using Vec = detail::Vector<V>;
+  static_assert(D % Vec::Width == 0, "whole vectors");
+  constexpr int Q = D / Vec::Width, kPer = (Q + 31) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t row = warpRow<RowsPerBlock>();
   if (row >= rows)
     return; // the whole warp leaves together
-  float4 v[kPer];
+  V v[kPer];
   float sum = 0.0f;
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
-    v[j] = q < Q ? loadX4(row, q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    sum += detail::sum4(v[j]);
+    v[j] = q < Q ? loadV(row, q) : Vec::zero();
+    sum += Vec::sum(v[j]);
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
   float sq = 0.0f;
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
-    for (int c = 0; c < 4; ++c) {
-      const float d = detail::lane4(v[j], c) - mean;
+    for (int c = 0; c < Vec::Width; ++c) {
+      const float d = Vec::at(v[j], c) - mean;
       sq += d * d;
     }
   }
@@ -124,52 +170,76 @@ MOEC_DEVICE void normRows4(int64_t rows, float eps, const LoadX4 &loadX4,
     const int q = lane + 32 * j;
     if (q >= Q)
       continue;
-    float4 y, g = detail::params4(gamma, q);
-    float4 b = Rms ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
-                   : detail::params4(beta, q);
-    for (int c = 0; c < 4; ++c) {
-      float out = (detail::lane4(v[j], c) - mean) * r * detail::lane4(g, c);
+    V y, g = detail::paramsVector<V>(gamma, q);
+    V b = Rms ? Vec::zero() : detail::paramsVector<V>(beta, q);
+    for (int c = 0; c < Vec::Width; ++c) {
+      float out = (Vec::at(v[j], c) - mean) * r * Vec::at(g, c);
       if (!Rms)
-        out += detail::lane4(b, c);
-      detail::lane4(y, c) = out;
+        out += Vec::at(b, c);
+      Vec::at(y, c) = out;
     }
-    store4(row, q, y);
+    storeV(row, q, y);
   }
 }
 
 namespace detail {
 
-/// normGradRows' row `row` for f32 rows of D % 4 == 0 columns, four at a
-/// time (x, dy, dx and contrib 16-byte aligned).
-template <int D, bool Rms>
-MOEC_DEVICE void normGradRow4(int64_t row, float eps, gptr<const float> x,
-                              gptr<const float> gamma, gptr<const float> dy,
-                              gptr<float> dx, gptr<float> contrib) {
-  constexpr int Q = D / 4, kPer = (Q + 31) / 32;
+/// Vector q of an f32 (4 columns) or bf16 (8 columns) row, and back.
+MOEC_DEVICE float4 loadVector(gptr<const float> x, int64_t q) {
+  return load4(x, q);
+}
+MOEC_DEVICE float8 loadVector(gptr<const bf16> x, int64_t q) {
+  return load8(x, q);
+}
+MOEC_DEVICE void storeVector(gptr<float> x, int64_t q, float4 v) {
+  store4(x, q, v);
+}
+MOEC_DEVICE void storeVector(gptr<bf16> x, int64_t q, const float8 &v) {
+  store8(x, q, v);
+}
+/// Vector q of an f32 row whatever the vector's width.
+MOEC_DEVICE void storeFloats(gptr<float> x, int64_t q, float4 v) {
+  store4(x, q, v);
+}
+MOEC_DEVICE void storeFloats(gptr<float> x, int64_t q, const float8 &v) {
+  store4(x, 2 * q, v.lo);
+  store4(x, 2 * q + 1, v.hi);
+}
+
+/// normGradRows' row `row`, a 16-byte vector at a time: f32 rows of
+/// D % 4 == 0 columns or bf16 rows of D % 8 == 0 (x, dy, dx and contrib
+/// 16-byte aligned).
+template <int D, bool Rms, typename T>
+MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
+                                   gptr<const T> gamma, gptr<const T> dy,
+                                   gptr<T> dx, gptr<float> contrib) {
+  using V = decltype(loadVector(x, 0));
+  using Vec = Vector<V>;
+  constexpr int Q = D / Vec::Width, kPer = (Q + 31) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t base = row * Q;
-  float4 v[kPer], g[kPer];
+  V v[kPer], g[kPer];
   float sum = 0.0f;
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
-    v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    v[j] = Vec::zero();
     g[j] = v[j];
     if (q >= Q)
       continue;
-    v[j] = load4(x, base + q);
-    g[j] = load4(dy, base + q);
-    float4 gm = params4(gamma, q);
-    for (int c = 0; c < 4; ++c)
-      lane4(g[j], c) *= lane4(gm, c);
-    sum += sum4(v[j]);
+    v[j] = loadVector(x, base + q);
+    g[j] = loadVector(dy, base + q);
+    V gm = paramsVector<V>(gamma, q);
+    for (int c = 0; c < Vec::Width; ++c)
+      Vec::at(g[j], c) *= Vec::at(gm, c);
+    sum += Vec::sum(v[j]);
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
   float sq = 0.0f;
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
-    for (int c = 0; c < 4; ++c) {
-      const float d = lane4(v[j], c) - mean;
+    for (int c = 0; c < Vec::Width; ++c) {
+      const float d = Vec::at(v[j], c) - mean;
       sq += d * d;
     }
   }
@@ -178,10 +248,10 @@ MOEC_DEVICE void normGradRow4(int64_t row, float eps, gptr<const float> x,
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
-    for (int c = 0; c < 4; ++c) {
-      const float xh = (lane4(v[j], c) - mean) * r;
-      gSum += lane4(g[j], c);
-      gxSum += lane4(g[j], c) * xh;
+    for (int c = 0; c < Vec::Width; ++c) {
+      const float xh = (Vec::at(v[j], c) - mean) * r;
+      gSum += Vec::at(g[j], c);
+      gxSum += Vec::at(g[j], c) * xh;
     }
   }
   const float gMean = Rms ? 0.0f : warpSum(gSum) / D;
@@ -190,17 +260,17 @@ MOEC_DEVICE void normGradRow4(int64_t row, float eps, gptr<const float> x,
     const int q = lane + 32 * j;
     if (q >= Q)
       continue;
-    float4 out, c4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    V out, dyx = Vec::zero();
     if (contrib)
-      c4 = load4(dy, base + q);
-    for (int c = 0; c < 4; ++c) {
-      const float xh = (lane4(v[j], c) - mean) * r;
-      lane4(out, c) = r * (lane4(g[j], c) - gMean - xh * gxMean);
-      lane4(c4, c) *= xh;
+      dyx = loadVector(dy, base + q);
+    for (int c = 0; c < Vec::Width; ++c) {
+      const float xh = (Vec::at(v[j], c) - mean) * r;
+      Vec::at(out, c) = r * (Vec::at(g[j], c) - gMean - xh * gxMean);
+      Vec::at(dyx, c) *= xh;
     }
-    store4(dx, base + q, out);
+    storeVector(dx, base + q, out);
     if (contrib)
-      store4(contrib, base + q, c4);
+      storeFloats(contrib, base + q, dyx);
   }
 }
 
@@ -218,9 +288,10 @@ MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const T> x,
   if (row >= rows)
     return; // the whole warp leaves together
   const int64_t base = row * D;
-  if constexpr (D % 4 == 0 && detail::IsFloat<T>::value) {
+  if constexpr ((D % 4 == 0 && detail::IsFloat<T>::value) ||
+                (D % 8 == 0 && detail::IsBf16<T>::value)) {
     if (aligned16(x, dy, dx) && (!contrib || aligned16(contrib))) {
-      detail::normGradRow4<D, Rms>(row, eps, x, gamma, dy, dx, contrib);
+      detail::normGradRowVector<D, Rms>(row, eps, x, gamma, dy, dx, contrib);
       return;
     }
   }

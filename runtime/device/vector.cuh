@@ -1,7 +1,7 @@
 //===- vector.cuh - 16-byte global-memory accesses --------------*- CUDA -*-===//
 //
-// Memory-bound kernels move four floats per instruction (ld/st.global.v4)
-// where every pointer they touch is 16-byte aligned; callers test that once
+// Memory-bound kernels move four floats or eight bf16 per instruction
+// (ld/st.global.v4) where every pointer they touch is 16-byte aligned; callers test that once
 // with aligned16 and fall back to scalar accesses otherwise. The emu device
 // reads and writes the four elements one by one, so its checking mode still
 // bounds-checks each of them.
@@ -38,6 +38,54 @@ MOEC_DEVICE void store4(gptr<float> x, int64_t q, float4 v) {
   x[4 * q + 3] = v.w;
 #else
   reinterpret_cast<float4 *>(x)[q] = v;
+#endif
+}
+
+/// Eight floats: what one 16-byte access of bf16 carries.
+struct float8 {
+  float4 lo, hi;
+};
+
+/// Elements 8q .. 8q + 7 of `x` as floats (x must be 16-byte aligned).
+MOEC_DEVICE float8 load8(gptr<const bf16> x, int64_t q) {
+#ifdef MOEC_EMU
+  gptr<const bf16> at = x + 8 * q;
+  return {make_float4(toFloat(at[0]), toFloat(at[1]), toFloat(at[2]),
+                      toFloat(at[3])),
+          make_float4(toFloat(at[4]), toFloat(at[5]), toFloat(at[6]),
+                      toFloat(at[7]))};
+#else
+  const uint4 raw = reinterpret_cast<const uint4 *>(
+      static_cast<const bf16 *>(x))[q];
+  // Little endian: the low half of each word is the lower column.
+  auto low = [](unsigned w) { return __uint_as_float(w << 16); };
+  auto high = [](unsigned w) { return __uint_as_float(w & 0xffff0000u); };
+  return {make_float4(low(raw.x), high(raw.x), low(raw.y), high(raw.y)),
+          make_float4(low(raw.z), high(raw.z), low(raw.w), high(raw.w))};
+#endif
+}
+
+/// Stores `v`, rounded to bf16, into elements 8q .. 8q + 7 of `x` (x must
+/// be 16-byte aligned).
+MOEC_DEVICE void store8(gptr<bf16> x, int64_t q, const float8 &v) {
+#ifdef MOEC_EMU
+  gptr<bf16> at = x + 8 * q;
+  at[0] = v.lo.x;
+  at[1] = v.lo.y;
+  at[2] = v.lo.z;
+  at[3] = v.lo.w;
+  at[4] = v.hi.x;
+  at[5] = v.hi.y;
+  at[6] = v.hi.z;
+  at[7] = v.hi.w;
+#else
+  auto pack = [](float lo, float hi) {
+    return static_cast<unsigned>(bf16::fromFloat(lo)) |
+           static_cast<unsigned>(bf16::fromFloat(hi)) << 16;
+  };
+  reinterpret_cast<uint4 *>(static_cast<bf16 *>(x))[q] =
+      make_uint4(pack(v.lo.x, v.lo.y), pack(v.lo.z, v.lo.w),
+                 pack(v.hi.x, v.hi.y), pack(v.hi.z, v.hi.w));
 #endif
 }
 

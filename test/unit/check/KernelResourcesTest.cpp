@@ -9,9 +9,9 @@
 // in every bf16 GEMM and bf16 attention forward (head dims 16 to 128) and
 // in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
-// in the optimizer kernels, in f32 norms and their gradients, in the
-// cross-entropy, and in the expert combine when its width is a multiple
-// of 4. No GPU is needed.
+// in the optimizer kernels, in norms and their gradients (f32 rows of a
+// multiple of 4 columns, bf16 of 8), in the cross-entropy, and in the expert
+// combine when its width is a multiple of 4. No GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,13 +178,13 @@ TEST_P(KernelResources, CompileWithoutSpills) {
         calls(source, "moec::sumOfSquares")) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": no 16-byte loads";
     }
-    // f32 norms of a multiple of 4 columns, forward and gradient.
+    // Norm gradients of whole 16-byte vectors: f32 rows of a multiple of 4
+    // columns, bf16 rows of a multiple of 8.
     std::smatch normGrad;
-    const bool normGrad4 =
-        !bf16 &&
+    const bool normGradVector =
         std::regex_search(source, normGrad,
                           std::regex(R"(moec::normGradRows<(\d+),)")) &&
-        std::stoi(normGrad[1]) % 4 == 0;
+        std::stoi(normGrad[1]) % (bf16 ? 8 : 4) == 0;
     // Cross-entropy over a vocabulary of a multiple of 4, both ways.
     std::smatch crossEntropy;
     const bool crossEntropy4 =
@@ -192,7 +192,8 @@ TEST_P(KernelResources, CompileWithoutSpills) {
             source, crossEntropy,
             std::regex(R"(moec::crossEntropy(?:Forward|Backward)<(\d+),)")) &&
         std::stoi(crossEntropy[1]) % 4 == 0;
-    if (calls(source, "moec::normRows4") || normGrad4 || crossEntropy4) {
+    if (calls(source, "moec::normRowsVector") || normGradVector ||
+        crossEntropy4) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": a norm or cross-entropy "
                                                "without 16-byte loads";
     }

@@ -1,8 +1,9 @@
 //===- EmuNormTest.cpp - norm.cuh's rows in emu ---------------------------===//
 //
-// Layer and RMS norms and their row gradients, forward through normRows4
-// (16-byte accesses) when the buffers are aligned and normRows otherwise,
-// the gradient choosing for itself. Both paths must match a double-precision
+// Layer and RMS norms and their row gradients, forward through
+// normRowsVector (16-byte accesses: four f32 or eight bf16 columns) when the
+// buffers are aligned and normRows otherwise, the gradient choosing for
+// itself. Both paths must match a double-precision
 // reference and stay inside the rows (the kernels run in checking mode).
 //
 //===----------------------------------------------------------------------===//
@@ -10,6 +11,8 @@
 #include "EmuTestUtil.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <mutex>
 #include <random>
@@ -35,7 +38,7 @@ template <int D, bool Rms> __device__ void forwardCase(const moec::KernelParams 
   const moec::gptr<float> y = bufferArg<float>(p, 3) + at;
   if constexpr (D % 4 == 0) {
     if (moec::aligned16(x, y)) {
-      moec::normRows4<D, Rms, 2, float>(
+      moec::normRowsVector<D, Rms, 2, float>(
           rows, 1e-5f,
           [=](int64_t r, int64_t q) { return moec::load4(x, r * (D / 4) + q); },
           gamma, beta,
@@ -57,6 +60,50 @@ template <int D, bool Rms> __device__ void gradCase(const moec::KernelParams p) 
       bufferArg<const float>(p, 1), bufferArg<const float>(p, 2) + at,
       bufferArg<float>(p, 3) + at, bufferArg<float>(p, 4) + at);
 }
+
+// bf16 rows and parameters; buffers x, gamma, beta, y as above.
+template <int D, bool Rms> __device__ void bf16Case(const moec::KernelParams p) {
+  const int64_t rows = scalarArg(p, 0), at = scalarArg(p, 1);
+  const moec::gptr<const moec::bf16> x = bufferArg<const moec::bf16>(p, 0) + at;
+  const moec::gptr<const moec::bf16> gamma = bufferArg<const moec::bf16>(p, 1);
+  const moec::gptr<const moec::bf16> beta = bufferArg<const moec::bf16>(p, 2);
+  const moec::gptr<moec::bf16> y = bufferArg<moec::bf16>(p, 3) + at;
+  if (moec::aligned16(x, y)) {
+    moec::normRowsVector<D, Rms, 2, moec::bf16>(
+        rows, 1e-5f,
+        [=](int64_t r, int64_t q) { return moec::load8(x, r * (D / 8) + q); },
+        gamma, beta,
+        [=](int64_t r, int64_t q, const moec::float8 &v) {
+          moec::store8(y, r * (D / 8) + q, v);
+        });
+    return;
+  }
+  moec::normRows<D, Rms, 2, moec::bf16>(
+      rows, 1e-5f, [=](int64_t r, int64_t c) { return moec::toFloat(x[r * D + c]); },
+      gamma, beta, [=](int64_t r, int64_t c, float v) { y[r * D + c] = v; });
+}
+
+// Buffers x, gamma, dy, dx (bf16) and contrib (f32).
+template <int D, bool Rms> __device__ void bf16GradCase(const moec::KernelParams p) {
+  const int64_t rows = scalarArg(p, 0), at = scalarArg(p, 1);
+  moec::normGradRows<D, Rms, 2, moec::bf16>(
+      rows, 1e-5f, bufferArg<const moec::bf16>(p, 0) + at,
+      bufferArg<const moec::bf16>(p, 1), bufferArg<const moec::bf16>(p, 2) + at,
+      bufferArg<moec::bf16>(p, 3) + at, bufferArg<float>(p, 4) + at);
+}
+
+#define BF16_NORM_KERNELS(D, RMS, NAME)                                        \
+  extern "C" __global__ void NAME(const moec::KernelParams p) {                \
+    bf16Case<D, RMS>(p);                                                       \
+  }                                                                            \
+  MOEC_EMU_EXPORT_KERNEL(NAME)                                                 \
+  extern "C" __global__ void NAME##_grad(const moec::KernelParams p) {         \
+    bf16GradCase<D, RMS>(p);                                                   \
+  }                                                                            \
+  MOEC_EMU_EXPORT_KERNEL(NAME##_grad)
+
+BF16_NORM_KERNELS(320, false, layer_bf16_320)
+BF16_NORM_KERNELS(16, true, rms_bf16_16)
 
 #define NORM_KERNELS(D, RMS, NAME)                                             \
   extern "C" __global__ void NAME(const moec::KernelParams p) {                \
@@ -163,7 +210,116 @@ void expectNorm(const char *name, int64_t d, bool rms, int64_t rows,
   }
 }
 
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u); // nearest even; no NaNs here
+  return static_cast<uint16_t>(u >> 16);
+}
+
+double fromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// Runs the bf16 kernel `name` (forward) and `name`_grad over `rows` rows
+/// of width d placed `at` elements into their buffers and compares y, dx
+/// and the dgamma contributions with the norm and its gradient in double
+/// of the same bf16 inputs, within the rounding to bf16.
+void expectBf16Norm(const char *name, int64_t d, bool rms, int64_t rows,
+                    int64_t at) {
+  SCOPED_TRACE(testing::Message() << name << " rows " << rows << " at " << at);
+  const size_t n = static_cast<size_t>(at + rows * d);
+  const unsigned seed = static_cast<unsigned>(rows * 11 + d + at);
+  auto bf16Values = [](std::vector<float> v) {
+    std::vector<uint16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = toBf16(v[i]);
+    return out;
+  };
+  std::vector<uint16_t> x = bf16Values(randomValues(n, seed, -2.0f, 3.0f));
+  std::vector<uint16_t> gamma =
+      bf16Values(randomValues(size_t(d), seed + 2, 0.5f, 1.5f));
+  std::vector<uint16_t> beta =
+      bf16Values(randomValues(size_t(d), seed + 3, -0.5f, 0.5f));
+  std::vector<uint16_t> dy = bf16Values(randomValues(n, seed + 1, -1.0f, 1.0f));
+  std::vector<uint16_t> y(n, toBf16(99.0f)), dx(n, toBf16(99.0f));
+  std::vector<float> contrib(n, 99.0f);
+  Launch((rows + 1) / 2, 64)
+      .buffer(0, x)
+      .buffer(1, gamma)
+      .buffer(2, beta)
+      .buffer(3, y)
+      .scalar(0, rows)
+      .scalar(1, at)
+      .run(normModule(), name);
+  Launch((rows + 1) / 2, 64)
+      .buffer(0, x)
+      .buffer(1, gamma)
+      .buffer(2, dy)
+      .buffer(3, dx)
+      .buffer(4, contrib)
+      .scalar(0, rows)
+      .scalar(1, at)
+      .run(normModule(), std::string(name) + "_grad");
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t *xr = &x[at + r * d], *dyr = &dy[at + r * d];
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t c = 0; c < d; ++c)
+        mean += fromBf16(xr[c]);
+      mean /= double(d);
+    }
+    for (int64_t c = 0; c < d; ++c)
+      var += (fromBf16(xr[c]) - mean) * (fromBf16(xr[c]) - mean);
+    const double inv = 1.0 / std::sqrt(var / double(d) + kEps);
+    double gMean = 0, gxMean = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      const double xh = (fromBf16(xr[c]) - mean) * inv,
+                   g = fromBf16(dyr[c]) * fromBf16(gamma[c]);
+      gMean += g / double(d);
+      gxMean += g * xh / double(d);
+    }
+    for (int64_t c = 0; c < d; ++c) {
+      const size_t i = static_cast<size_t>(at + r * d + c);
+      const double xh = (fromBf16(xr[c]) - mean) * inv,
+                   g = fromBf16(dyr[c]) * fromBf16(gamma[c]);
+      const double want =
+          xh * fromBf16(gamma[c]) + (rms ? 0.0 : fromBf16(beta[c]));
+      // Half a bf16 ulp of y and dx (at most 2^-8 relative), and float sums.
+      ASSERT_NEAR(fromBf16(y[i]), want,
+                  std::ldexp(1.0, -8) * std::fabs(want) + 1e-5)
+          << "y col " << c;
+      const double wantDx = inv * (g - (rms ? 0.0 : gMean) - xh * gxMean);
+      ASSERT_NEAR(fromBf16(dx[i]), wantDx,
+                  std::ldexp(1.0, -8) * std::fabs(wantDx) + 1e-5)
+          << "dx col " << c;
+      ASSERT_NEAR(contrib[i], fromBf16(dyr[c]) * xh, 2e-5)
+          << "contrib col " << c;
+    }
+  }
+  for (int64_t i = 0; i < at; ++i) {
+    ASSERT_EQ(y[i], toBf16(99.0f));
+    ASSERT_EQ(dx[i], toBf16(99.0f));
+    ASSERT_EQ(contrib[i], 99.0f);
+  }
+}
+
 } // namespace
+
+// bf16 rows of a multiple of 8 columns: eight columns per 16-byte access,
+// forward and gradient (more vectors than lanes: 40; fewer: 2), and rows
+// off the 16-byte boundaries on the scalar paths.
+TEST(EmuNorm, Bf16RowsMatchTheReferenceOnBothPaths) {
+  for (int64_t rows : {1, 5}) {
+    expectBf16Norm("layer_bf16_320", 320, false, rows, 0);
+    expectBf16Norm("rms_bf16_16", 16, true, rows, 0);
+    expectBf16Norm("layer_bf16_320", 320, false, rows, 3);
+    expectBf16Norm("rms_bf16_16", 16, true, rows, 1);
+  }
+}
 
 // Aligned f32 rows of a multiple of 4 columns: 16-byte accesses, with more
 // quads (40) than lanes, and fewer (3).

@@ -14,6 +14,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::cuda;
@@ -58,8 +60,10 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   std::string y = e.declared(w, info.result, true, "y");
   // The input: x itself, or the residual sum computed (and stored) here;
   // `pointers` are the buffers a 16-byte path must find aligned, and
-  // `rowValues` the values it reads or writes as float4.
-  std::string load, load4;
+  // `rowValues` the values it reads or writes as vectors; loadVector(W)
+  // the loader of W columns at a time (4: f32, 8: bf16).
+  std::string load;
+  std::function<std::string(int)> loadVector;
   std::vector<std::string> pointers = {y};
   SmallVector<Value> rowValues = {info.result};
   if (e.group().ops.size() == 2) {
@@ -83,19 +87,27 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                                                      sum, d)
                                            .str())
                .str();
-    load4 = llvm::formatv("[=](int64_t r, int64_t q) {{ const float4 u = "
-                          "moec::load4({0}, r * {1} + q), w = "
-                          "moec::load4({2}, r * {1} + q); const float4 s = "
-                          "make_float4(u.x + w.x, u.y + w.y, u.z + w.z, u.w + "
-                          "w.w);{3} return s; }",
-                          a, d / 4, b,
-                          sum.empty()
-                              ? std::string()
-                              : llvm::formatv(" moec::store4({0}, r * {1} + "
-                                              "q, s);",
-                                              sum, d / 4)
-                                    .str())
-                .str();
+    loadVector = [=](int width) {
+      const char *sumOf =
+          width == 4 ? "make_float4(u.x + w.x, u.y + w.y, u.z + w.z, u.w + "
+                       "w.w)"
+                     : "moec::float8{make_float4(u.lo.x + w.lo.x, u.lo.y + "
+                       "w.lo.y, u.lo.z + w.lo.z, u.lo.w + w.lo.w), "
+                       "make_float4(u.hi.x + w.hi.x, u.hi.y + w.hi.y, u.hi.z "
+                       "+ w.hi.z, u.hi.w + w.hi.w)}";
+      return llvm::formatv(
+                 "[=](int64_t r, int64_t q) {{ const auto u = "
+                 "moec::load{4}({0}, r * {1} + q), w = moec::load{4}({2}, r "
+                 "* {1} + q); const auto s = {5};{3} return s; }",
+                 a, d / width, b,
+                 sum.empty() ? std::string()
+                             : llvm::formatv(" moec::store{2}({0}, r * {1} "
+                                             "+ q, s);",
+                                             sum, d / width, width)
+                                   .str(),
+                 width, sumOf)
+          .str();
+    };
   } else {
     std::string x = e.declared(w, info.x, false, "x");
     rowValues.push_back(info.x);
@@ -104,13 +116,20 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                          "moec::toFloat({0}[r * {1} + c]); }",
                          x, d)
                .str();
-    load4 = llvm::formatv("[=](int64_t r, int64_t q) {{ return "
-                          "moec::load4({0}, r * {1} + q); }",
-                          x, d / 4)
-                .str();
+    loadVector = [=](int width) {
+      return llvm::formatv("[=](int64_t r, int64_t q) {{ return "
+                           "moec::load{2}({0}, r * {1} + q); }",
+                           x, d / width, width)
+          .str();
+    };
   }
-  bool f32 = llvm::all_of(
-      rowValues, [](Value v) { return elementTypeOf(v).isF32(); });
+  // Columns per 16-byte access where every row buffer has one type.
+  int width = 0;
+  if (llvm::all_of(rowValues, [](Value v) { return elementTypeOf(v).isF32(); }))
+    width = 4;
+  else if (llvm::all_of(rowValues,
+                        [](Value v) { return elementTypeOf(v).isBF16(); }))
+    width = 8;
   // One call of the row kernel `kernel` with its loader and storer.
   auto normCall = [&](StringRef kernel, const std::string &loader,
                       const std::string &storer) {
@@ -134,17 +153,17 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                     "c] = v; }",
                     y, d)
           .str());
-  if (!f32 || d % 4 != 0) {
+  if (width == 0 || d % width != 0) {
     w.line(scalar);
   } else {
-    // f32 rows of a multiple of 4 columns move 16 bytes an access when
-    // every buffer is aligned (a view may not be).
+    // Rows of whole 16-byte vectors move one an access when every buffer
+    // is aligned (a view may not be).
     w.line("if (moec::aligned16(" + llvm::join(pointers, ", ") + ")) {");
     w.indent();
-    w.line(normCall("normRows4", load4,
-                    llvm::formatv("[=](int64_t r, int64_t q, float4 v) {{ "
-                                  "moec::store4({0}, r * {1} + q, v); }",
-                                  y, d / 4)
+    w.line(normCall("normRowsVector", loadVector(width),
+                    llvm::formatv("[=](int64_t r, int64_t q, const auto &v) "
+                                  "{{ moec::store{2}({0}, r * {1} + q, v); }",
+                                  y, d / width, width)
                         .str()));
     w.dedent();
     w.line("} else {");
