@@ -156,22 +156,6 @@ template Tensor Tensor::of<double>(Shape, const std::vector<double> &);
 template Tensor Tensor::of<int32_t>(Shape, const std::vector<int32_t> &);
 template Tensor Tensor::of<int64_t>(Shape, const std::vector<int64_t> &);
 
-uint16_t bf16FromFloat(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet, keep the sign
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float bf16ToFloat(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 double Tensor::at(int64_t i) const {
   switch (dtype_) {
   case DType::F32:

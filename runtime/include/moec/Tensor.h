@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,10 +21,25 @@ const char *dtypeName(DType dtype);
 /// The dtype called `name`; throws moec::Error for an unknown name.
 DType parseDType(const std::string &name);
 
+// Inline, so that the cpu device's conversion loops vectorize.
+
 /// bfloat16 bits from a float, rounded to nearest even (NaN stays NaN).
-uint16_t bf16FromFloat(float value);
+inline uint16_t bf16FromFloat(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet, keep the sign
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 /// The float a bfloat16 holds (exact).
-float bf16ToFloat(uint16_t bits);
+inline float bf16ToFloat(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 using Shape = std::vector<int64_t>;
 

@@ -9,7 +9,9 @@
 #include "HiddenCache.h"
 #include "Kernel.h"
 #include "kernels/Common.h"
+#include "kernels/Kernels.h"
 #include "moec/Error.h"
+#include "moec/support/MoeDefs.h"
 
 #include <chrono>
 #include <cstring>
@@ -165,9 +167,11 @@ public:
       ctx.hidden = saveHidden && !bf16Step ? &hidden : nullptr;
       try {
         auto start = std::chrono::steady_clock::now();
-        Bf16Staging bf16(ctx);
-        cpu::lookupKernel(step.op)(ctx);
-        bf16.finish();
+        if (!(step.op == defs::ops::cast::kName && cpu::castWithBf16(ctx))) {
+          Bf16Staging bf16(ctx);
+          cpu::lookupKernel(step.op)(ctx);
+          bf16.finish();
+        }
         // Writing over a saved forward's operands ends its entry.
         for (int64_t id : step.out)
           hidden.invalidate(view(id));

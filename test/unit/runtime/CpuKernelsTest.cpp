@@ -3,10 +3,12 @@
 #include "KernelTestUtil.h"
 
 #include "cpu/Kernel.h"
+#include "cpu/kernels/Kernels.h"
 #include "moec/Error.h"
 #include "Philox.h"
 
 #include <cmath>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <limits>
 
@@ -257,6 +259,47 @@ TEST(CpuKernels, ElementwiseBroadcastsScalars) {
   EXPECT_TRUE(std::isnan(mn.at(1)));
   EXPECT_TRUE(std::signbit(mn.at(2)));
   EXPECT_THROW(run("arith.addf", v, zeros(DType::F64, {2})), Error);
+}
+
+// Casts between f32 and bf16 convert directly on the cpu device (not
+// through its f32 staging): rounding to nearest even, ties both ways,
+// NaN kept, overflow to infinity; bf16 to f32 exactly; anything else is
+// left to the staged kernel.
+TEST(CpuKernels, CastsBetweenF32AndBf16Directly) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // 1 + 2^-8 ties down to 1, 1 + 3 * 2^-8 ties up to 1 + 2^-6; 1 + 2^-8 +
+  // 2^-20 rounds up; the largest float rounds to infinity.
+  Tensor x = Tensor::of<float>(
+      {8}, {1.0f, 1.00390625f, 1.01171875f, 1.0039072f, -2.5f, nan,
+            std::numeric_limits<float>::max(), -0.0f});
+  Tensor y = zeros(DType::BF16, {8});
+  auto run = [](const Tensor &in, const Tensor &out) {
+    cpu::KernelContext ctx{"moe.cast", {in.view()}, {out.view()},
+                           cpu::Attrs(Json::object(), "moe.cast")};
+    return cpu::castWithBf16(ctx);
+  };
+  ASSERT_TRUE(run(x, y));
+  const std::vector<uint16_t> want = {0x3f80, 0x3f80, 0x3f82, 0x3f81,
+                                      0xc020, 0x7fc0, 0x7f80, 0x8000};
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(y.data<uint16_t>()[i], want[size_t(i)]) << "element " << i;
+
+  Tensor back = zeros(DType::F32, {8});
+  ASSERT_TRUE(run(y, back));
+  const std::vector<float> exact = {1.0f, 1.0f, 1.015625f, 1.0078125f, -2.5f};
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT_EQ(back.data<float>()[i], exact[size_t(i)]) << "element " << i;
+  EXPECT_TRUE(std::isnan(back.data<float>()[5]));
+  EXPECT_TRUE(std::isinf(back.data<float>()[6]));
+  EXPECT_TRUE(std::signbit(back.data<float>()[7]));
+
+  Tensor copy = zeros(DType::BF16, {8});
+  ASSERT_TRUE(run(y, copy));
+  EXPECT_EQ(std::memcmp(copy.raw(), y.raw(), 16), 0);
+
+  EXPECT_FALSE(run(x, zeros(DType::F32, {8})));
+  EXPECT_FALSE(run(convert(x, DType::F64), zeros(DType::BF16, {8})));
+  EXPECT_FALSE(run(x, zeros(DType::BF16, {4})));
 }
 
 TEST(CpuKernels, DropoutMaskIsReproducibleAndPreservesTheMean) {

@@ -4,6 +4,7 @@
 #include "Kernels.h"
 #include "Philox.h"
 
+#include <cstring>
 #include <fmt/format.h>
 
 namespace moec::cpu {
@@ -108,10 +109,35 @@ void castKernel(KernelContext &ctx) {
       using To = decltype(to);
       const From *src = x.as<From>();
       To *dst = y.as<To>();
-      for (int64_t i = 0; i < x.numel(); ++i)
-        dst[i] = static_cast<To>(src[i]);
+      parallelFor(x.numel(), 1,
+                  [&](int64_t i) { dst[i] = static_cast<To>(src[i]); });
     });
   });
+}
+
+bool castWithBf16(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    return false;
+  const TensorView &x = ctx.inputs[0], &y = ctx.outputs[0];
+  auto f32OrBf16 = [](const TensorView &v) {
+    return v.present() && (v.dtype == DType::F32 || v.dtype == DType::BF16);
+  };
+  if (!f32OrBf16(x) || !f32OrBf16(y) || x.numel() != y.numel() ||
+      (x.dtype == DType::F32 && y.dtype == DType::F32))
+    return false;
+  const int64_t n = x.numel();
+  if (x.dtype == y.dtype) {
+    std::memcpy(y.as<uint16_t>(), x.as<uint16_t>(), size_t(n) * 2);
+  } else if (x.dtype == DType::BF16) {
+    const uint16_t *src = x.as<uint16_t>();
+    float *dst = y.as<float>();
+    parallelFor(n, 1, [&](int64_t i) { dst[i] = bf16ToFloat(src[i]); });
+  } else {
+    const float *src = x.as<float>();
+    uint16_t *dst = y.as<uint16_t>();
+    parallelFor(n, 1, [&](int64_t i) { dst[i] = bf16FromFloat(src[i]); });
+  }
+  return true;
 }
 
 void dropoutKernel(KernelContext &ctx) {

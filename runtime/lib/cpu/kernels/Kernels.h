@@ -39,6 +39,10 @@ void batchNormGradKernel(KernelContext &ctx);
 void activationKernel(KernelContext &ctx);
 void activationGradKernel(KernelContext &ctx);
 void castKernel(KernelContext &ctx);
+/// A cast between f32 and bf16 (or bf16 to bf16), converted directly
+/// rather than through the device's f32 staging (which would convert
+/// twice); false, doing nothing, for any other cast.
+bool castWithBf16(KernelContext &ctx);
 void dropoutKernel(KernelContext &ctx);
 void dropoutGradKernel(KernelContext &ctx);
 
