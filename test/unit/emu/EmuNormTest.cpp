@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <mutex>
 #include <random>
+#include <type_traits>
 
 using namespace moec::emu;
 using namespace moec::emu::test;
@@ -143,19 +144,61 @@ std::vector<float> randomValues(size_t n, unsigned seed, float lo, float hi) {
   return v;
 }
 
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u); // nearest even; no NaNs here
+  return static_cast<uint16_t>(u >> 16);
+}
+
+double fromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// The stored form of a float in rows of E: float itself, or bf16 bits.
+template <typename E> E stored(float f) {
+  if constexpr (std::is_same_v<E, float>)
+    return f;
+  else
+    return toBf16(f);
+}
+template <typename E> double valueOf(E e) {
+  if constexpr (std::is_same_v<E, float>)
+    return e;
+  else
+    return fromBf16(e);
+}
+
+template <typename E>
+std::vector<E> randomRow(size_t n, unsigned seed, float lo, float hi) {
+  std::vector<E> out;
+  for (float f : randomValues(n, seed, lo, hi))
+    out.push_back(stored<E>(f));
+  return out;
+}
+
 /// Runs kernel `name` (forward) and `name`_grad over `rows` rows of width
-/// d placed `at` floats into their buffers and compares both with the
-/// norm and its gradient in double.
-void expectNorm(const char *name, int64_t d, bool rms, int64_t rows,
-                int64_t at) {
+/// d placed `at` elements into their buffers, the rows and parameters
+/// stored as E (float or bf16 bits) and the dgamma contributions as f32,
+/// and compares y, dx and the contributions with the norm and its gradient
+/// in double of the same stored inputs: y and dx within `relative` |want|
+/// + `absolute`, the contributions within 2e-5.
+template <typename E>
+void expectNorm(const char *name, int64_t d, bool rms, int64_t rows, int64_t at,
+                double relative, double absolute) {
   SCOPED_TRACE(testing::Message() << name << " rows " << rows << " at " << at);
   const size_t n = static_cast<size_t>(at + rows * d);
   unsigned seed = static_cast<unsigned>(rows * 7 + d + at);
-  std::vector<float> x = randomValues(n, seed, -2.0f, 3.0f);
-  std::vector<float> dy = randomValues(n, seed + 1, -1.0f, 1.0f);
-  std::vector<float> gamma = randomValues(size_t(d), seed + 2, 0.5f, 1.5f);
-  std::vector<float> beta = randomValues(size_t(d), seed + 3, -0.5f, 0.5f);
-  std::vector<float> y(n, 99.0f), dx(n, 99.0f), contrib(n, 99.0f);
+  std::vector<E> x = randomRow<E>(n, seed, -2.0f, 3.0f);
+  std::vector<E> dy = randomRow<E>(n, seed + 1, -1.0f, 1.0f);
+  std::vector<E> gamma = randomRow<E>(size_t(d), seed + 2, 0.5f, 1.5f);
+  std::vector<E> beta = randomRow<E>(size_t(d), seed + 3, -0.5f, 0.5f);
+  const E sentinel = stored<E>(99.0f);
+  std::vector<E> y(n, sentinel), dx(n, sentinel);
+  std::vector<float> contrib(n, 99.0f);
   // Two rows a block, a grid that covers them.
   const int64_t blocks = (rows + 1) / 2;
   Launch(blocks, 64)
@@ -176,135 +219,57 @@ void expectNorm(const char *name, int64_t d, bool rms, int64_t rows,
       .scalar(1, at)
       .run(normModule(), std::string(name) + "_grad");
   for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = &x[at + r * d], *dyr = &dy[at + r * d];
+    auto xr = [&](int64_t c) { return valueOf(x[size_t(at + r * d + c)]); };
+    auto dyr = [&](int64_t c) { return valueOf(dy[size_t(at + r * d + c)]); };
+    auto gammaAt = [&](int64_t c) { return valueOf(gamma[size_t(c)]); };
     double mean = 0, var = 0;
     if (!rms) {
       for (int64_t c = 0; c < d; ++c)
-        mean += xr[c];
+        mean += xr(c);
       mean /= double(d);
     }
     for (int64_t c = 0; c < d; ++c)
-      var += (xr[c] - mean) * (xr[c] - mean);
+      var += (xr(c) - mean) * (xr(c) - mean);
     const double inv = 1.0 / std::sqrt(var / double(d) + kEps);
     double gMean = 0, gxMean = 0;
     for (int64_t c = 0; c < d; ++c) {
-      const double xh = (xr[c] - mean) * inv, g = dyr[c] * gamma[c];
+      const double xh = (xr(c) - mean) * inv, g = dyr(c) * gammaAt(c);
       gMean += g / double(d);
       gxMean += g * xh / double(d);
     }
     for (int64_t c = 0; c < d; ++c) {
       const size_t i = static_cast<size_t>(at + r * d + c);
-      const double xh = (xr[c] - mean) * inv, g = dyr[c] * gamma[c];
-      const double want = xh * gamma[c] + (rms ? 0.0 : beta[c]);
-      ASSERT_NEAR(y[i], want, 2e-5 * (1 + std::fabs(want))) << "y col " << c;
+      const double xh = (xr(c) - mean) * inv, g = dyr(c) * gammaAt(c);
+      const double want =
+          xh * gammaAt(c) + (rms ? 0.0 : valueOf(beta[size_t(c)]));
+      ASSERT_NEAR(valueOf(y[i]), want, relative * std::fabs(want) + absolute)
+          << "y col " << c;
       const double wantDx = inv * (g - (rms ? 0.0 : gMean) - xh * gxMean);
-      ASSERT_NEAR(dx[i], wantDx, 2e-5 * (1 + std::fabs(wantDx)))
+      ASSERT_NEAR(valueOf(dx[i]), wantDx,
+                  relative * std::fabs(wantDx) + absolute)
           << "dx col " << c;
-      ASSERT_NEAR(contrib[i], dyr[c] * xh, 2e-5) << "contrib col " << c;
+      ASSERT_NEAR(contrib[i], dyr(c) * xh, 2e-5) << "contrib col " << c;
     }
   }
   // Nothing before the rows was written.
   for (int64_t i = 0; i < at; ++i) {
-    ASSERT_EQ(y[i], 99.0f);
-    ASSERT_EQ(dx[i], 99.0f);
+    ASSERT_EQ(y[size_t(i)], sentinel);
+    ASSERT_EQ(dx[size_t(i)], sentinel);
+    ASSERT_EQ(contrib[size_t(i)], 99.0f);
   }
 }
 
-uint16_t toBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u); // nearest even; no NaNs here
-  return static_cast<uint16_t>(u >> 16);
+/// f32 rows: within float rounding of the double norm.
+void expectNorm(const char *name, int64_t d, bool rms, int64_t rows,
+                int64_t at) {
+  expectNorm<float>(name, d, rms, rows, at, 2e-5, 2e-5);
 }
 
-double fromBf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-/// Runs the bf16 kernel `name` (forward) and `name`_grad over `rows` rows
-/// of width d placed `at` elements into their buffers and compares y, dx
-/// and the dgamma contributions with the norm and its gradient in double
-/// of the same bf16 inputs, within the rounding to bf16.
+/// bf16 rows: within half a bf16 ulp of y and dx (at most 2^-8 of the
+/// value) and float sums.
 void expectBf16Norm(const char *name, int64_t d, bool rms, int64_t rows,
                     int64_t at) {
-  SCOPED_TRACE(testing::Message() << name << " rows " << rows << " at " << at);
-  const size_t n = static_cast<size_t>(at + rows * d);
-  const unsigned seed = static_cast<unsigned>(rows * 11 + d + at);
-  auto bf16Values = [](std::vector<float> v) {
-    std::vector<uint16_t> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-      out[i] = toBf16(v[i]);
-    return out;
-  };
-  std::vector<uint16_t> x = bf16Values(randomValues(n, seed, -2.0f, 3.0f));
-  std::vector<uint16_t> gamma =
-      bf16Values(randomValues(size_t(d), seed + 2, 0.5f, 1.5f));
-  std::vector<uint16_t> beta =
-      bf16Values(randomValues(size_t(d), seed + 3, -0.5f, 0.5f));
-  std::vector<uint16_t> dy = bf16Values(randomValues(n, seed + 1, -1.0f, 1.0f));
-  std::vector<uint16_t> y(n, toBf16(99.0f)), dx(n, toBf16(99.0f));
-  std::vector<float> contrib(n, 99.0f);
-  Launch((rows + 1) / 2, 64)
-      .buffer(0, x)
-      .buffer(1, gamma)
-      .buffer(2, beta)
-      .buffer(3, y)
-      .scalar(0, rows)
-      .scalar(1, at)
-      .run(normModule(), name);
-  Launch((rows + 1) / 2, 64)
-      .buffer(0, x)
-      .buffer(1, gamma)
-      .buffer(2, dy)
-      .buffer(3, dx)
-      .buffer(4, contrib)
-      .scalar(0, rows)
-      .scalar(1, at)
-      .run(normModule(), std::string(name) + "_grad");
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t *xr = &x[at + r * d], *dyr = &dy[at + r * d];
-    double mean = 0, var = 0;
-    if (!rms) {
-      for (int64_t c = 0; c < d; ++c)
-        mean += fromBf16(xr[c]);
-      mean /= double(d);
-    }
-    for (int64_t c = 0; c < d; ++c)
-      var += (fromBf16(xr[c]) - mean) * (fromBf16(xr[c]) - mean);
-    const double inv = 1.0 / std::sqrt(var / double(d) + kEps);
-    double gMean = 0, gxMean = 0;
-    for (int64_t c = 0; c < d; ++c) {
-      const double xh = (fromBf16(xr[c]) - mean) * inv,
-                   g = fromBf16(dyr[c]) * fromBf16(gamma[c]);
-      gMean += g / double(d);
-      gxMean += g * xh / double(d);
-    }
-    for (int64_t c = 0; c < d; ++c) {
-      const size_t i = static_cast<size_t>(at + r * d + c);
-      const double xh = (fromBf16(xr[c]) - mean) * inv,
-                   g = fromBf16(dyr[c]) * fromBf16(gamma[c]);
-      const double want =
-          xh * fromBf16(gamma[c]) + (rms ? 0.0 : fromBf16(beta[c]));
-      // Half a bf16 ulp of y and dx (at most 2^-8 relative), and float sums.
-      ASSERT_NEAR(fromBf16(y[i]), want,
-                  std::ldexp(1.0, -8) * std::fabs(want) + 1e-5)
-          << "y col " << c;
-      const double wantDx = inv * (g - (rms ? 0.0 : gMean) - xh * gxMean);
-      ASSERT_NEAR(fromBf16(dx[i]), wantDx,
-                  std::ldexp(1.0, -8) * std::fabs(wantDx) + 1e-5)
-          << "dx col " << c;
-      ASSERT_NEAR(contrib[i], fromBf16(dyr[c]) * xh, 2e-5)
-          << "contrib col " << c;
-    }
-  }
-  for (int64_t i = 0; i < at; ++i) {
-    ASSERT_EQ(y[i], toBf16(99.0f));
-    ASSERT_EQ(dx[i], toBf16(99.0f));
-    ASSERT_EQ(contrib[i], 99.0f);
-  }
+  expectNorm<uint16_t>(name, d, rms, rows, at, std::ldexp(1.0, -8), 1e-5);
 }
 
 } // namespace
