@@ -158,13 +158,10 @@ public:
         ctx.inputs.push_back(view(id));
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
-      // Staged bf16 operands live in temporaries, whose addresses say
-      // nothing about the values: no saving across steps for those.
-      bool bf16Step = false;
-      for (const auto *views : {&ctx.inputs, &ctx.outputs})
-        for (const TensorView &v : *views)
-          bf16Step |= v.present() && v.dtype == DType::BF16;
-      ctx.hidden = saveHidden && !bf16Step ? &hidden : nullptr;
+      // Staged bf16 operands live in temporaries: the hidden layers are
+      // kept under the operands' own storage.
+      ctx.storedInputs = ctx.inputs;
+      ctx.hidden = saveHidden ? &hidden : nullptr;
       try {
         auto start = std::chrono::steady_clock::now();
         if (!(step.op == defs::ops::cast::kName && cpu::castWithBf16(ctx))) {

@@ -58,6 +58,10 @@ struct KernelContext {
   /// Set by the cpu device for the expert FFN's forward and gradient to
   /// share the hidden layer within one program run (HiddenCache.h).
   HiddenCache *hidden = nullptr;
+  /// The inputs as the device stores them, before bf16 staging swaps them
+  /// for f32 copies (empty: `inputs` themselves): what HiddenCache keys
+  /// on, since copies live for one step.
+  std::vector<TensorView> storedInputs;
 
   /// Input i, or an absent view when the op has fewer inputs.
   const TensorView &in(size_t i) const {

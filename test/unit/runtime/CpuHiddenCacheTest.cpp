@@ -84,6 +84,30 @@ TEST(CpuHiddenCache, GradientWithTheSavedHiddenLayerIsTheSame) {
   }
 }
 
+// Under bf16 staging the kernel sees f32 copies that live for one step; it
+// keys the hidden layer by the operands as stored (storedInputs), which the
+// gradient's step sees again.
+TEST(CpuHiddenCache, StagedOperandsAreKeyedByTheirStorage) {
+  FfnCase c = ffnCase(false);
+  Json attrs = {{"activation", "gelu_tanh"}};
+  std::vector<Tensor> stored;
+  std::vector<TensorView> staged, storedKey;
+  for (const Tensor &t : c.inputs) {
+    stored.push_back(t.empty() ? Tensor() : clone(t));
+    staged.push_back(t.empty() ? TensorView() : t.view());
+    storedKey.push_back(t.empty() ? TensorView() : stored.back().view());
+  }
+  cpu::HiddenCache cache;
+  Tensor y = like(c.inputs[0]);
+  cpu::KernelContext ctx{"moe.expert_ffn", staged, {y.view()},
+                         cpu::Attrs(attrs, "moe.expert_ffn"), &cache};
+  ctx.storedInputs = storedKey;
+  cpu::lookupKernel("moe.expert_ffn")(ctx);
+  EXPECT_TRUE(cache.take(staged, "expert_ffn").empty());
+  EXPECT_EQ(cache.take(storedKey, "expert_ffn").size(), 1u);
+  cache.clear();
+}
+
 // An entry is found only for the same operands, and dies when a step writes
 // over any byte of one of them.
 TEST(CpuHiddenCache, WritesOverAnOperandDropTheEntry) {

@@ -115,9 +115,11 @@ template <typename T> struct PreActivations {
 };
 
 /// The key of the HiddenCache: the operands a and u depend on (with the
-/// routing and gates, which decide the row order).
+/// routing and gates, which decide the row order), as stored.
 std::vector<TensorView> hiddenKey(const KernelContext &ctx) {
-  return {ctx.inputs.begin(), ctx.inputs.begin() + 9};
+  const std::vector<TensorView> &stored =
+      ctx.storedInputs.empty() ? ctx.inputs : ctx.storedInputs;
+  return {stored.begin(), stored.begin() + 9};
 }
 constexpr const char *kHiddenTag = "expert_ffn";
 
