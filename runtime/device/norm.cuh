@@ -3,11 +3,12 @@
 // One warp per row: the row's D values live in registers (D / 32 per lane),
 // statistics come from xor-butterfly warp sums (a fixed order). The input
 // is read through a functor, so a residual add fuses in front of the norm.
-// f32 rows whose width is a multiple of 4 move four columns per 16-byte
-// access when their buffers are aligned, bf16 rows of a multiple of 8
-// eight (normRowsVector; the gradient checks for itself), gamma and
-// beta too where aligned: lane l then holds columns W (l + 32 j) .. + W - 1,
-// so the sums run in another fixed order than the scalar kernels'.
+// When their buffers are aligned, f32 rows whose width is a multiple of 4
+// move four columns per 16-byte access and bf16 rows whose width is a
+// multiple of 8 move eight (normRowsVector; the gradient checks for
+// itself), gamma and beta too where aligned: lane l then holds the W
+// columns from W (l + 32 j) on, so the sums run in another fixed order than
+// the scalar kernels'.
 //
 //===----------------------------------------------------------------------===//
 

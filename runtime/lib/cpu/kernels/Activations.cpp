@@ -125,9 +125,15 @@ bool castWithBf16(KernelContext &ctx) {
   if (!f32OrBf16(x) || !f32OrBf16(y) || x.numel() != y.numel() ||
       (x.dtype == DType::F32 && y.dtype == DType::F32))
     return false;
+  // Overlapping storage of different widths goes through the staging.
+  const char *xBegin = static_cast<const char *>(x.data),
+             *yBegin = static_cast<const char *>(y.data);
+  if (x.dtype != y.dtype && xBegin < yBegin + y.nbytes() &&
+      yBegin < xBegin + x.nbytes())
+    return false;
   const int64_t n = x.numel();
   if (x.dtype == y.dtype) {
-    std::memcpy(y.as<uint16_t>(), x.as<uint16_t>(), size_t(n) * 2);
+    std::memmove(y.as<uint16_t>(), x.as<uint16_t>(), size_t(n) * 2);
   } else if (x.dtype == DType::BF16) {
     const uint16_t *src = x.as<uint16_t>();
     float *dst = y.as<float>();
