@@ -49,6 +49,16 @@ def causal_attention(q, k, v, scale):
     return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
 
 
+
+def per_expert(*stacked):
+    """Each stacked [E, ...] parameter as a tuple of its E slices. Indexing
+    the stacked tensor per expert (w[e]) would make autograd build a
+    full-size zero gradient for every slice (select's backward) and add them
+    up, E times the parameter's size per step; unbind's backward stacks the
+    slices' gradients once, as separate per-expert parameters (the papers'
+    nn.ModuleList of experts) would."""
+    return [p.unbind(0) for p in stacked]
+
 class MoA(nn.Module):
     def __init__(self, d, experts, k, head_dim):
         super().__init__()
@@ -69,9 +79,10 @@ class MoA(nn.Module):
         flat = experts.reshape(-1)
         token = torch.arange(n, device=x.device).repeat_interleave(self.k)
         picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(self.E)]
+        wqs, wos = per_expert(self.wq, self.wo)
         q = x.new_zeros(n * self.k, self.dh)
         for e, pick in enumerate(picks):
-            q = q.index_add(0, pick, flat_x[token[pick]] @ self.wq[e])
+            q = q.index_add(0, pick, flat_x[token[pick]] @ wqs[e])
         q = q.reshape(b, 1, s * self.k, self.dh)
         keys = self.wk(x).unsqueeze(1)
         values = self.wv(x).unsqueeze(1)
@@ -79,7 +90,7 @@ class MoA(nn.Module):
         context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
         y = x.new_zeros(n, d)
         for e, pick in enumerate(picks):
-            y = y.index_add(0, token[pick], context[pick] @ self.wo[e])
+            y = y.index_add(0, token[pick], context[pick] @ wos[e])
         share = torch.bincount(flat, minlength=self.E).float() / flat.numel()
         balance = self.E * (share * probs.mean(0)).sum()
         z = torch.logsumexp(logits, -1).pow(2).mean()
@@ -107,12 +118,13 @@ class MoE(nn.Module):
         probs = logits.float().softmax(-1)
         gates, index = probs.topk(self.k, dim=-1)
         y = torch.zeros_like(flat_x)
+        w1s, b1s, w2s, b2s = per_expert(self.w1, self.b1, self.w2, self.b2)
         for e in range(self.E):
             rows, ranks = (index == e).nonzero(as_tuple=True)
             if rows.numel() == 0:
                 continue
-            h = F.gelu(flat_x[rows] @ self.w1[e] + self.b1[e], approximate="tanh")
-            out = (h @ self.w2[e] + self.b2[e]) * gates[rows, ranks, None].to(x.dtype)
+            h = F.gelu(flat_x[rows] @ w1s[e] + b1s[e], approximate="tanh")
+            out = (h @ w2s[e] + b2s[e]) * gates[rows, ranks, None].to(x.dtype)
             y = y.index_add(0, rows, out)
         share = F.one_hot(index, self.E).float().mean((0, 1))
         balance = self.E * (share * probs.mean(0)).sum()
@@ -145,13 +157,14 @@ class MhMoE(nn.Module):
         position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
         kept = (position < capacity).reshape(self.k, S).t()
         z = torch.zeros_like(xs)
+        w1s, w3s, w2s = per_expert(self.w1, self.w3, self.w2)
         for e in range(self.E):
             rows, ranks = ((index == e) & kept).nonzero(as_tuple=True)
             if rows.numel() == 0:
                 continue
             sub = xs[rows]
-            h = F.silu(sub @ self.w1[e]) * (sub @ self.w3[e])
-            z = z.index_add(0, rows, (h @ self.w2[e]) * gates[rows, ranks, None])
+            h = F.silu(sub @ w1s[e]) * (sub @ w3s[e])
+            z = z.index_add(0, rows, (h @ w2s[e]) * gates[rows, ranks, None])
         y = self.merge_proj(z.reshape(b, s, d))
         first = onehot[:S].float().mean(0)
         balance = self.E * (probs.mean(0) * first).sum()

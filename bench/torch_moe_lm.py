@@ -18,6 +18,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+
+def per_expert(*stacked):
+    """Each stacked [E, ...] parameter as a tuple of its E slices. Indexing
+    the stacked tensor per expert (w[e]) would make autograd build a
+    full-size zero gradient for every slice (select's backward) and add them
+    up, E times the parameter's size per step; unbind's backward stacks the
+    slices' gradients once, as separate per-expert parameters (the papers'
+    nn.ModuleList of experts) would."""
+    return [p.unbind(0) for p in stacked]
+
 class MoE(nn.Module):
     def __init__(self, d, experts, hidden, k):
         super().__init__()
@@ -36,13 +46,14 @@ class MoE(nn.Module):
         y = torch.zeros_like(x)
         flat = experts.reshape(-1)
         token = torch.arange(n).repeat_interleave(self.k)
+        w1s, b1s, w2s, b2s = per_expert(self.w1, self.b1, self.w2, self.b2)
         for e in range(self.w1.shape[0]):
             pick = (flat == e).nonzero(as_tuple=True)[0]
             if pick.numel() == 0:
                 continue
             rows = token[pick]
-            h = F.gelu(x[rows] @ self.w1[e] + self.b1[e], approximate="tanh")
-            out = (h @ self.w2[e] + self.b2[e]) * gates.reshape(-1)[pick, None]
+            h = F.gelu(x[rows] @ w1s[e] + b1s[e], approximate="tanh")
+            out = (h @ w2s[e] + b2s[e]) * gates.reshape(-1)[pick, None]
             y = y.index_add(0, rows, out)
         E = self.w1.shape[0]
         share = F.one_hot(experts[:, 0], E).float().mean(0)
@@ -75,8 +86,9 @@ class MoA(nn.Module):
         token = torch.arange(n).repeat_interleave(self.k)
         q = torch.zeros(n * self.k, self.dh)
         picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(E)]
+        wqs, wos = per_expert(self.wq, self.wo)
         for e, pick in enumerate(picks):
-            q = q.index_add(0, pick, flat_x[token[pick]] @ self.wq[e])
+            q = q.index_add(0, pick, flat_x[token[pick]] @ wqs[e])
         keys, values = self.kv(x).split(self.dh, dim=-1)       # [b, s, dh]
         q = q.reshape(b, s * self.k, self.dh)
         scores = (q @ keys.transpose(-1, -2)) * self.dh**-0.5  # [b, s k, s]
@@ -86,7 +98,7 @@ class MoA(nn.Module):
         context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
         y = torch.zeros(n, d)
         for e, pick in enumerate(picks):
-            y = y.index_add(0, token[pick], context[pick] @ self.wo[e])
+            y = y.index_add(0, token[pick], context[pick] @ wos[e])
         return y.reshape(b, s, d)
 
 
@@ -192,14 +204,15 @@ def layer_times(args):
     params = [x, gates, moe.w1, moe.b1, moe.w2, moe.b2]
 
     def experts_only():
+        w1s, b1s, w2s, b2s = per_expert(moe.w1, moe.b1, moe.w2, moe.b2)
         y = torch.zeros_like(x)
         flat = experts.reshape(-1)
         token = torch.arange(b * s).repeat_interleave(args.k)
         for e in range(args.experts):
             pick = (flat == e).nonzero(as_tuple=True)[0]
             r = token[pick]
-            hid = F.gelu(x[r] @ moe.w1[e] + moe.b1[e], approximate="tanh")
-            y = y.index_add(0, r, (hid @ moe.w2[e] + moe.b2[e]) * gates.reshape(-1)[pick, None])
+            hid = F.gelu(x[r] @ w1s[e] + b1s[e], approximate="tanh")
+            y = y.index_add(0, r, (hid @ w2s[e] + b2s[e]) * gates.reshape(-1)[pick, None])
         return y
 
     y = experts_only()
