@@ -17,16 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_layers import per_expert
 
-
-def per_expert(*stacked):
-    """Each stacked [E, ...] parameter as a tuple of its E slices. Indexing
-    the stacked tensor per expert (w[e]) would make autograd build a
-    full-size zero gradient for every slice (select's backward) and add them
-    up, E times the parameter's size per step; unbind's backward stacks the
-    slices' gradients once, as separate per-expert parameters (the papers'
-    nn.ModuleList of experts) would."""
-    return [p.unbind(0) for p in stacked]
 
 class MoE(nn.Module):
     def __init__(self, d, experts, hidden, k):

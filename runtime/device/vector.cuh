@@ -1,10 +1,10 @@
 //===- vector.cuh - 16-byte global-memory accesses --------------*- CUDA -*-===//
 //
 // Memory-bound kernels move four floats or eight bf16 per instruction
-// (ld/st.global.v4) where every pointer they touch is 16-byte aligned; callers test that once
-// with aligned16 and fall back to scalar accesses otherwise. The emu device
-// reads and writes the four elements one by one, so its checking mode still
-// bounds-checks each of them.
+// (ld/st.global.v4) where every pointer they touch is 16-byte aligned;
+// callers test that once with aligned16 and fall back to scalar accesses
+// otherwise. The emu device reads and writes the elements one by one, so
+// its checking mode still bounds-checks each of them.
 //
 //===----------------------------------------------------------------------===//
 

@@ -13,6 +13,7 @@
 #include "moec/Error.h"
 #include "moec/support/MoeDefs.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -46,6 +47,10 @@ class Bf16Staging {
 public:
   /// Swaps every bf16 view of `ctx` for an f32 copy of its contents.
   explicit Bf16Staging(cpu::KernelContext &ctx) {
+    // Copies live for one step: what outlives it (the hidden layers) is
+    // keyed by the inputs' own storage.
+    if (std::any_of(ctx.inputs.begin(), ctx.inputs.end(), isBf16))
+      ctx.storedInputs = ctx.inputs;
     for (TensorView &v : ctx.inputs)
       stage(v, false);
     for (TensorView &v : ctx.outputs)
@@ -72,8 +77,12 @@ private:
     bool output;
   };
 
+  static bool isBf16(const TensorView &v) {
+    return v.present() && v.dtype == DType::BF16;
+  }
+
   void stage(TensorView &v, bool output) {
-    if (!v.present() || v.dtype != DType::BF16)
+    if (!isBf16(v))
       return;
     Tensor copy(DType::F32, v.shape);
     const int64_t n = copy.numel();
@@ -158,9 +167,6 @@ public:
         ctx.inputs.push_back(view(id));
       for (int64_t id : step.out)
         ctx.outputs.push_back(view(id));
-      // Staged bf16 operands live in temporaries: the hidden layers are
-      // kept under the operands' own storage.
-      ctx.storedInputs = ctx.inputs;
       ctx.hidden = saveHidden ? &hidden : nullptr;
       try {
         auto start = std::chrono::steady_clock::now();
