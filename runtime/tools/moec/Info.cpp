@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "moec/CpuBlas.h"
 #include "moec/Cuda.h"
 #include "moec/support/DeviceLibrary.h"
 #include "moec/Version.h"
@@ -73,6 +74,12 @@ public:
     std::cout << fmt::format("device library: {}\n", deviceLibraryHash());
     std::cout << fmt::format("cpu: {} hardware threads\n",
                              std::thread::hardware_concurrency());
+    CpuBlas blas = cpuBlas();
+    if (blas.kernels.empty())
+      std::cout << "cpu BLAS: " << blas.library << "\n";
+    else
+      std::cout << fmt::format("cpu BLAS: {} kernels, chosen by {} ({})\n",
+                               blas.kernels, blas.chosenBy, blas.library);
     CudaEnvironment env = probeCudaEnvironment();
     if (env.driverProblem.empty())
       std::cout << fmt::format(
