@@ -33,10 +33,11 @@ OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps $((steps + 1)) 
   --log-every 1 --valid-batches 0 --profile > "$out/moec.txt"
 moec_ms=$(sed -n 's/.* mean \([0-9.]*\) ms\/step.*/\1/p' "$out/moec.txt" |
   awk -v n=$((steps + 1)) 'NR == 1 { first = $1 } END { printf "%.0f", (n * $1 - first) / (n - 1) }')
-# Per call of an op: ms/step divided by calls per step.
+# Per call of an op: ms/step divided by calls per step. The profile leaves
+# out the first step, so it covers the same STEPS steps PyTorch times.
 per_call() {
   awk -v op="$1" -v steps="$steps" \
-    '$1 == op { printf "%.2f", $2 / ($5 / (steps + 1)) }' "$out/moec.txt"
+    '$1 == op { printf "%.2f", $2 / ($5 / steps) }' "$out/moec.txt"
 }
 torch_ms=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" \
   --steps "$steps" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')

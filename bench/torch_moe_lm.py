@@ -170,6 +170,19 @@ def timed(fn, repeats=5):
     return (time.perf_counter() - start) * 1000 / repeats
 
 
+def timed_backward(forward, inputs, grad, repeats=5):
+    """ms per backward alone: each repeat runs forward() untimed first (a
+    difference of two timings can come out below zero)."""
+    torch.autograd.grad(forward(), inputs, grad)
+    total = 0.0
+    for _ in range(repeats):
+        out = forward()
+        start = time.perf_counter()
+        torch.autograd.grad(out, inputs, grad)
+        total += time.perf_counter() - start
+    return total * 1000 / repeats
+
+
 def layer_times(args):
     """ms per call of the layers moec's --profile names, at the model's
     shapes: causal attention (forward, backward) and one MoE layer's experts
@@ -185,8 +198,7 @@ def layer_times(args):
     out = attend()
     grad = torch.randn_like(out)
     rows = {"moe.attention": timed(lambda: attend().detach())}
-    rows["moe.attention_grad"] = timed(
-        lambda: torch.autograd.grad(attend(), (q, k, v), grad)) - rows["moe.attention"]
+    rows["moe.attention_grad"] = timed_backward(attend, (q, k, v), grad)
 
     moe = MoE(d, args.experts, args.expert_hidden or 2 * d, args.k)
     x = torch.randn(b * s, d, requires_grad=True)
@@ -210,8 +222,7 @@ def layer_times(args):
     y = experts_only()
     dy = torch.randn_like(y)
     rows["moe.expert_ffn"] = timed(lambda: experts_only().detach())
-    rows["moe.expert_ffn_grad"] = timed(
-        lambda: torch.autograd.grad(experts_only(), params, dy)) - rows["moe.expert_ffn"]
+    rows["moe.expert_ffn_grad"] = timed_backward(experts_only, params, dy)
     for name, ms in rows.items():
         print(f"layer {name} {ms:.2f} ms")
 

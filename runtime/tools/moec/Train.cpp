@@ -181,7 +181,11 @@ int TrainCommand::run() {
     metricsFile.reset();
   };
 
-  session.setProfiling(profile);
+  // The first step allocates and fills caches (and on the cuda device
+  // loads kernels); the profile is of the steady steps after it.
+  bool skipFirst = profile && total > 1;
+  int64_t profiledSteps = skipFirst ? total - 1 : total;
+  session.setProfiling(profile && !skipFirst);
   printModelSummary(std::cout, session, data->describe());
   if (!resume.empty())
     std::cout << fmt::format("resumed from {} at step {}; training {} more "
@@ -199,6 +203,8 @@ int TrainCommand::run() {
     std::vector<ExpertLoad> before = session.expertLoad();
     auto t0 = std::chrono::steady_clock::now();
     StepResult result = session.trainStep(batch);
+    if (skipFirst && i == 0)
+      session.setProfiling(true);
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - t0)
                          .count();
@@ -232,8 +238,12 @@ int TrainCommand::run() {
   }
   finishMetrics();
   if (profile) {
-    printProfile(std::cout, session.profile(), total);
-    printLayerProfile(std::cout, session.layerProfile(), total);
+    if (skipFirst)
+      std::cout << fmt::format("profile of steps 2-{} (the first step, which "
+                               "allocates and warms up, is left out):\n",
+                               total);
+    printProfile(std::cout, session.profile(), profiledSteps);
+    printLayerProfile(std::cout, session.layerProfile(), profiledSteps);
   }
   // Before evaluation adds its own routing to the statistics.
   std::vector<ExpertLoad> trainingLoad = session.expertLoad();
