@@ -12,16 +12,6 @@ bool sameView(const TensorView &a, const TensorView &b) {
   return a.data == b.data && a.dtype == b.dtype && a.shape == b.shape;
 }
 
-bool overlaps(const TensorView &a, const TensorView &b) {
-  if (!a.present() || !b.present())
-    return false;
-  auto begin = [](const TensorView &v) {
-    return static_cast<const char *>(v.data);
-  };
-  auto end = [&](const TensorView &v) { return begin(v) + v.nbytes(); };
-  return begin(a) < end(b) && begin(b) < end(a);
-}
-
 } // namespace
 
 HiddenCache::~HiddenCache() { clear(); }
@@ -61,7 +51,7 @@ void HiddenCache::invalidate(const TensorView &written) {
   entries.erase(std::remove_if(entries.begin(), entries.end(),
                                [&](const Entry &e) {
                                  for (const TensorView &v : e.key)
-                                   if (overlaps(v, written))
+                                   if (viewsOverlap(v, written))
                                      return true;
                                  return false;
                                }),

@@ -8,13 +8,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
-#include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "moe/IR/MoeOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <functional>
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -30,13 +30,20 @@ struct NormInfo {
 
 NormInfo normInfo(Operation *op) {
   if (auto ln = dyn_cast<LayerNormOp>(op))
-    return {ln.getX(), ln.getGamma(), ln.getBeta(), ln.getResult(),
-            ln.getEps().convertToDouble(), false};
+    return {ln.getX(),
+            ln.getGamma(),
+            ln.getBeta(),
+            ln.getResult(),
+            ln.getEps().convertToDouble(),
+            false};
   auto rms = cast<RmsNormOp>(op);
-  return {rms.getX(), rms.getGamma(), Value(), rms.getResult(),
-          rms.getEps().convertToDouble(), true};
+  return {rms.getX(),
+          rms.getGamma(),
+          Value(),
+          rms.getResult(),
+          rms.getEps().convertToDouble(),
+          true};
 }
-
 
 } // namespace
 
@@ -58,36 +65,48 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
   std::string beta = info.beta ? e.declared(w, info.beta, false, "beta")
                                : "moec::gptr<const " + gammaType + ">()";
   std::string y = e.declared(w, info.result, true, "y");
-  // The input: x itself, or the residual sum computed (and stored) here;
-  // `pointers` are the buffers a 16-byte path must find aligned, and
-  // `rowValues` the values it reads or writes as vectors; loadVector(W)
-  // the loader of W columns at a time (4: f32, 8: bf16).
-  std::string load;
-  std::function<std::string(int)> loadVector;
-  std::vector<std::string> pointers = {y};
+  // The input: x itself, or the residual sum computed (and stored) here.
+  // `rowValues` are the values read or written as rows, and `pointers` the
+  // buffers a 16-byte path must find aligned.
+  Operation *add = e.group().ops.size() == 2 ? e.group().ops.front() : nullptr;
   SmallVector<Value> rowValues = {info.result};
-  if (e.group().ops.size() == 2) {
-    Operation *add = e.group().ops.front();
+  if (add)
+    rowValues.append(
+        {add->getOperand(0), add->getOperand(1), add->getResult(0)});
+  else
+    rowValues.push_back(info.x);
+  // Columns per 16-byte access (4: f32, 8: bf16) where every row buffer has
+  // one type and the rows are whole vectors; 0 otherwise.
+  int width = 0;
+  if (llvm::all_of(rowValues, [](Value v) { return elementTypeOf(v).isF32(); }))
+    width = 4;
+  else if (llvm::all_of(rowValues,
+                        [](Value v) { return elementTypeOf(v).isBF16(); }))
+    width = 8;
+  if (d % std::max(width, 1) != 0)
+    width = 0;
+  // The loaders of one column and, with a width, of `width` columns.
+  std::string load, loadVector;
+  std::vector<std::string> pointers = {y};
+  if (add) {
     std::string a = e.declared(w, add->getOperand(0), false, "a");
     std::string b = e.declared(w, add->getOperand(1), false, "b");
     std::string sum = e.escapes(add->getResult(0))
                           ? e.declared(w, add->getResult(0), true, "sum")
                           : std::string();
-    rowValues.append({add->getOperand(0), add->getOperand(1),
-                      add->getResult(0)});
     pointers.insert(pointers.end(), {a, b});
     if (!sum.empty())
       pointers.push_back(sum);
-    load = llvm::formatv("[=](int64_t r, int64_t c) {{ const float s = "
-                         "moec::toFloat({0}[r * {1} + c]) + moec::toFloat({2}[r "
-                         "* {1} + c]);{3} return s; }",
-                         a, d, b,
-                         sum.empty() ? std::string()
-                                     : llvm::formatv(" {0}[r * {1} + c] = s;",
-                                                     sum, d)
-                                           .str())
-               .str();
-    loadVector = [=](int width) {
+    load =
+        llvm::formatv(
+            "[=](int64_t r, int64_t c) {{ const float s = "
+            "moec::toFloat({0}[r * {1} + c]) + moec::toFloat({2}[r "
+            "* {1} + c]);{3} return s; }",
+            a, d, b,
+            sum.empty() ? std::string()
+                        : llvm::formatv(" {0}[r * {1} + c] = s;", sum, d).str())
+            .str();
+    if (width) {
       const char *sumOf =
           width == 4 ? "make_float4(u.x + w.x, u.y + w.y, u.z + w.z, u.w + "
                        "w.w)"
@@ -95,41 +114,33 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                        "w.lo.y, u.lo.z + w.lo.z, u.lo.w + w.lo.w), "
                        "make_float4(u.hi.x + w.hi.x, u.hi.y + w.hi.y, u.hi.z "
                        "+ w.hi.z, u.hi.w + w.hi.w)}";
-      return llvm::formatv(
-                 "[=](int64_t r, int64_t q) {{ const auto u = "
-                 "moec::load{4}({0}, r * {1} + q), w = moec::load{4}({2}, r "
-                 "* {1} + q); const auto s = {5};{3} return s; }",
-                 a, d / width, b,
-                 sum.empty() ? std::string()
-                             : llvm::formatv(" moec::store{2}({0}, r * {1} "
-                                             "+ q, s);",
-                                             sum, d / width, width)
-                                   .str(),
-                 width, sumOf)
-          .str();
-    };
+      loadVector =
+          llvm::formatv(
+              "[=](int64_t r, int64_t q) {{ const auto u = "
+              "moec::load{4}({0}, r * {1} + q), w = moec::load{4}({2}, r "
+              "* {1} + q); const auto s = {5};{3} return s; }",
+              a, d / width, b,
+              sum.empty() ? std::string()
+                          : llvm::formatv(" moec::store{2}({0}, r * {1} "
+                                          "+ q, s);",
+                                          sum, d / width, width)
+                                .str(),
+              width, sumOf)
+              .str();
+    }
   } else {
     std::string x = e.declared(w, info.x, false, "x");
-    rowValues.push_back(info.x);
     pointers.push_back(x);
     load = llvm::formatv("[=](int64_t r, int64_t c) {{ return "
                          "moec::toFloat({0}[r * {1} + c]); }",
                          x, d)
                .str();
-    loadVector = [=](int width) {
-      return llvm::formatv("[=](int64_t r, int64_t q) {{ return "
-                           "moec::load{2}({0}, r * {1} + q); }",
-                           x, d / width, width)
-          .str();
-    };
+    if (width)
+      loadVector = llvm::formatv("[=](int64_t r, int64_t q) {{ return "
+                                 "moec::load{2}({0}, r * {1} + q); }",
+                                 x, d / width, width)
+                       .str();
   }
-  // Columns per 16-byte access where every row buffer has one type.
-  int width = 0;
-  if (llvm::all_of(rowValues, [](Value v) { return elementTypeOf(v).isF32(); }))
-    width = 4;
-  else if (llvm::all_of(rowValues,
-                        [](Value v) { return elementTypeOf(v).isBF16(); }))
-    width = 8;
   // One call of the row kernel `kernel` with its loader and storer.
   auto normCall = [&](StringRef kernel, const std::string &loader,
                       const std::string &storer) {
@@ -153,14 +164,14 @@ LogicalResult mlir::moe::cuda::emitNormGroup(GroupEmitter &e) {
                     "c] = v; }",
                     y, d)
           .str());
-  if (width == 0 || d % width != 0) {
+  if (width == 0) {
     w.line(scalar);
   } else {
     // Rows of whole 16-byte vectors move one an access when every buffer
     // is aligned (a view may not be).
     w.line("if (moec::aligned16(" + llvm::join(pointers, ", ") + ")) {");
     w.indent();
-    w.line(normCall("normRowsVector", loadVector(width),
+    w.line(normCall("normRowsVector", loadVector,
                     llvm::formatv("[=](int64_t r, int64_t q, const auto &v) "
                                   "{{ moec::store{2}({0}, r * {1} + q, v); }",
                                   y, d / width, width)

@@ -126,10 +126,7 @@ bool castWithBf16(KernelContext &ctx) {
       (x.dtype == DType::F32 && y.dtype == DType::F32))
     return false;
   // Overlapping storage of different widths goes through the staging.
-  const char *xBegin = static_cast<const char *>(x.data),
-             *yBegin = static_cast<const char *>(y.data);
-  if (x.dtype != y.dtype && xBegin < yBegin + y.nbytes() &&
-      yBegin < xBegin + x.nbytes())
+  if (x.dtype != y.dtype && viewsOverlap(x, y))
     return false;
   const int64_t n = x.numel();
   if (x.dtype == y.dtype) {

@@ -105,6 +105,15 @@ void expectRows(const KernelContext &ctx, const TensorView &view, int64_t rows,
 void expectNumel(const KernelContext &ctx, const TensorView &view,
                  int64_t count, DType dtype, std::string_view name);
 
+/// Whether the bytes of two present views share an address.
+inline bool viewsOverlap(const TensorView &a, const TensorView &b) {
+  if (!a.present() || !b.present())
+    return false;
+  const char *aBegin = static_cast<const char *>(a.data),
+             *bBegin = static_cast<const char *>(b.data);
+  return aBegin < bBegin + b.nbytes() && bBegin < aBegin + a.nbytes();
+}
+
 /// The value of a 0-d i64 operand.
 int64_t scalarInt(const KernelContext &ctx, const TensorView &view,
                   std::string_view name);
