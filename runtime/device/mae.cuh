@@ -3,7 +3,10 @@
 // moe.window_mean and its gradient: one thread per (sequence, feature)
 // column walks the sequence with a compensated f32 running sum, so a
 // window of any length costs O(1) per output and long sums stay within a
-// few ulps of the cpu device's double ones. moe.head_mixture_grad: one
+// few ulps of the cpu device's double ones. The walk reads kWindowAhead
+// positions before it adds and stores them: the stores may alias the reads
+// as far as the compiler knows, so one position at a time would wait out a
+// full load latency per position. moe.head_mixture_grad: one
 // block per (row group, head) sums <dy, context> in a fixed tree.
 // moe.sample_expert: one row per thread, the uniform from the Philox
 // stream moe.dropout uses. moe.gate_stats: one block.
@@ -43,6 +46,9 @@ MOEC_DEVICE bool windowColumn(int64_t batch, int64_t &b, int &c) {
 /// A quiet NaN: what a window past the end of its history averages.
 MOEC_DEVICE float windowNaN() { return __uint_as_float(0x7fc00000u); }
 
+/// Positions a window walk loads ahead of its sums.
+constexpr int kWindowAhead = 8;
+
 /// moe.window_mean. `src` is [batch, len, D]: x (len = seq, past = 0) or
 /// the history with `past` positions before x's first. y is [batch, 1, D]
 /// for the sequence window, else [batch, seq, D]; `mask` (sequence only)
@@ -73,18 +79,35 @@ MOEC_DEVICE void windowMean(int64_t batch, int64_t seq, int64_t len,
   const int64_t first = last && past - size + 1 > 0 ? past - size + 1 : 0;
   for (int64_t q = first; q < past && q < len; ++q)
     acc.add(toFloat(src[base + q * D]));
-  for (int64_t t = 0; t < seq; ++t) {
-    const int64_t p = past + t;
-    const int64_t out = (b * seq + t) * D + c;
-    if (p >= len) { // the cpu device reports this; no read past the end
-      y[out] = windowNaN();
-      continue;
+  for (int64_t t0 = 0; t0 < seq; t0 += kWindowAhead) {
+    // Position p = past + t enters and, for `last`, p - size leaves; no
+    // read past the end of the history (the cpu device reports that).
+    float enter[kWindowAhead], leave[kWindowAhead];
+#pragma unroll
+    for (int i = 0; i < kWindowAhead; ++i) {
+      const int64_t t = t0 + i, p = past + t;
+      const bool inside = t < seq && p < len;
+      enter[i] = inside ? toFloat(src[base + p * D]) : 0.0f;
+      leave[i] = inside && last && t > 0 && p - size >= 0
+                     ? toFloat(src[base + (p - size) * D])
+                     : 0.0f;
     }
-    acc.add(toFloat(src[base + p * D]));
-    if (last && t > 0 && p - size >= 0)
-      acc.add(-toFloat(src[base + (p - size) * D]));
-    const int64_t from = last && p - size + 1 > 0 ? p - size + 1 : 0;
-    y[out] = acc.sum / static_cast<float>(p - from + 1);
+#pragma unroll
+    for (int i = 0; i < kWindowAhead; ++i) {
+      const int64_t t = t0 + i, p = past + t;
+      if (t >= seq)
+        break;
+      const int64_t out = (b * seq + t) * D + c;
+      if (p >= len) {
+        y[out] = windowNaN();
+        continue;
+      }
+      acc.add(enter[i]);
+      if (last && t > 0 && p - size >= 0)
+        acc.add(-leave[i]);
+      const int64_t from = last && p - size + 1 > 0 ? p - size + 1 : 0;
+      y[out] = acc.sum / static_cast<float>(p - from + 1);
+    }
   }
 }
 
@@ -123,11 +146,26 @@ MOEC_DEVICE void windowMeanGrad(int64_t batch, int64_t seq, int64_t size,
   // dx[s] sums dy[t] / count(t) over t = s.. (prefix) or s..s+size-1
   // (last): walking s down, t = s enters and t = s + size leaves.
   KahanSum acc{0.0f, 0.0f};
-  for (int64_t s = seq - 1; s >= 0; --s) {
-    acc.add(windowTerm<D>(dy, column, s, last, size));
-    if (last && s + size < seq)
-      acc.add(-windowTerm<D>(dy, column, s + size, last, size));
-    dx[column + s * D] = acc.sum;
+  for (int64_t s0 = seq - 1; s0 >= 0; s0 -= kWindowAhead) {
+    float enter[kWindowAhead], leave[kWindowAhead];
+#pragma unroll
+    for (int i = 0; i < kWindowAhead; ++i) {
+      const int64_t s = s0 - i;
+      enter[i] = s >= 0 ? windowTerm<D>(dy, column, s, last, size) : 0.0f;
+      leave[i] = s >= 0 && last && s + size < seq
+                     ? windowTerm<D>(dy, column, s + size, last, size)
+                     : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kWindowAhead; ++i) {
+      const int64_t s = s0 - i;
+      if (s < 0)
+        break;
+      acc.add(enter[i]);
+      if (last && s + size < seq)
+        acc.add(-leave[i]);
+      dx[column + s * D] = acc.sum;
+    }
   }
 }
 
