@@ -2,7 +2,7 @@
 # The cuda device's host overhead, measured without a GPU: `moec train
 # --device cuda` against the test suite's fake driver (build/lib/
 # libmoec-fake-cuda-driver.so: device memory is host memory, launches are
-# counted and nothing runs), so the CPU time a training step costs is moec's
+# counted and nothing runs), so the time a training step takes is moec's
 # own host work (launch shapes and parameters, the CUDA-graph replay, the
 # batch pipeline, reading the step's scalars) plus the fake driver's calls:
 # an upper bound on what moec adds to a real driver.
@@ -26,20 +26,21 @@ export MOEC_CUDA_DRIVER_LIBRARY=$fake MOEC_CACHE_DIR=$work/cache \
 "$moec" precompile "$work/model.json" --arch sm_80 > /dev/null
 launches=$("$moec" compile "$example" --report | sed -n 's/^program train_step: \([0-9]*\) kernels/\1/p')
 
-# CPU seconds (user + system) of a run of N steps.
-cpuSeconds() {
-  local TIMEFORMAT='%U %S' times
-  times=$({ time MOEC_CUDA_GRAPHS=$1 "$moec" train "$work/model.json" \
-    --device cuda --steps "$2" --valid-batches 0 > /dev/null 2>&1; } 2>&1)
-  awk -v t="$times" 'BEGIN { split(t, a, " "); print a[1] + a[2] }'
-}
-# Per step: the difference between a long and a short run, so that start-up
-# (loading, drawing weights, the first capture) cancels out.
+# The median step time of a run, steps after the first five (start-up and
+# the first capture) only, from the step times moec itself records
+# (--metrics time_s). Nothing waits for a GPU here, so a step's time is
+# host work. (CPU time of a long run minus a short one, used before, was
+# dominated by the start-up's run-to-run spread and came out below zero.)
 perStepMicroseconds() {
-  local short long
-  short=$(cpuSeconds "$1" 5)
-  long=$(cpuSeconds "$1" $((steps + 5)))
-  awk -v a="$short" -v b="$long" -v n="$steps" 'BEGIN { printf "%.0f", (b - a) / n * 1e6 }'
+  rm -f "$work/metrics.jsonl"
+  MOEC_CUDA_GRAPHS=$1 "$moec" train "$work/model.json" --device cuda \
+    --steps $((steps + 5)) --valid-batches 0 --metrics "$work/metrics.jsonl" \
+    > /dev/null 2>&1
+  python3 - "$work/metrics.jsonl" <<'PY'
+import json, statistics, sys
+times = [json.loads(line)["time_s"] for line in open(sys.argv[1])][5:]
+print(f"{statistics.median(times) * 1e6:.0f}")
+PY
 }
 plain=$(perStepMicroseconds 0)
 graphs=$(perStepMicroseconds 1)

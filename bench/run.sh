@@ -39,6 +39,9 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
 {
   echo "## bench/run.sh ($(date -u +%Y-%m-%d), $(nproc) cores, $threads threads)"
   echo
+  # Both sides' GEMMs run on this OpenBLAS with these kernels.
+  echo "$("$moec" info | grep '^cpu BLAS:'); PyTorch's CPU matrix products use the same library."
+  echo
   echo "### cpu device against PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') on the CPU"
   echo
   echo "\`bench/cpu_vs_torch.sh D E $steps $threads\`: the same model and"
@@ -115,11 +118,12 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo
   echo "### The cuda device's host overhead, without a GPU"
   echo
-  echo "\`bench/host_overhead.sh EXAMPLE 1000\`: CPU time (user + system) per"
-  echo "training step of \`moec train --device cuda\` against the test suite's"
-  echo "fake driver (nothing runs; launches are recorded), the difference of"
-  echo "a 1005-step and a 5-step run: moec's host work per step plus the fake"
-  echo "driver's bookkeeping, an upper bound on what moec adds to the driver."
+  echo "\`bench/host_overhead.sh EXAMPLE 1000\`: the time per training step of"
+  echo "\`moec train --device cuda\` against the test suite's fake driver"
+  echo "(nothing runs; launches are recorded), the median of steps 6-1005 as"
+  echo "moec records them (\`--metrics\` time_s): moec's host work per step plus"
+  echo "the fake driver's bookkeeping, an upper bound on what moec adds to the"
+  echo "driver."
   echo
   echo "| what | launches | CPU per step | per launch |"
   echo "|---|---|---|---|"
