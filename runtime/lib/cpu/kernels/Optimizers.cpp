@@ -8,7 +8,9 @@
 
 #include "Common.h"
 #include "Kernels.h"
+#include "UpdateLoops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -90,26 +92,29 @@ template <typename T> void adamUpdate(KernelContext &ctx) {
     if (out->present())
       checkLike<T>(ctx, param, *out, "the updated state");
 
-  double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  AdamStep constants{lr,
+                     gradScale,
+                     beta1,
+                     beta2,
+                     eps,
+                     wd,
+                     1.0 - std::pow(beta1, static_cast<double>(step)),
+                     1.0 - std::pow(beta2, static_cast<double>(step)),
+                     decoupled};
   const T *pp = param.as<T>(), *gp = grad.as<T>(), *mp = m.as<T>(),
           *vp = v.as<T>();
   T *po = newP.as<T>(), *mo = newM.as<T>(), *vo = newV.as<T>();
-  parallelFor(param.numel(), 30, [&](int64_t i) {
-    double p = pp[i], g = gp[i] * gradScale, m0 = mp[i], v0 = vp[i];
-    if (!decoupled)
-      g += wd * p;
-    double m1 = beta1 * m0 + (1.0 - beta1) * g;
-    double v1 = beta2 * v0 + (1.0 - beta2) * g * g;
-    double p1 = p - lr * (m1 / bc1) / (std::sqrt(v1 / bc2) + eps);
-    if (decoupled)
-      p1 -= lr * wd * p;
-    if (po)
-      po[i] = static_cast<T>(p1);
-    if (mo)
-      mo[i] = static_cast<T>(m1);
-    if (vo)
-      vo[i] = static_cast<T>(v1);
+  // Runs of kAdamBlock elements; an output nobody reads goes to scratch.
+  constexpr int64_t kAdamBlock = 16384;
+  int64_t n = param.numel(), blocks = (n + kAdamBlock - 1) / kAdamBlock;
+  parallelFor(blocks, 30 * kAdamBlock, [&](int64_t b) {
+    int64_t begin = b * kAdamBlock, count = std::min(kAdamBlock, n - begin);
+    Scratch scratch;
+    auto into = [&](T *out) {
+      return out ? out + begin : scratch.get<T>(count);
+    };
+    adamValues(pp + begin, gp + begin, mp + begin, vp + begin, into(po),
+               into(mo), into(vo), count, constants);
   });
 }
 
