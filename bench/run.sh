@@ -125,7 +125,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo "the fake driver's bookkeeping, an upper bound on what moec adds to the"
   echo "driver."
   echo
-  echo "| what | launches | CPU per step | per launch |"
+  echo "| what | launches | time per step | per launch |"
   echo "|---|---|---|---|"
   for example in examples/moe_lm.moe examples/mae_lm.moe; do
     bash bench/host_overhead.sh "$example" 1000
