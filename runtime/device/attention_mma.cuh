@@ -11,11 +11,16 @@
 // then hit eight different bank groups), double-buffered by cp.async when
 // their rows start on 16-byte boundaries, by plain loads otherwise.
 //
-// It takes head dims that are multiples of 16 up to 128: a lane holds HD / 4
-// registers of Q fragments, HD / 2 of O and TK / 2 of S, so the compiler
-// tiles 64 keys up to head dim 64 and 32 beyond (at 128: 32 + 64 + 16,
-// and 35 KiB of staged K and V); it runs attentionForward for anything
-// else (AttentionPath.h).
+// It takes head dims that are multiples of 16 up to 256: a lane holds HD / 4
+// registers of Q fragments, OD / 2 of O and TK / 2 of S, so the compiler
+// tiles 64 keys up to head dim 64, 32 up to 128 (32 + 64 + 16 registers,
+// and 35 KiB of staged K and V) and 16 beyond. Past 128 dims a block
+// computes O for OD = 128 of them (blockIdx.y runs over heads x HD / OD):
+// both blocks of a head compute the whole S, which costs the tensor cores
+// half as much again, but O in one block would take 128 registers and
+// spill; FlashAttention-2 keeps Q in shared memory instead, which the
+// 48 KiB of static shared memory leave no room for. It runs
+// attentionForward for anything else (AttentionPath.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,61 +37,77 @@ MOEC_DEVICE uint32_t loadBf16Pair(gptr<const bf16> p) {
                                                 << 16;
 }
 
-/// Stages keys and values j0 .. j0 + TK - 1 of K/V head g of batch b as
-/// rows of HD / 8 16-byte chunks, STRIDE chunks apart; rows past kvLen are
-/// zero. With `async` the copies are cp.async (the caller commits).
-template <int HD, int TK, int THREADS>
-MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
-                               gptr<const bf16> v, int64_t b, int g, int64_t j0,
-                               sptr<uint4> Ks, sptr<uint4> Vs, bool async) {
-  constexpr int CPR = HD / 8, STRIDE = CPR + 1;
-  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+/// Stages TK rows of `cols` 16-byte chunks of `src` (rows j0 .., columns
+/// from `col0`, CPR chunks a row, rows STRIDE chunks apart); rows past
+/// kvLen are zero. With `async` the copies are cp.async (the caller
+/// commits).
+template <int CPR, int TK, int THREADS>
+MOEC_DEVICE void stageRowsBf16(const AttentionShape &s, gptr<const bf16> src,
+                               int64_t rowStride, int64_t b, int64_t col0,
+                               int64_t j0, sptr<uint4> dst, bool async) {
+  constexpr int STRIDE = CPR + 1;
   for (int c = threadIdx.x; c < TK * CPR; c += THREADS) {
     const int r = c / CPR, ch = c % CPR;
     const int64_t j = j0 + r;
     const bool valid = j < s.kvLen;
     // Nothing is read for a row past kvLen, but the address must be valid.
     const int64_t at =
-        valid ? (b * s.rowsPerBatch + j) * kvStride + g * HD + ch * 8 : 0;
-    const int dst = r * STRIDE + ch;
+        valid ? (b * s.rowsPerBatch + j) * rowStride + col0 + ch * 8 : 0;
     if (async) {
-      cpAsync16(Ks + dst, k + at, valid ? 16 : 0);
-      cpAsync16(Vs + dst, v + at, valid ? 16 : 0);
+      cpAsync16(dst + (r * STRIDE + ch), src + at, valid ? 16 : 0);
       continue;
     }
-    uint32_t kw[4] = {0, 0, 0, 0}, vw[4] = {0, 0, 0, 0};
+    uint32_t w[4] = {0, 0, 0, 0};
     if (valid)
-      for (int w = 0; w < 4; ++w) {
-        kw[w] = loadBf16Pair(k + (at + 2 * w));
-        vw[w] = loadBf16Pair(v + (at + 2 * w));
-      }
-    Ks[dst] = make_uint4(kw[0], kw[1], kw[2], kw[3]);
-    Vs[dst] = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+      for (int i = 0; i < 4; ++i)
+        w[i] = loadBf16Pair(src + (at + 2 * i));
+    dst[r * STRIDE + ch] = make_uint4(w[0], w[1], w[2], w[3]);
   }
+}
+
+/// Stages keys j0 .. j0 + TK - 1 of K/V head g of batch b: all HD columns
+/// of K, the OD columns of V from `vCol`.
+template <int HD, int OD, int TK, int THREADS>
+MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
+                               gptr<const bf16> v, int64_t b, int g, int vCol,
+                               int64_t j0, sptr<uint4> Ks, sptr<uint4> Vs,
+                               bool async) {
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  stageRowsBf16<HD / 8, TK, THREADS>(s, k, kvStride, b,
+                                     static_cast<int64_t>(g) * HD, j0, Ks,
+                                     async);
+  stageRowsBf16<OD / 8, TK, THREADS>(s, v, kvStride, b,
+                                     static_cast<int64_t>(g) * HD + vCol, j0,
+                                     Vs, async);
 }
 
 } // namespace detail
 
-/// attentionForward for bf16 on the tensor cores: grid (ceil(Sq / TQ), H,
-/// B), THREADS threads, TQ = 16 queries per warp, TK keys per tile.
-template <int HD, int TQ, int TK, int THREADS>
+/// attentionForward for bf16 on the tensor cores: grid (ceil(Sq / TQ), H *
+/// HD / OD, B), THREADS threads, TQ = 16 queries per warp, TK keys per
+/// tile; each block writes OD of the HD output columns.
+template <int HD, int TQ, int TK, int THREADS, int OD = HD>
 MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
                                      gptr<const bf16> k, gptr<const bf16> v,
                                      gptr<bf16> out, gptr<float> lse) {
-  constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
+  constexpr int KB = HD / 16, DN = OD / 8, SN = TK / 8;
   constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
+  constexpr int VSTRIDE = OD / 8 + 1, VSTAGE = TK * VSTRIDE;
   static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
-  static_assert(HD % 16 == 0 && HD <= 128, "head_dim a multiple of 16 up to 128");
+  static_assert(HD % 16 == 0 && HD <= 256, "head_dim a multiple of 16 up to 256");
+  static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 128,
+                "output columns a block: a divisor of HD, 16 to 128");
   static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
   MOEC_SHARED(uint4, Ks, 2 * STAGE);
-  MOEC_SHARED(uint4, Vs, 2 * STAGE);
+  MOEC_SHARED(uint4, Vs, 2 * VSTAGE);
   const float kNegInf = __int_as_float(0xff800000);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // Fragment rows gr and gr + 8, columns 2 t and 2 t + 1 of each 8-block;
   // ldmatrix: this lane addresses row r8 of matrix mat.
   const int gr = lane / 4, t = lane % 4, mat = lane / 8, r8 = lane % 8;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
-  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int h = blockIdx.y / (HD / OD), g = h / (s.heads / s.kvHeads);
+  const int d0 = blockIdx.y % (HD / OD) * OD;
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
@@ -114,19 +135,20 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   // The same for every thread of the block.
   const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
   if (tiles > 0)
-    detail::stageKeysBf16<HD, TK, THREADS>(s, k, v, b, g, 0, Ks, Vs, async);
+    detail::stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, d0, 0, Ks, Vs,
+                                               async);
   cpAsyncCommit();
   for (int tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = static_cast<int64_t>(tile) * TK;
     // The other stage was last read before the previous tile's barrier.
     if (tile + 1 < tiles)
-      detail::stageKeysBf16<HD, TK, THREADS>(
-          s, k, v, b, g, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
-          Vs + (tile + 1) % 2 * STAGE, async);
+      detail::stageKeysBf16<HD, OD, TK, THREADS>(
+          s, k, v, b, g, d0, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
+          Vs + (tile + 1) % 2 * VSTAGE, async);
     cpAsyncCommit();
     cpAsyncWait<1>();
     __syncthreads();
-    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * STAGE;
+    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * VSTAGE;
     // Warp-uniform: warps past sq, or (causal) before the tile, skip it.
     if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset)) {
       float sc[SN][4];
@@ -195,8 +217,8 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
                                 packBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
         for (int n = 0; n < DN; n += 2) {
           uint32_t vf[4];
-          ldmatrixX4Trans(vf, Vt + (kk * 16 + mat % 2 * 8 + r8) * STRIDE + n +
-                                  mat / 2);
+          ldmatrixX4Trans(vf, Vt + (kk * 16 + mat % 2 * 8 + r8) * VSTRIDE +
+                                  n + mat / 2);
           const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
           mma_m16n8k16_bf16(o[n], pa, b0, o[n]);
           mma_m16n8k16_bf16(o[n + 1], pa, b1, o[n + 1]);
@@ -215,12 +237,12 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
     if (i >= s.sq)
       continue;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int64_t at = (b * s.sq + i) * qStride + h * HD + 2 * t;
+    const int64_t at = (b * s.sq + i) * qStride + h * HD + d0 + 2 * t;
     for (int n = 0; n < DN; ++n) {
       out[at + n * 8] = o[n][2 * half] * inv;
       out[at + n * 8 + 1] = o[n][2 * half + 1] * inv;
     }
-    if (t == 0 && lse)
+    if (t == 0 && lse && d0 == 0)
       lse[(b * s.heads + h) * s.sq + i] =
           sum > 0.0f ? (m[half] + log2f(sum)) * 0.6931471805599453f : kNegInf;
   }

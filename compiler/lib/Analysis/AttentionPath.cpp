@@ -16,9 +16,15 @@ bool mlir::moe::attentionOnTensorCores(AttentionOp op) {
   for (Value v : {op.getQ(), op.getK(), op.getV()})
     if (!isa<BFloat16Type>(getElementTypeOrSelf(v.getType())))
       return false;
-  // Q, O and S fragments of 16 queries take HD / 4 + HD / 2 + TK / 2
-  // registers a lane: 112 at 128 dims with 32-key tiles (TileKernels.cpp).
-  // Beyond that they would spill.
+  // Q, O and S fragments of 16 queries take HD / 4 + OD / 2 + TK / 2
+  // registers a lane: 112 at 128 dims with 32-key tiles (TileKernels.cpp),
+  // 136 at 256 with 16-key tiles and OD = 128.
   int64_t headDim = attentionHeadDim(op);
-  return headDim % 16 == 0 && headDim > 0 && headDim <= 128;
+  return headDim > 0 && (headDim <= 128 ? headDim % 16 == 0
+                                        : headDim <= 256 && headDim % 32 == 0);
+}
+
+int64_t mlir::moe::attentionMmaOutputColumns(AttentionOp op) {
+  int64_t headDim = attentionHeadDim(op);
+  return headDim > 128 ? headDim / 2 : headDim;
 }

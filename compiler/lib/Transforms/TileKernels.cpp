@@ -215,13 +215,14 @@ private:
     fields.headDim = headDim;
     // The tensor-core forward: 16 queries a warp, and K and V tiles
     // double-buffered as bf16 rows padded by 16 bytes: 64 keys up to head
-    // dim 64 (at most 2 * 2 * 64 * 72 * 2 = 36 KiB), 32 beyond, which keeps
-    // the S fragments to 16 registers and the stages to 2 * 2 * 32 * 136 *
-    // 2 = 34 KiB at 128.
+    // dim 64 (at most 2 * 2 * 64 * 72 * 2 = 36 KiB), 32 up to 128, which
+    // keeps the S fragments to 16 registers and the stages to 2 * 2 * 32 *
+    // 136 * 2 = 34 KiB at 128, and 16 beyond (2 * 16 * (264 + 136) * 2 =
+    // 25 KiB at 256, V staged for the block's 128 output columns).
     if (auto attention = dyn_cast<AttentionOp>(op);
         attention && attentionOnTensorCores(attention)) {
       fields.tileQ = 16 * (*fields.threads / 32);
-      fields.tileK = headDim <= 64 ? 64 : 32;
+      fields.tileK = headDim <= 64 ? 64 : headDim <= 128 ? 32 : 16;
     }
   }
 

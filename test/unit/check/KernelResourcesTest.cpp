@@ -6,7 +6,8 @@
 // registers, shared memory and stack for each (the record of what the
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
-// in every bf16 GEMM and bf16 attention forward (head dims 16 to 128) and
+// in every bf16 GEMM and bf16 attention forward (head dims 16 to 128 in
+// steps of 16, 160 to 256 in steps of 32) and
 // in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
 // in the optimizer kernels, in norms and their gradients (f32 rows of a
@@ -144,14 +145,16 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     }
     tf32Gemms += tf32;
     if (!bf16 && !tf32) {
-      EXPECT_EQ(m.mma, 0) << k.name << ": f32 models stay off the tensor "
-                                       "cores but for tf32 GEMMs";
+      EXPECT_EQ(m.mma, 0) << k.name
+                          << ": f32 models stay off the tensor "
+                             "cores but for tf32 GEMMs";
     }
     if (calls(source, "moec::gemmTileBf16")) {
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
     }
-    // bf16 attention forwards with head dims 16 to 128 run on the tensor
-    // cores, with ldmatrix and cp.async; the others stay on CUDA cores.
+    // bf16 attention forwards with head dims 16 to 128 (steps of 16) and
+    // 160 to 256 (steps of 32) run on the tensor cores, with ldmatrix and
+    // cp.async; the others stay on CUDA cores.
     if (calls(source, "moec::attentionForwardMma")) {
       EXPECT_TRUE(bf16) << k.name;
       EXPECT_GT(m.mma, 0) << k.name << ": a tensor-core attention without mma";
@@ -162,7 +165,10 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     if (std::regex_search(source, forward,
                           std::regex(R"(moec::attentionForward<(\d+),)"))) {
       const int headDim = std::stoi(forward[1]);
-      EXPECT_FALSE(bf16 && headDim % 16 == 0 && headDim <= 128)
+      const bool mmaHeadDim = headDim <= 128
+                                  ? headDim % 16 == 0
+                                  : headDim <= 256 && headDim % 32 == 0;
+      EXPECT_FALSE(bf16 && mmaHeadDim)
           << k.name << ": a bf16 attention of head dim " << headDim
           << " on CUDA cores";
     }
@@ -194,8 +200,9 @@ TEST_P(KernelResources, CompileWithoutSpills) {
         std::stoi(crossEntropy[1]) % 4 == 0;
     if (calls(source, "moec::normRowsVector") || normGradVector ||
         crossEntropy4) {
-      EXPECT_GT(m.globalLoads16, 0) << k.name << ": a norm or cross-entropy "
-                                               "without 16-byte loads";
+      EXPECT_GT(m.globalLoads16, 0) << k.name
+                                    << ": a norm or cross-entropy "
+                                       "without 16-byte loads";
     }
     if (int width = combineWidth(source); width % 4 == 0 && width > 0) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": a combine of width "

@@ -67,6 +67,8 @@ ATTENTION_TEST(attentionMma48, attentionForwardMma<48, 64, 64, 128>)
 ATTENTION_TEST(attentionMma64, attentionForwardMma<64, 64, 64, 128>)
 ATTENTION_TEST(attentionMma96, attentionForwardMma<96, 64, 32, 128>)
 ATTENTION_TEST(attentionMma128, attentionForwardMma<128, 64, 32, 128>)
+ATTENTION_TEST(attentionMma192, attentionForwardMma<192, 64, 16, 128, 96>)
+ATTENTION_TEST(attentionMma256, attentionForwardMma<256, 64, 16, 128, 128>)
 ATTENTION_TEST(attentionCores8, attentionForward<8, 32, 32, 128>)
 )cuda";
 
@@ -128,8 +130,11 @@ void runProblem(const Problem &pb, const char *kernel, unsigned seed,
   Launch launch(1, 128);
   const bool cores = std::strcmp(kernel, "attentionCores8") == 0;
   const int64_t tq = cores ? 32 : 64;
+  // Past 128 dims a head takes two blocks, each writing half its columns.
+  const int64_t parts = !cores && D > 128 ? 2 : 1;
   launch.config.grid = {static_cast<unsigned>((pb.sq + tq - 1) / tq),
-                        static_cast<unsigned>(H), static_cast<unsigned>(B)};
+                        static_cast<unsigned>(H * parts),
+                        static_cast<unsigned>(B)};
   launch.buffer(0, q).buffer(1, k).buffer(2, v).buffer(3, out);
   launch.buffer(4, got.lse).buffer(5, mask);
   const int64_t scalars[] = {B,         pb.sq,      pb.rows,    pb.kvLen,
@@ -251,6 +256,32 @@ TEST(EmuAttention, MmaForwardWideHeads) {
   pb.keyMask = true;
   pb.kvAt = 1; // rows off 16-byte boundaries: plain loads
   expectClose(pb, "attentionMma128", 18);
+}
+
+// Head dims past 128 (the MoA paper's big model has 256): two blocks a
+// head, each computing S whole and O for half the columns; only the first
+// writes lse. Causal over a cache with grouped query heads, a key mask with
+// rows off 16-byte boundaries, and 192 (96 columns a block).
+TEST(EmuAttention, MmaForwardSplitHeads) {
+  Problem pb = problem(256, 21, 40);
+  pb.rows = 48;
+  pb.causal = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  pb.batch = 1;
+  expectClose(pb, "attentionMma256", 19);
+  pb = problem(256, 17, 23);
+  pb.keyMask = true;
+  pb.kvAt = 1;
+  pb.heads = 2;
+  pb.kvHeads = 2;
+  expectClose(pb, "attentionMma256", 20);
+  pb = problem(192, 30, 30);
+  pb.causal = true;
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  pb.batch = 1;
+  expectClose(pb, "attentionMma192", 21);
 }
 
 TEST(EmuAttention, MmaForwardCausal) {

@@ -1,7 +1,8 @@
 //===- AttentionPath.h - which kernel runs an attention ---------*- C++ -*-===//
 //
 // The attention forward of a bf16 model runs on the tensor cores
-// (attention_mma.cuh) when its head dim is a multiple of 16 up to 128;
+// (attention_mma.cuh) when its head dim is a multiple of 16 up to 128 or of
+// 32 up to 256;
 // anything else runs the CUDA-core kernel (attention.cuh). moe-tile-kernels
 // sizes the tiles for the kernel this picks and the CUDA emitter calls it,
 // so both ask here.
@@ -19,8 +20,14 @@ namespace mlir::moe {
 int64_t attentionHeadDim(AttentionOp op);
 
 /// Whether `op` runs moec::attentionForwardMma: q, k and v are bf16 and
-/// the head dim is a multiple of 16 up to 128.
+/// the head dim is a multiple of 16 up to 128, or of 32 up to 256 (half of
+/// it a block, in whole 16-column blocks).
 bool attentionOnTensorCores(AttentionOp op);
+
+/// The output columns one block of attentionForwardMma computes: the head
+/// dim up to 128, half of it beyond (the O accumulators of a whole head
+/// would spill).
+int64_t attentionMmaOutputColumns(AttentionOp op);
 
 } // namespace mlir::moe
 

@@ -81,26 +81,32 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   std::string lse = e.escapes(op.getLse())
                         ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
-  // bf16 with a head dim of 16 to 128 in steps of 16 runs on the tensor
+  // bf16 with a head dim of 16 to 256 in steps of 16 runs on the tensor
   // cores, everything else on CUDA cores (AttentionPath.h). Above 64 dims
   // its Q, O and S fragments alone take 112 registers a lane, and three
   // resident blocks (168 registers) still spill in the decode variant: two
-  // leave it 255, as FlashAttention-2 runs head dim 128.
-  if (attentionOnTensorCores(op) && geo.headDim > 64)
+  // leave it 255, as FlashAttention-2 runs head dim 128. Past 128 dims each
+  // head takes HD / OD blocks, each computing OD of its output columns.
+  bool mma = attentionOnTensorCores(op);
+  int64_t parts = mma ? geo.headDim / attentionMmaOutputColumns(op) : 1;
+  if (mma && geo.headDim > 64)
     e.setRegisterBudget(255);
+  std::string tiles = tileArgs(geo, tq, tk, threads);
+  if (parts > 1)
+    tiles += ", " + std::to_string(attentionMmaOutputColumns(op));
   w.line(fill("moec::${kernel}<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
               "${lse});",
-              {{"kernel", attentionOnTensorCores(op) ? "attentionForwardMma"
-                                                     : "attentionForward"},
-               {"tiles", tileArgs(geo, tq, tk, threads)},
+              {{"kernel", mma ? "attentionForwardMma" : "attentionForward"},
+               {"tiles", tiles},
                {"q", q},
                {"k", k},
                {"v", v},
                {"out", out},
                {"lse", lse}}));
   const SymShape &qs = e.shapeOf(op.getQ());
-  e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
-                 GridDim{qs[0], 1}, threads);
+  e.finishKernel(w.str(), GridDim{qs[1], tq},
+                 GridDim{SymDim(geo.heads * parts), 1}, GridDim{qs[0], 1},
+                 threads);
   return success();
 }
 
