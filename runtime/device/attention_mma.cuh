@@ -11,11 +11,12 @@
 // then hit eight different bank groups), double-buffered by cp.async when
 // their rows start on 16-byte boundaries, by plain loads otherwise.
 //
-// It takes head dims that are multiples of 16 up to 256: a lane holds HD / 4
-// registers of Q fragments, OD / 2 of O and TK / 2 of S, so the compiler
-// tiles 64 keys up to head dim 64, 32 up to 128 (32 + 64 + 16 registers,
-// and 35 KiB of staged K and V) and 16 beyond. Past 128 dims a block
-// computes O for OD = 128 of them (blockIdx.y runs over heads x HD / OD):
+// It takes head dims that are multiples of 16 up to 128 and of 32 up to
+// 256: a lane holds HD / 4 registers of Q fragments, OD / 2 of O and TK / 2
+// of S, so the compiler tiles 64 keys up to head dim 64, 32 up to 128 (32 +
+// 64 + 16 registers, and 35 KiB of staged K and V) and 16 beyond. Past 128
+// dims a block computes O for OD = HD / 2 of them (blockIdx.y runs over
+// heads x HD / OD):
 // both blocks of a head compute the whole S, which costs the tensor cores
 // half as much again, but O in one block would take 128 registers and
 // spill; FlashAttention-2 keeps Q in shared memory instead, which the
@@ -37,10 +38,9 @@ MOEC_DEVICE uint32_t loadBf16Pair(gptr<const bf16> p) {
                                                 << 16;
 }
 
-/// Stages TK rows of `cols` 16-byte chunks of `src` (rows j0 .., columns
-/// from `col0`, CPR chunks a row, rows STRIDE chunks apart); rows past
-/// kvLen are zero. With `async` the copies are cp.async (the caller
-/// commits).
+/// Stages rows j0 .. j0 + TK - 1 of `src` (batch b), CPR 16-byte chunks of
+/// each from column `col0`, as rows CPR + 1 chunks apart; rows past kvLen
+/// are zero. With `async` the copies are cp.async (the caller commits).
 template <int CPR, int TK, int THREADS>
 MOEC_DEVICE void stageRowsBf16(const AttentionShape &s, gptr<const bf16> src,
                                int64_t rowStride, int64_t b, int64_t col0,

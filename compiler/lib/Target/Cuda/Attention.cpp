@@ -81,8 +81,9 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   std::string lse = e.escapes(op.getLse())
                         ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
-  // bf16 with a head dim of 16 to 256 in steps of 16 runs on the tensor
-  // cores, everything else on CUDA cores (AttentionPath.h). Above 64 dims
+  // bf16 with a head dim of 16 to 128 in steps of 16, or of 160 to 256 in
+  // steps of 32, runs on the tensor cores, everything else on CUDA cores
+  // (AttentionPath.h). Above 64 dims
   // its Q, O and S fragments alone take 112 registers a lane, and three
   // resident blocks (168 registers) still spill in the decode variant: two
   // leave it 255, as FlashAttention-2 runs head dim 128. Past 128 dims each
