@@ -423,12 +423,14 @@ std::string costReport(const Bundle &bundle, const std::string &program,
         k.computeBound ? "compute" : "memory", microseconds(k.seconds),
         fmt::join(k.ops, " "), k.tiles, k.location);
   }
-  // One line per distinct GEMM launch, with how often the program runs it.
+  // One line per GEMM kernel and path, with how often the program runs it
+  // (launches of one kernel may take different paths: their sizes differ).
   std::vector<std::pair<KernelCost::GemmRoute, int>> routes;
   for (const KernelCost &k : cost.kernels)
     for (const KernelCost::GemmRoute &r : k.gemms) {
       auto same = std::find_if(routes.begin(), routes.end(), [&](auto &seen) {
-        return seen.first.kernel == r.kernel;
+        return seen.first.kernel == r.kernel &&
+               seen.first.library == r.library && seen.first.why == r.why;
       });
       if (same == routes.end())
         routes.push_back({r, 1});

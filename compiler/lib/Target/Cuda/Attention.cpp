@@ -78,7 +78,10 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   std::string k = e.declared(w, op.getK(), false, "k");
   std::string v = e.declared(w, op.getV(), false, "v");
   std::string out = e.declared(w, op.getResult(), true, "out");
-  std::string lse = e.escapes(op.getLse())
+  // Without a cache the row statistics are always stored, read or not, so
+  // that the forward, loss and backward programs share one kernel (NVRTC
+  // compiles it once); they are 4 bytes a head and query row.
+  std::string lse = e.escapes(op.getLse()) || !op.getPast()
                         ? e.declared(w, op.getLse(), true, "lse")
                         : std::string("moec::gptr<float>()");
   // bf16 with a head dim of 16 to 128 in steps of 16, or of 160 to 256 in

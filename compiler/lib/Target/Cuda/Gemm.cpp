@@ -42,10 +42,13 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
 /// holds `v`, with leading dimension `ld`.
-std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
+std::string loader(StringRef kind, StringRef ptr, Value v, StringRef ld) {
   return llvm::formatv("moec::{0}<{1}>{{{2}, {3}}", kind, storageTypeOf(v), ptr,
                        ld)
       .str();
+}
+std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
+  return loader(kind, ptr, v, std::to_string(ld));
 }
 
 /// The narrowest output width and depth cuBLASLt takes: below them a
@@ -206,11 +209,18 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
           tk = e.tile(e.tiles().getTileK()),
           threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
-  auto store = [](StringRef out, int64_t ld) {
+  auto store = [](StringRef out, StringRef ld) {
     return llvm::formatv("[=](int64_t m, int64_t col, float acc) {{ {0}[m * "
                          "{1} + col] = acc; }",
                          out, ld)
         .str();
+  };
+  // The weight's sizes are kernel arguments, not literals: the layers of a
+  // model whose gradients differ only in them share one kernel (NVRTC
+  // compiles it once); the tiles loop over them and check bounds either way.
+  auto size = [&](CodeWriter &w, StringRef name, int64_t value) {
+    w.line(llvm::formatv("const int64_t {0} = moec::scalarArg(p, {1});", name,
+                         e.ownScalar(SymDim(value))));
   };
 
   if (e.escapes(grad.getDx())) {
@@ -219,19 +229,20 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "M", rows);
+    size(b, "N", kin);
+    size(b, "K", nout);
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string wp = e.declared(b, w, false, "w");
     std::string dxp = e.declared(b, grad.getDx(), true, "dx");
-    std::string loadB = transposed ? loader("RowMajor", wp, w, kin)
-                                   : loader("ColMajor", wp, w, nout);
-    b.line("const auto store = " + store(dxp, kin) + ";");
+    std::string loadB = transposed ? loader("RowMajor", wp, w, "N")
+                                   : loader("ColMajor", wp, w, "K");
+    b.line("const auto store = " + store(dxp, "N") + ";");
     e.setGemmPath(withOperands(choosePath(dy, w, grad.getDx(), Value(), "",
                                           rows, SymDim(kin), SymDim(nout)),
                                e, dy, false, nout, w, !transposed,
                                transposed ? kin : nout, grad.getDx(), Value()));
-    gemmCall(b, dy, w, tm, tn, tk, threads, "M", std::to_string(kin),
-             std::to_string(nout), loader("RowMajor", dyp, dy, nout), loadB,
-             "store");
+    gemmCall(b, dy, w, tm, tn, tk, threads, "M", "N", "K",
+             loader("RowMajor", dyp, dy, "K"), loadB, "store");
     e.finishKernel(b.str(), GridDim{SymDim(kin), tn}, GridDim{rows, tm},
                    GridDim(), threads);
   }
@@ -241,23 +252,26 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "T", rows);
+    int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
+    size(b, "M", m);
+    size(b, "N", n);
     std::string xp = e.declared(b, x, false, "x");
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string dwp = e.declared(b, grad.getDweight(), true, "dw");
-    int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
-    std::string loadA = transposed ? loader("ColMajor", dyp, dy, nout)
-                                   : loader("ColMajor", xp, x, kin);
-    std::string loadB = transposed ? loader("RowMajor", xp, x, kin)
-                                   : loader("RowMajor", dyp, dy, nout);
-    b.line("const auto store = " + store(dwp, n) + ";");
+    // A is dy or x transposed ([m, T], ld m), B the other ([T, n], ld n).
+    std::string loadA = transposed ? loader("ColMajor", dyp, dy, "M")
+                                   : loader("ColMajor", xp, x, "M");
+    std::string loadB = transposed ? loader("RowMajor", xp, x, "N")
+                                   : loader("RowMajor", dyp, dy, "N");
+    b.line("const auto store = " + store(dwp, "N") + ";");
     Value a = transposed ? dy : x, bv = transposed ? x : dy;
     e.setGemmPath(withOperands(choosePath(a, bv, grad.getDweight(), Value(), "",
                                           SymDim(m), SymDim(n), rows),
                                e, a, true, transposed ? nout : kin, bv, false,
                                transposed ? kin : nout, grad.getDweight(),
                                Value()));
-    gemmCall(b, x, dy, tm, tn, tk, threads, std::to_string(m),
-             std::to_string(n), "T", loadA, loadB, "store");
+    gemmCall(b, x, dy, tm, tn, tk, threads, "M", "N", "T", loadA, loadB,
+             "store");
     e.finishKernel(b.str(), GridDim{SymDim(n), tn}, GridDim{SymDim(m), tm},
                    GridDim(), threads);
   }

@@ -68,6 +68,11 @@ int GroupEmitter::argument(int64_t id) {
   return pos->second;
 }
 
+int GroupEmitter::nullArgument() {
+  args.push_back(-1);
+  return static_cast<int>(args.size()) - 1;
+}
+
 int GroupEmitter::buffer(Value v) {
   auto it = program.buffers.find(v);
   assert(it != program.buffers.end() && "value without a plan buffer");
@@ -100,6 +105,11 @@ int GroupEmitter::scalar(const SymDim &value) {
   for (auto [i, s] : llvm::enumerate(scalars))
     if (s == value)
       return static_cast<int>(i);
+  scalars.push_back(value);
+  return static_cast<int>(scalars.size()) - 1;
+}
+
+int GroupEmitter::ownScalar(const SymDim &value) {
   scalars.push_back(value);
   return static_cast<int>(scalars.size()) - 1;
 }

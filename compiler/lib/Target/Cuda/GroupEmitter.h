@@ -65,8 +65,14 @@ public:
                   StringRef purpose = "data");
   /// The kernel argument index of a buffer id.
   int argument(int64_t bufferId);
+  /// A kernel argument of its own that passes a null pointer.
+  int nullArgument();
   /// A run-time size.
   int scalar(const SymDim &value);
+  /// A size in an argument slot of its own even when an earlier slot holds
+  /// the same value: kernels that differ only in such sizes then have the
+  /// same text, and the kernel table keeps one of them.
+  int ownScalar(const SymDim &value);
   /// Declares `const int64_t name` holding the run-time size `value`.
   void declareScalar(CodeWriter &w, StringRef name, const SymDim &value);
   /// `const T *` (or `T *`) accessor expression for buffer argument `arg`.
@@ -98,6 +104,10 @@ public:
                                      llvm::ArrayRef<std::string> operands,
                                      StringRef index);
   std::string fresh(StringRef prefix = "v");
+  /// Numbers fresh() names from the start again, for a kernel that must
+  /// read like an earlier one of the group (none of its names may outlive
+  /// the kernel).
+  void restartNames() { counter = 0; }
   /// Whether a kernel of the group broke the kernel ABI's limits.
   bool exceededAbi() const { return abiExceeded; }
 

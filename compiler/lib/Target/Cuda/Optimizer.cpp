@@ -3,8 +3,9 @@
 // global_norm: a fixed grid of blocks each adds the squares of its share of
 // every gradient (in double), the last block adds the block sums in order,
 // takes the root and evaluates the group's clipping arithmetic. optimizer:
-// every parameter update of the program in one multi-tensor launch (split
-// when the pointers would not fit the kernel parameter block).
+// every parameter update of the program in multi-tensor launches of equal
+// share, each tensor's size a kernel argument, so that the launches of a
+// large model run one kernel (NVRTC compiles it once).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -170,22 +172,32 @@ private:
 
 LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
   const auto &ops = e.group().ops;
-  // Each update takes up to 4 pointers of its own, and a few are shared
-  // (learning rate, step, gradient scale): 30 updates stay well inside the
-  // kernel ABI's buffer count.
-  constexpr size_t kPerLaunch = 30;
+  // Each update takes a size and up to 4 pointers of its own, and a few
+  // pointers are shared (learning rate, step, gradient scale). The updates
+  // are dealt out evenly, so the launches hold as many updates each (give
+  // or take one) and, with the sizes in arguments, usually the same text.
+  constexpr size_t kPerLaunch = moec::defs::kMaxKernelScalars;
   static_assert(kPerLaunch * 4 + 8 <= size_t(moec::defs::kMaxKernelBuffers),
                 "an optimizer launch must fit the kernel ABI");
-  for (size_t begin = 0; begin < ops.size(); begin += kPerLaunch) {
-    size_t end = std::min(ops.size(), begin + kPerLaunch);
-    e.beginKernel(ops.size() > kPerLaunch
-                      ? "part" + std::to_string(begin / kPerLaunch)
-                      : "");
+  const size_t launches = (ops.size() + kPerLaunch - 1) / kPerLaunch;
+  const size_t slots = (ops.size() + launches - 1) / launches;
+  for (size_t launch = 0; launch < launches; ++launch) {
+    size_t begin = launch * ops.size() / launches;
+    size_t end = (launch + 1) * ops.size() / launches;
+    e.beginKernel(launches > 1 ? "part" + std::to_string(launch) : "");
+    e.restartNames();
     CodeWriter w;
     w.indent();
     SharedScalars shared(e, w);
     // Updates with the same hyperparameters share one moec::AdamConfig.
     std::map<std::string, std::string> configs;
+    auto size = [&](int64_t n) {
+      return llvm::formatv("moec::scalarArg(p, {0})", e.ownScalar(SymDim(n)))
+          .str();
+    };
+    // The call of the launch's last update, given its pointers and size.
+    std::function<void(llvm::ArrayRef<std::string>, const std::string &)> call;
+    bool lastIsAdam = false;
     int64_t largest = 0;
     for (size_t i = begin; i < end; ++i) {
       Operation *op = ops[i];
@@ -194,6 +206,7 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
         return op->emitOpError("the CUDA optimizer updates f32 parameters");
       int64_t n = type.getNumElements();
       largest = std::max(largest, n);
+      llvm::SmallVector<std::string, 7> pointers;
       if (auto adam = dyn_cast<AdamUpdateOp>(op)) {
         double b1 = adam.getBeta1().convertToDouble(),
                b2 = adam.getBeta2().convertToDouble();
@@ -222,30 +235,58 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
         }
         // Arguments numbered in operand order, whatever the order in which
         // the host compiler evaluates a call's arguments.
-        llvm::SmallVector<std::string, 7> pointers = {
-            pointer(e, adam.getParam(), false),
-            pointer(e, adam.getGrad(), false),
-            pointer(e, adam.getM(), false),
-            pointer(e, adam.getV(), false),
-            pointer(e, adam.getNewParam(), true),
-            pointer(e, adam.getNewM(), true),
-            pointer(e, adam.getNewV(), true)};
-        w.line(llvm::formatv("moec::adamUpdate({0}, {1}, {2});",
-                             llvm::join(pointers, ", "), n, config->second));
+        pointers = {pointer(e, adam.getParam(), false),
+                    pointer(e, adam.getGrad(), false),
+                    pointer(e, adam.getM(), false),
+                    pointer(e, adam.getV(), false),
+                    pointer(e, adam.getNewParam(), true),
+                    pointer(e, adam.getNewM(), true),
+                    pointer(e, adam.getNewV(), true)};
+        call = [&w, config = config->second](llvm::ArrayRef<std::string> ptrs,
+                                             const std::string &size) {
+          w.line(llvm::formatv("moec::adamUpdate({0}, {1}, {2});",
+                               llvm::join(ptrs, ", "), size, config));
+        };
+        lastIsAdam = true;
       } else {
         auto sgd = cast<SgdUpdateOp>(op);
         std::string lr = shared.value(sgd.getLr());
         std::string scale = shared.value(sgd.getGradScale());
-        llvm::SmallVector<std::string, 7> pointers = {
+        pointers = {
             pointer(e, sgd.getParam(), false), pointer(e, sgd.getGrad(), false),
             pointer(e, sgd.getM(), false), pointer(e, sgd.getNewParam(), true),
             pointer(e, sgd.getNewM(), true)};
-        w.line(llvm::formatv(
-            "moec::sgdUpdate({0}, {1}, {2}, {3}, {4}, {5});",
-            llvm::join(pointers, ", "), n, lr, scale,
-            floatLiteral(sgd.getMomentum().convertToDouble()),
-            floatLiteral(sgd.getWeightDecay().convertToDouble())));
+        std::string rest =
+            llvm::formatv("{0}, {1}, {2}, {3}", lr, scale,
+                          floatLiteral(sgd.getMomentum().convertToDouble()),
+                          floatLiteral(sgd.getWeightDecay().convertToDouble()));
+        call = [&w, rest](llvm::ArrayRef<std::string> ptrs,
+                          const std::string &size) {
+          w.line(llvm::formatv("moec::sgdUpdate({0}, {1}, {2});",
+                               llvm::join(ptrs, ", "), size, rest));
+        };
+        lastIsAdam = false;
       }
+      call(pointers, size(n));
+    }
+    // Launches short of an update repeat their last call on null pointers
+    // and size 0 (which touches no memory), so that every launch of alike
+    // updates has the same text.
+    Type f32 = Float32Type::get(e.first()->getContext());
+    auto at = [&](int arg, bool writable) {
+      return e.bufferExpr(arg, f32, writable);
+    };
+    for (size_t slot = end - begin; slot < slots; ++slot) {
+      int param = e.nullArgument(), grad = e.nullArgument(),
+          m = e.nullArgument(), v = lastIsAdam ? e.nullArgument() : -1;
+      if (lastIsAdam)
+        call({at(param, false), at(grad, false), at(m, false), at(v, false),
+              at(param, true), at(m, true), at(v, true)},
+             size(0));
+      else
+        call({at(param, false), at(grad, false), at(m, false), at(param, true),
+              at(m, true)},
+             size(0));
     }
     // Enough blocks for the largest tensor of the launch, four elements a
     // thread.

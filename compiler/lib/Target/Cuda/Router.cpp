@@ -60,10 +60,13 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
     return e.bufferExpr(e.argument(id), type, writable);
   };
 
-  // RouterParams fields: a value's buffer (writable ones only when read
-  // after the group).
-  auto set = [&](CodeWriter &w, StringRef field, Value v, bool writable) {
-    if (!v || (writable && !e.escapes(v)))
+  // RouterParams fields: a value's buffer. The logits and probabilities
+  // are stored even where only the backward program reads them, so that the
+  // loss and backward programs share one kernel (NVRTC compiles it once);
+  // other results only when read after the group.
+  auto set = [&](CodeWriter &w, StringRef field, Value v, bool writable,
+                 bool always = false) {
+    if (!v || (writable && !always && !e.escapes(v)))
       return;
     w.line(
         llvm::formatv("r.{0} = {1};", field,
@@ -91,7 +94,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
     set(w, "h", linear.getX(), false);
     set(w, "w", linear.getWeight(), false);
     set(w, "bias", linear.getBias(), false);
-    set(w, "logits", linear.getResult(), true);
+    set(w, "logits", linear.getResult(), true, /*always=*/true);
   } else {
     set(w, "logitsIn", logits, false);
   }
@@ -99,7 +102,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   set(w, "seed", router.getSeed(), false);
   w.line(llvm::formatv("r.stream = {0}ull;",
                        static_cast<uint64_t>(router.getStream())));
-  set(w, "probs", router.getProbs(), true);
+  set(w, "probs", router.getProbs(), true, /*always=*/true);
   routing(w);
   if (balance)
     set(w, "balance", balance.getLoss(), true);
