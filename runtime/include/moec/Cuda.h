@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace moec {
@@ -83,6 +84,22 @@ std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
                                                  const std::string &arch,
                                                  unsigned jobs = 0,
                                                  bool mix = false);
+
+/// Loads NVRTC on a thread of its own while the caller goes on (reading a
+/// bundle), so that the first kernel-cache lookup, whose keys name NVRTC's
+/// version, does not wait the tens of milliseconds loading takes. Joins
+/// when destroyed. A missing NVRTC is reported by whatever needs it, as
+/// without the preload.
+class NvrtcPreload {
+public:
+  NvrtcPreload();
+  ~NvrtcPreload();
+  NvrtcPreload(const NvrtcPreload &) = delete;
+  NvrtcPreload &operator=(const NvrtcPreload &) = delete;
+
+private:
+  std::thread loader;
+};
 
 /// The tile family of a GPU architecture: "sm_80" for sm_80 up to sm_89
 /// (Ampere, Ada), "sm_90" for sm_90 and newer (Hopper). Throws moec::Error

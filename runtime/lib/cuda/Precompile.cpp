@@ -188,6 +188,17 @@ std::vector<PrecompiledKernel> precompileKernels(const Bundle &bundle,
   return detail::cuda::precompileBundle(bundle, arch, jobs, mix);
 }
 
+NvrtcPreload::NvrtcPreload()
+    : loader([] {
+        try {
+          detail::cuda::Nvrtc::get();
+        } catch (const Error &) {
+          // Whatever needs NVRTC loads it again and reports why it cannot.
+        }
+      }) {}
+
+NvrtcPreload::~NvrtcPreload() { loader.join(); }
+
 std::string tileFamily(const std::string &arch) {
   std::optional<std::string> family = support::tileFamily(arch);
   if (!family)

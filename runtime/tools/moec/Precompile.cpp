@@ -81,6 +81,7 @@ void printMix(const std::vector<PrecompiledKernel> &kernels) {
 
 int PrecompileCommand::run() {
   tileFamily(arch);
+  NvrtcPreload nvrtc;
   Bundle bundle = loadModel(input, dtype, arch, f32Matmul);
   auto start = std::chrono::steady_clock::now();
   std::vector<PrecompiledKernel> kernels =

@@ -2,6 +2,7 @@
 
 #include "Commands.h"
 #include "Report.h"
+#include "moec/Cuda.h"
 #include "moec/Error.h"
 #include "moec/Files.h"
 #include "moec/Session.h"
@@ -128,6 +129,11 @@ int TrainCommand::run() {
   // replaced only at the end.
   checkOutputsAreDistinct({{"the model", input}, {"--resume", resume}},
                           {{"--save", save}, {"--metrics", metrics}});
+  // The cuda device's kernel cache is keyed by NVRTC's version: load NVRTC
+  // while the model is read.
+  std::optional<NvrtcPreload> nvrtc;
+  if (device == "cuda")
+    nvrtc.emplace();
   Bundle bundle = loadModel(input, dtype, "sm_80", f32Matmul);
   std::vector<NamedPath> dataFiles;
   for (const std::string &path : bundle.data().paths)
