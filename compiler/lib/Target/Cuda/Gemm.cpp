@@ -215,13 +215,11 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
                          out, ld)
         .str();
   };
-  // The weight's sizes are kernel arguments, not literals: the layers of a
-  // model whose gradients differ only in them share one kernel (NVRTC
-  // compiles it once); the tiles loop over them and check bounds either way.
-  auto size = [&](CodeWriter &w, StringRef name, int64_t value) {
-    w.line(llvm::formatv("const int64_t {0} = moec::scalarArg(p, {1});", name,
-                         e.ownScalar(SymDim(value))));
-  };
+  // The weight's sizes are kernel arguments (each in a slot of its own),
+  // not literals: the layers of a model whose gradients differ only in them
+  // share one kernel (NVRTC compiles it once); the tiles loop over them and
+  // check bounds either way.
+  constexpr bool kOwnSlot = true;
 
   if (e.escapes(grad.getDx())) {
     // dx[t, kin] = sum_n dy[t, n] W(kin, n).
@@ -229,8 +227,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "M", rows);
-    size(b, "N", kin);
-    size(b, "K", nout);
+    e.declareScalar(b, "N", SymDim(kin), kOwnSlot);
+    e.declareScalar(b, "K", SymDim(nout), kOwnSlot);
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string wp = e.declared(b, w, false, "w");
     std::string dxp = e.declared(b, grad.getDx(), true, "dx");
@@ -253,8 +251,8 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     b.indent();
     e.declareScalar(b, "T", rows);
     int64_t m = transposed ? nout : kin, n = transposed ? kin : nout;
-    size(b, "M", m);
-    size(b, "N", n);
+    e.declareScalar(b, "M", SymDim(m), kOwnSlot);
+    e.declareScalar(b, "N", SymDim(n), kOwnSlot);
     std::string xp = e.declared(b, x, false, "x");
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string dwp = e.declared(b, grad.getDweight(), true, "dw");

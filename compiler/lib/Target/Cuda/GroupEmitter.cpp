@@ -115,9 +115,9 @@ int GroupEmitter::ownScalar(const SymDim &value) {
 }
 
 void GroupEmitter::declareScalar(CodeWriter &w, StringRef name,
-                                 const SymDim &value) {
+                                 const SymDim &value, bool ownSlot) {
   w.line(llvm::formatv("const int64_t {0} = moec::scalarArg(p, {1});", name,
-                       scalar(value)));
+                       ownSlot ? ownScalar(value) : scalar(value)));
 }
 
 std::string GroupEmitter::bufferExpr(int arg, Type elementType,

@@ -73,8 +73,10 @@ public:
   /// the same value: kernels that differ only in such sizes then have the
   /// same text, and the kernel table keeps one of them.
   int ownScalar(const SymDim &value);
-  /// Declares `const int64_t name` holding the run-time size `value`.
-  void declareScalar(CodeWriter &w, StringRef name, const SymDim &value);
+  /// Declares `const int64_t name` holding the run-time size `value`, in a
+  /// slot of its own with `ownSlot` (see ownScalar).
+  void declareScalar(CodeWriter &w, StringRef name, const SymDim &value,
+                     bool ownSlot = false);
   /// `const T *` (or `T *`) accessor expression for buffer argument `arg`.
   std::string bufferExpr(int arg, Type elementType, bool writable) const;
   /// Declares a local `name` bound to a value's buffer.

@@ -179,6 +179,8 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
   constexpr size_t kPerLaunch = moec::defs::kMaxKernelScalars;
   static_assert(kPerLaunch * 4 + 8 <= size_t(moec::defs::kMaxKernelBuffers),
                 "an optimizer launch must fit the kernel ABI");
+  if (ops.empty())
+    return success();
   const size_t launches = (ops.size() + kPerLaunch - 1) / kPerLaunch;
   const size_t slots = (ops.size() + launches - 1) / launches;
   for (size_t launch = 0; launch < launches; ++launch) {
