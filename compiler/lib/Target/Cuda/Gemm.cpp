@@ -51,6 +51,12 @@ std::string loader(StringRef kind, StringRef ptr, Value v, int64_t ld) {
   return loader(kind, ptr, v, std::to_string(ld));
 }
 
+/// declareScalar's `ownSlot` for a weight's sizes: as kernel arguments in
+/// slots of their own, not literals, the layers of a model whose GEMMs differ
+/// only in them share one kernel (NVRTC compiles it once). The tiles loop
+/// over runtime sizes and check bounds either way.
+constexpr bool kOwnSlot = true;
+
 /// The narrowest output width and depth cuBLASLt takes: below them a
 /// library call costs more than the product, and the generated tile is as
 /// fast.
@@ -127,10 +133,24 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
           threads = e.tile(e.tiles().getThreads());
   SymDim rows = e.rowsOf(x);
 
+  std::string fused;
+  for (Operation *op : llvm::drop_begin(e.group().ops))
+    fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
+
   e.beginKernel("");
   CodeWriter body;
   body.indent();
   e.declareScalar(body, "M", rows);
+  // A GEMM that fuses nothing takes its width and depth as kernel arguments
+  // (see kOwnSlot); a fused epilogue keeps them literal.
+  bool sizedAtRunTime = fused.empty();
+  std::string nExpr = std::to_string(n), kExpr = std::to_string(k);
+  if (sizedAtRunTime) {
+    e.declareScalar(body, "N", SymDim(n), kOwnSlot);
+    e.declareScalar(body, "K", SymDim(k), kOwnSlot);
+    nExpr = "N";
+    kExpr = "K";
+  }
   std::string xp = e.declared(body, x, false, "x");
   std::string wp = e.declared(body, w, false, "w");
   std::string bias = linear.getBias()
@@ -149,7 +169,7 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
 
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
-  body.line(llvm::formatv("const int64_t i = m * {0} + col;", n));
+  body.line(llvm::formatv("const int64_t i = m * {0} + col;", nExpr));
   llvm::DenseMap<Value, std::string> values;
   std::string y = e.fresh();
   body.line("const float " + y + " = acc" +
@@ -179,18 +199,15 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   }
   body.dedent();
   body.line("};");
-  std::string fused;
-  for (Operation *op : llvm::drop_begin(e.group().ops))
-    fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
   e.setGemmPath(
       withOperands(choosePath(x, w, linear.getResult(), linear.getBias(), fused,
                               rows, SymDim(n), SymDim(k)),
                    e, x, false, k, w, transposed, transposed ? k : n,
                    linear.getResult(), linear.getBias()));
-  std::string loadB =
-      transposed ? loader("ColMajor", wp, w, k) : loader("RowMajor", wp, w, n);
-  gemmCall(body, x, w, tm, tn, tk, threads, "M", std::to_string(n),
-           std::to_string(k), loader("RowMajor", xp, x, k), loadB, "store");
+  std::string loadB = transposed ? loader("ColMajor", wp, w, kExpr)
+                                 : loader("RowMajor", wp, w, nExpr);
+  gemmCall(body, x, w, tm, tn, tk, threads, "M", nExpr, kExpr,
+           loader("RowMajor", xp, x, kExpr), loadB, "store");
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
@@ -215,11 +232,7 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
                          out, ld)
         .str();
   };
-  // The weight's sizes are kernel arguments (each in a slot of its own),
-  // not literals: the layers of a model whose gradients differ only in them
-  // share one kernel (NVRTC compiles it once); the tiles loop over them and
-  // check bounds either way.
-  constexpr bool kOwnSlot = true;
+  // The weight's sizes are kernel arguments (see kOwnSlot).
 
   if (e.escapes(grad.getDx())) {
     // dx[t, kin] = sum_n dy[t, n] W(kin, n).
@@ -278,12 +291,13 @@ LogicalResult mlir::moe::cuda::emitGemmGradGroup(GroupEmitter &e) {
     CodeWriter b;
     b.indent();
     e.declareScalar(b, "T", rows);
+    e.declareScalar(b, "N", SymDim(nout), kOwnSlot);
     std::string dyp = e.declared(b, dy, false, "dy");
     std::string dbp = e.declared(b, grad.getDbias(), true, "db");
-    b.line(llvm::formatv("moec::columnSums(T, {0}, [=](int64_t r, int64_t c) "
-                         "{{ return {1}[r * {0} + c]; }, [=](int64_t c, float "
-                         "s) {{ {2}[c] = s; });",
-                         nout, dyp, dbp));
+    b.line(llvm::formatv("moec::columnSums(T, N, [=](int64_t r, int64_t c) "
+                         "{{ return {0}[r * N + c]; }, [=](int64_t c, float "
+                         "s) {{ {1}[c] = s; });",
+                         dyp, dbp));
     e.finishKernel(b.str(), GridDim{SymDim(nout), 32}, GridDim(), GridDim(),
                    256);
   }

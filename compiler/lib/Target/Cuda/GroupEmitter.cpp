@@ -362,22 +362,27 @@ void mlir::moe::cuda::emitCountingSortPhases(
     body(w);
     e.finishKernel(w.str(), grid, GridDim(), GridDim(), kSortThreads);
   };
+  // The key count is a kernel argument of its own slot, so that sorts that
+  // differ only in it (a vocabulary, an expert count) share their kernels.
+  auto declareKeyCount = [&](CodeWriter &w) {
+    e.declareScalar(w, "numKeys", SymDim(numKeys), /*ownSlot=*/true);
+  };
   phase("rank", GridDim{SymDim(kSortTiles), 1}, [&](CodeWriter &w) {
     e.declareScalar(w, "n", n);
+    declareKeyCount(w);
     std::string k = keys(w);
-    w.line(fill("moec::sortRank${params}(n, ${K}, ${keys}, ${counts}, "
+    w.line(fill("moec::sortRank${params}(n, numKeys, ${keys}, ${counts}, "
                 "${rank});",
                 {{"params", params},
-                 {"K", numKeys},
                  {"keys", k},
                  {"counts", buffer(s.counts, true)},
                  {"rank", buffer(s.rank, true)}}));
   });
   phase("count", GridDim{SymDim(numKeys), kSortThreads}, [&](CodeWriter &w) {
-    w.line(fill("moec::sortCount${params}(${K}, ${counts}, ${offsets}, "
+    declareKeyCount(w);
+    w.line(fill("moec::sortCount${params}(numKeys, ${counts}, ${offsets}, "
                 "${totals});",
                 {{"params", params},
-                 {"K", numKeys},
                  {"counts", buffer(s.counts, true)},
                  {"offsets", buffer(s.offsets, true)},
                  {"totals", buffer(s.totals, true)}}));
@@ -385,19 +390,20 @@ void mlir::moe::cuda::emitCountingSortPhases(
   if (!scatter)
     return;
   phase("offsets", GridDim{SymDim(numKeys), kSortThreads}, [&](CodeWriter &w) {
-    w.line(fill("moec::sortOffsets<${threads}>(${K}, ${totals}, ${offsets});",
+    declareKeyCount(w);
+    w.line(fill("moec::sortOffsets<${threads}>(numKeys, ${totals}, "
+                "${offsets});",
                 {{"threads", kSortThreads},
-                 {"K", numKeys},
                  {"totals", buffer(s.totals, false)},
                  {"offsets", buffer(s.offsets, true)}}));
   });
   phase("scatter", GridDim{n, kSortThreads}, [&](CodeWriter &w) {
     e.declareScalar(w, "n", n);
+    declareKeyCount(w);
     std::string k = keys(w);
-    w.line(fill("moec::sortScatter${params}(n, ${K}, ${keys}, ${counts}, "
+    w.line(fill("moec::sortScatter${params}(n, numKeys, ${keys}, ${counts}, "
                 "${rank}, ${offsets}, ${order});",
                 {{"params", params},
-                 {"K", numKeys},
                  {"keys", k},
                  {"counts", buffer(s.counts, false)},
                  {"rank", buffer(s.rank, false)},

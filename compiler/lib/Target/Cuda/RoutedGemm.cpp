@@ -100,8 +100,18 @@ void mlir::moe::cuda::dispatch(GroupEmitter &e, const RoutedGemm &r,
   e.declareScalar(w, "tokens", r.tokens);
   std::string expert = e.declared(w, r.expert, false, "expert");
   std::string slot = e.declared(w, r.slot, false, "slot");
-  std::string zp = zero ? e.declared(w, zero, true, "zero")
-                        : std::string("moec::gptr<float>()");
+  // Without gradients to zero, a null pointer in the same argument slot: the
+  // forward's dispatch is then the backward's kernel.
+  std::string zp;
+  if (zero) {
+    zp = e.declared(w, zero, true, "zero");
+  } else {
+    zp = e.fresh("zero");
+    w.line("const moec::gptr<float> " + zp + " = " +
+           e.bufferExpr(e.nullArgument(), Float32Type::get(r.i32.getContext()),
+                        true) +
+           ";");
+  }
   w.line(fill("moec::expertDispatch<${E}, ${K}, ${TM}, ${threads}>(tokens, "
               "${expert}, ${slot}, ${offsets}, ${tileStart}, ${order}, "
               "${zero});",
