@@ -17,7 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_layers import per_expert
+from torch_layers import per_expert, timed
+
+CPU = torch.device("cpu")
 
 
 class MoE(nn.Module):
@@ -162,14 +164,6 @@ def step(model, opt, tokens):
     return loss.item()
 
 
-def timed(fn, repeats=5):
-    fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) * 1000 / repeats
-
-
 def timed_backward(forward, inputs, grad, repeats=5):
     """ms per backward alone: each repeat runs forward() untimed first (a
     difference of two timings can come out below zero)."""
@@ -197,7 +191,7 @@ def layer_times(args):
 
     out = attend()
     grad = torch.randn_like(out)
-    rows = {"moe.attention": timed(lambda: attend().detach())}
+    rows = {"moe.attention": timed(lambda: attend().detach(), 5, CPU)}
     rows["moe.attention_grad"] = timed_backward(attend, (q, k, v), grad)
 
     moe = MoE(d, args.experts, args.expert_hidden or 2 * d, args.k)
@@ -221,7 +215,7 @@ def layer_times(args):
 
     y = experts_only()
     dy = torch.randn_like(y)
-    rows["moe.expert_ffn"] = timed(lambda: experts_only().detach())
+    rows["moe.expert_ffn"] = timed(lambda: experts_only().detach(), 5, CPU)
     rows["moe.expert_ffn_grad"] = timed_backward(experts_only, params, dy)
     for name, ms in rows.items():
         print(f"layer {name} {ms:.2f} ms")
