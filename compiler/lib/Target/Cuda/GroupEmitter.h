@@ -195,6 +195,11 @@ void emitCountingSortPhases(GroupEmitter &e, const CountingSort &s,
 /// group, and returns its buffers for the kernels that follow.
 CountingSort emitCountingSort(GroupEmitter &e, Value keys, int64_t numKeys);
 
+/// Writes `lines`, each one statement, with every run of two or more that
+/// differ only in argument slots (`(p, N)`), each slot stepping by a fixed
+/// stride from one line to the next, as one loop over the call number.
+void emitRolledCalls(CodeWriter &w, llvm::ArrayRef<std::string> lines);
+
 /// Emits the kernels of one group by kind; fails with a located error for
 /// a kind or op the emitter does not support.
 LogicalResult emitGroup(GroupEmitter &emitter);

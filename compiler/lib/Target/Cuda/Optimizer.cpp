@@ -33,37 +33,21 @@ std::string pointer(GroupEmitter &e, Value v, bool writable) {
   return e.bufferExpr(e.buffer(v), elementTypeOf(v), writable);
 }
 
-/// Adds the sums of squares of `grads` to `s`. Tensors of one size take
-/// consecutive argument slots and one loop over them, not a call each: a
-/// model's hundred gradients are a handful of sizes, and NVRTC compiles a
-/// loop once but every call site on its own (0.7 s for 143 calls). The sum
-/// runs over the tensors grouped by size, a fixed order like any other.
+/// Adds the sums of squares of `grads` to `s`, the tensors of one size
+/// together, so that their calls roll into one loop (emitRolledCalls): a
+/// model's hundred gradients have a handful of sizes. The sum runs over the
+/// tensors in that order, a fixed order like any other.
 void sumSquaresBySize(GroupEmitter &e, CodeWriter &w,
                       llvm::SmallVector<Value> grads) {
   auto size = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getNumElements();
   };
   llvm::stable_sort(grads, [&](Value a, Value b) { return size(a) < size(b); });
-  for (size_t i = 0; i < grads.size();) {
-    size_t j = i;
-    int first = e.buffer(grads[i]), last = first;
-    while (j + 1 < grads.size() && size(grads[j + 1]) == size(grads[i]) &&
-           e.buffer(grads[j + 1]) == last + 1) {
-      ++j;
-      ++last;
-    }
-    if (last == first) {
-      w.line(llvm::formatv("s += moec::sumOfSquares({0}, {1});",
-                           pointer(e, grads[i], false), size(grads[i])));
-    } else {
-      w.line("#pragma unroll 1");
-      w.line(llvm::formatv("for (int i = {0}; i <= {1}; ++i)", first, last));
-      w.line(llvm::formatv("  s += moec::sumOfSquares(moec::bufferArg<const "
-                           "float>(p, i), {0});",
-                           size(grads[i])));
-    }
-    i = j + 1;
-  }
+  llvm::SmallVector<std::string> calls;
+  for (Value g : grads)
+    calls.push_back(llvm::formatv("s += moec::sumOfSquares({0}, {1});",
+                                  pointer(e, g, false), size(g)));
+  emitRolledCalls(w, calls);
 }
 
 } // namespace
@@ -227,6 +211,9 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
       return llvm::formatv("moec::scalarArg(p, {0})", e.ownScalar(SymDim(n)))
           .str();
     };
+    // The calls, written after the shared values and configurations they
+    // use, rolled into loops where they differ only in argument slots.
+    llvm::SmallVector<std::string> calls;
     // The call of the launch's last update, given its pointers and size.
     std::function<void(llvm::ArrayRef<std::string>, const std::string &)> call;
     bool lastIsAdam = false;
@@ -274,10 +261,10 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
                     pointer(e, adam.getNewParam(), true),
                     pointer(e, adam.getNewM(), true),
                     pointer(e, adam.getNewV(), true)};
-        call = [&w, config = config->second](llvm::ArrayRef<std::string> ptrs,
-                                             const std::string &size) {
-          w.line(llvm::formatv("moec::adamUpdate({0}, {1}, {2});",
-                               llvm::join(ptrs, ", "), size, config));
+        call = [&calls, config = config->second](
+                   llvm::ArrayRef<std::string> ptrs, const std::string &size) {
+          calls.push_back(llvm::formatv("moec::adamUpdate({0}, {1}, {2});",
+                                        llvm::join(ptrs, ", "), size, config));
         };
         lastIsAdam = true;
       } else {
@@ -292,10 +279,10 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
             llvm::formatv("{0}, {1}, {2}, {3}", lr, scale,
                           floatLiteral(sgd.getMomentum().convertToDouble()),
                           floatLiteral(sgd.getWeightDecay().convertToDouble()));
-        call = [&w, rest](llvm::ArrayRef<std::string> ptrs,
-                          const std::string &size) {
-          w.line(llvm::formatv("moec::sgdUpdate({0}, {1}, {2});",
-                               llvm::join(ptrs, ", "), size, rest));
+        call = [&calls, rest](llvm::ArrayRef<std::string> ptrs,
+                              const std::string &size) {
+          calls.push_back(llvm::formatv("moec::sgdUpdate({0}, {1}, {2});",
+                                        llvm::join(ptrs, ", "), size, rest));
         };
         lastIsAdam = false;
       }
@@ -320,6 +307,7 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
               at(m, true)},
              size(0));
     }
+    emitRolledCalls(w, calls);
     // Enough blocks for the largest tensor of the launch, four elements a
     // thread.
     e.finishKernel(w.str(), GridDim{SymDim(largest), 256 * 4}, GridDim(),
