@@ -23,9 +23,12 @@ namespace moec::detail::cuda {
 namespace {
 
 /// NVRTC programs per worker thread when compiling a batch of kernels:
-/// fewer programs pay NVRTC's fixed cost less often, more keep the workers
-/// evenly loaded when some kernels take much longer than others.
-constexpr size_t kProgramsPerJob = 4;
+/// fewer programs pay NVRTC's fixed cost (about 0.11 s of CPU a program)
+/// less often, more keep the workers evenly loaded when some kernels take
+/// much longer than others. With the multi-tensor kernels rolled into loops
+/// no kernel dominates: on 2 cores the 12-block d 512 model compiles in
+/// 2.75-2.8 s with 2, 2.8-2.95 s with 4 (bench/RESULTS.md).
+constexpr size_t kProgramsPerJob = 2;
 
 /// Runs work(i) for i in [0, count) on `jobs` threads (0: one per hardware
 /// thread). The first failure stops the rest and is rethrown.
