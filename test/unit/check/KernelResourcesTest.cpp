@@ -183,6 +183,9 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     if (calls(source, "moec::adamUpdate") || calls(source, "moec::sgdUpdate") ||
         calls(source, "moec::sumOfSquares")) {
       EXPECT_GT(m.globalLoads16, 0) << k.name << ": no 16-byte loads";
+      // Their calls roll into loops that index the parameter block at run
+      // time: ptxas must read it in place, not copy it to the stack.
+      EXPECT_EQ(k.usage.stackBytes, 0) << k.name << ": a stack frame";
     }
     // Norm gradients of whole 16-byte vectors: f32 rows of a multiple of 4
     // columns, bf16 rows of a multiple of 8.
