@@ -350,4 +350,20 @@ TEST(CpuKernels, GlobalNormSumsAllOperands) {
   EXPECT_EQ(norm.at(0), 5);
 }
 
+// Lengths around the 16 partial sums and the 32768-element chunks: the norm
+// is that of a long double sum over every element, f32 and f64 operands.
+TEST(CpuKernels, GlobalNormOfRaggedLengths) {
+  std::vector<Tensor> grads = {randomTensor(DType::F32, {65536 + 13}, 31),
+                               randomTensor(DType::F32, {15}, 32),
+                               randomTensor(DType::F64, {32768 + 17}, 33),
+                               randomTensor(DType::F32, {1}, 34)};
+  long double sum = 0;
+  for (const Tensor &g : grads)
+    for (int64_t i = 0; i < g.numel(); ++i)
+      sum += static_cast<long double>(g.at(i)) * g.at(i);
+  Tensor norm = runKernel1("moe.global_norm", grads, zeros(DType::F64, {}));
+  EXPECT_NEAR(norm.at(0), std::sqrt(static_cast<double>(sum)),
+              1e-13 * std::sqrt(static_cast<double>(sum)));
+}
+
 } // namespace

@@ -213,4 +213,30 @@ TEST(CpuOptimizer, SgdWithAndWithoutMomentum) {
   expectValues(m, {0.68, -0.91}, 1e-15, "m' in place");
 }
 
+// As for Adam: the vectorised SGD loop gives the scalar formula's bits over
+// several blocks and a ragged tail, with and without momentum, f32 storage.
+TEST(CpuOptimizer, SgdGivesTheScalarFormulasBitsAcrossBlocks) {
+  const int64_t n = 2 * 16384 + 1001;
+  for (double momentum : {0.0, 0.9}) {
+    Tensor param = randomTensor(DType::F32, {n}, 21);
+    Tensor grad = randomTensor(DType::F32, {n}, 22, -3.0, 3.0);
+    Tensor m = randomTensor(DType::F32, {n}, 23, -0.5, 0.5);
+    std::vector<Tensor> out = runKernel(
+        "moe.sgd_update", {param, grad, m, scalarF32(0.05f), scalarF32(0.7f)},
+        {like(param), like(param)},
+        {{"momentum", momentum}, {"weight_decay", 0.01}});
+    const double lr = 0.05f, scale = 0.7f;
+    std::vector<double> expectedP(n), expectedM(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double p = param.at(i), g = grad.at(i) * scale + 0.01 * p;
+      double m1 = momentum > 0 ? momentum * m.at(i) + g : m.at(i);
+      expectedP[i] = static_cast<float>(p - lr * (momentum > 0 ? m1 : g));
+      expectedM[i] = static_cast<float>(m1);
+    }
+    std::string what = momentum > 0 ? "with momentum" : "plain";
+    expectValues(out[0], expectedP, 0, "p' " + what);
+    expectValues(out[1], expectedM, 0, "m' " + what);
+  }
+}
+
 } // namespace

@@ -50,13 +50,18 @@ double scheduledLr(const KernelContext &ctx, int64_t step) {
   return finalLr + (base - finalLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
-template <typename T>
-double sumOfSquares(const TensorView &view, int64_t begin, int64_t end) {
-  const T *p = view.as<T>();
-  double s = 0;
-  for (int64_t i = begin; i < end; ++i)
-    s += static_cast<double>(p[i]) * p[i];
-  return s;
+/// Runs `update(begin, count, into)` over [0, n) in blocks of kUpdateBlock
+/// elements, in parallel; `into(out)` is where a block writes an output:
+/// `out + begin`, or scratch when nobody reads that output.
+template <typename T, typename Fn> void forEachBlock(int64_t n, Fn &&update) {
+  constexpr int64_t kUpdateBlock = 16384;
+  int64_t blocks = (n + kUpdateBlock - 1) / kUpdateBlock;
+  parallelFor(blocks, 30 * kUpdateBlock, [&](int64_t b) {
+    int64_t begin = b * kUpdateBlock, count = std::min(kUpdateBlock, n - begin);
+    Scratch scratch;
+    update(begin, count,
+           [&](T *out) { return out ? out + begin : scratch.get<T>(count); });
+  });
 }
 
 /// Checks param, grad and moment operands share dtype and shape.
@@ -104,18 +109,11 @@ template <typename T> void adamUpdate(KernelContext &ctx) {
   const T *pp = param.as<T>(), *gp = grad.as<T>(), *mp = m.as<T>(),
           *vp = v.as<T>();
   T *po = newP.as<T>(), *mo = newM.as<T>(), *vo = newV.as<T>();
-  // Runs of kAdamBlock elements; an output nobody reads goes to scratch.
-  constexpr int64_t kAdamBlock = 16384;
-  int64_t n = param.numel(), blocks = (n + kAdamBlock - 1) / kAdamBlock;
-  parallelFor(blocks, 30 * kAdamBlock, [&](int64_t b) {
-    int64_t begin = b * kAdamBlock, count = std::min(kAdamBlock, n - begin);
-    Scratch scratch;
-    auto into = [&](T *out) {
-      return out ? out + begin : scratch.get<T>(count);
-    };
-    adamValues(pp + begin, gp + begin, mp + begin, vp + begin, into(po),
-               into(mo), into(vo), count, constants);
-  });
+  forEachBlock<T>(param.numel(),
+                  [&](int64_t begin, int64_t count, auto &&into) {
+                    adamValues(pp + begin, gp + begin, mp + begin, vp + begin,
+                               into(po), into(mo), into(vo), count, constants);
+                  });
 }
 
 template <typename T> void sgdUpdate(KernelContext &ctx) {
@@ -137,17 +135,12 @@ template <typename T> void sgdUpdate(KernelContext &ctx) {
 
   const T *pp = param.as<T>(), *gp = grad.as<T>(), *mp = m.as<T>();
   T *po = newP.as<T>(), *mo = newM.as<T>();
-  bool useMomentum = momentum > 0.0;
-  parallelFor(param.numel(), 30, [&](int64_t i) {
-    double p = pp[i], g = gp[i] * gradScale + wd * p, m0 = mp[i];
-    double m1 = useMomentum ? momentum * m0 + g : m0;
-    double p1 = p - lr * (useMomentum ? m1 : g);
-    if (po)
-      po[i] = static_cast<T>(p1);
-    // Without momentum m passes through unchanged (exactly, as T).
-    if (mo)
-      mo[i] = useMomentum ? static_cast<T>(m1) : mp[i];
-  });
+  SgdStep constants{lr, gradScale, momentum, wd};
+  forEachBlock<T>(param.numel(),
+                  [&](int64_t begin, int64_t count, auto &&into) {
+                    sgdValues(pp + begin, gp + begin, mp + begin, into(po),
+                              into(mo), count, constants);
+                  });
 }
 
 } // namespace
@@ -187,9 +180,10 @@ void globalNormKernel(KernelContext &ctx) {
   parallelFor(static_cast<int64_t>(chunks.size()), kChunk, [&](int64_t c) {
     const Chunk &ch = chunks[c];
     const TensorView &g = ctx.inputs[ch.input];
+    int64_t count = ch.end - ch.begin;
     partial[c] = g.dtype == DType::F32
-                     ? sumOfSquares<float>(g, ch.begin, ch.end)
-                     : sumOfSquares<double>(g, ch.begin, ch.end);
+                     ? sumOfSquares(g.as<float>() + ch.begin, count)
+                     : sumOfSquares(g.as<double>() + ch.begin, count);
   });
   double total = 0;
   for (double p : partial)

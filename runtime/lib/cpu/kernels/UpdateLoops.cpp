@@ -49,7 +49,80 @@ inline void adamDispatch(const T *param, const T *grad, const T *m, const T *v,
     adamLoop<false>(param, grad, m, v, newParam, newM, newV, n, s);
 }
 
+template <bool Momentum, typename T>
+inline void sgdLoop(const T *param, const T *grad, const T *m, T *newParam,
+                    T *newM, int64_t n, const SgdStep &s) {
+  const double lr = s.lr, gradScale = s.gradScale, momentum = s.momentum,
+               wd = s.weightDecay;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    double p = param[i], g = grad[i] * gradScale + wd * p;
+    if (Momentum) {
+      double m1 = momentum * m[i] + g;
+      newParam[i] = static_cast<T>(p - lr * m1);
+      newM[i] = static_cast<T>(m1);
+    } else {
+      newParam[i] = static_cast<T>(p - lr * g);
+      newM[i] = m[i]; // exactly, as T
+    }
+  }
+}
+
+template <typename T>
+inline void sgdDispatch(const T *param, const T *grad, const T *m, T *newParam,
+                        T *newM, int64_t n, const SgdStep &s) {
+  if (s.momentum > 0.0)
+    sgdLoop<true>(param, grad, m, newParam, newM, n, s);
+  else
+    sgdLoop<false>(param, grad, m, newParam, newM, n, s);
+}
+
+/// Sixteen partial sums: one AVX-512 register of doubles is a single
+/// dependency chain of adds, two let loads and adds overlap.
+template <typename T> inline double squaresLoop(const T *x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  double acc[kLanes] = {};
+  int64_t full = n - n % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) {
+      double e = x[i + j];
+      acc[j] += e * e;
+    }
+  }
+  for (int64_t i = full; i < n; ++i) {
+    double e = x[i];
+    acc[i - full] += e * e;
+  }
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t j = 0; j < width; ++j)
+      acc[j] += acc[j + width];
+  return acc[0];
+}
+
 } // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+sgdValues(const float *param, const float *grad, const float *m,
+          float *newParam, float *newM, int64_t n, const SgdStep &step) {
+  sgdDispatch(param, grad, m, newParam, newM, n, step);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+sgdValues(const double *param, const double *grad, const double *m,
+          double *newParam, double *newM, int64_t n, const SgdStep &step) {
+  sgdDispatch(param, grad, m, newParam, newM, n, step);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+sumOfSquares(const float *x, int64_t n) {
+  return squaresLoop(x, n);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+sumOfSquares(const double *x, int64_t n) {
+  return squaresLoop(x, n);
+}
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
 adamValues(const float *param, const float *grad, const float *m,
