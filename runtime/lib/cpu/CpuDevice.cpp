@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuDevice.h"
+#include "Bf16Staging.h"
 #include "HiddenCache.h"
 #include "Kernel.h"
 #include "kernels/Common.h"
@@ -38,66 +39,6 @@ CpuBuffer &cpuBuffer(DeviceBuffer &b) { return static_cast<CpuBuffer &>(b); }
 const CpuBuffer &cpuBuffer(const DeviceBuffer &b) {
   return static_cast<const CpuBuffer &>(b);
 }
-
-/// bf16 storage on the cpu device: a step whose operands include bf16
-/// tensors runs its f32 kernel on f32 copies, and each bf16 result is
-/// rounded back (to nearest even) once, as a GPU kernel computing in f32
-/// rounds when it stores. The kernels themselves know only f32 and f64.
-class Bf16Staging {
-public:
-  /// Swaps every bf16 view of `ctx` for an f32 copy of its contents.
-  explicit Bf16Staging(cpu::KernelContext &ctx) {
-    // Copies live for one step: what outlives it (the hidden layers) is
-    // keyed by the inputs' own storage.
-    if (std::any_of(ctx.inputs.begin(), ctx.inputs.end(), isBf16))
-      ctx.storedInputs = ctx.inputs;
-    for (TensorView &v : ctx.inputs)
-      stage(v, false);
-    for (TensorView &v : ctx.outputs)
-      stage(v, true);
-  }
-  /// Rounds the f32 results into their bf16 buffers.
-  void finish() {
-    for (Staged &s : staged) {
-      if (!s.output)
-        continue;
-      const int64_t n = s.copy.numel();
-      const float *from = s.copy.data<float>();
-      uint16_t *to = s.original.as<uint16_t>();
-#pragma omp parallel for schedule(static) if (n >= cpu::kMinParallelWork)
-      for (int64_t i = 0; i < n; ++i)
-        to[i] = bf16FromFloat(from[i]);
-    }
-  }
-
-private:
-  struct Staged {
-    TensorView original;
-    Tensor copy;
-    bool output;
-  };
-
-  static bool isBf16(const TensorView &v) {
-    return v.present() && v.dtype == DType::BF16;
-  }
-
-  void stage(TensorView &v, bool output) {
-    if (!isBf16(v))
-      return;
-    Tensor copy(DType::F32, v.shape);
-    const int64_t n = copy.numel();
-    const uint16_t *bits = v.as<uint16_t>();
-    float *to = copy.data<float>();
-#pragma omp parallel for schedule(static) if (n >= cpu::kMinParallelWork)
-    for (int64_t i = 0; i < n; ++i)
-      to[i] = bf16ToFloat(bits[i]);
-    TensorView original = v;
-    v = copy.view();
-    staged.push_back({original, std::move(copy), output});
-  }
-
-  std::vector<Staged> staged;
-};
 
 class CpuDevice : public Device {
 public:
@@ -162,7 +103,8 @@ public:
     bool saveHidden = firstGrad < program.steps.size();
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
-      cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op)};
+      cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op),
+                             nullptr, {}};
       for (int64_t id : step.in)
         ctx.inputs.push_back(view(id));
       for (int64_t id : step.out)
@@ -171,7 +113,7 @@ public:
       try {
         auto start = std::chrono::steady_clock::now();
         if (!(step.op == defs::ops::cast::kName && cpu::castWithBf16(ctx))) {
-          Bf16Staging bf16(ctx);
+          cpu::Bf16Staging bf16(ctx, stagingPool);
           cpu::lookupKernel(step.op)(ctx);
           bf16.finish();
         }
@@ -199,6 +141,9 @@ public:
 
 private:
   cpu::HiddenCache hidden;
+  /// bf16 models' f32 copies, kept between steps so that widening an
+  /// operand does not page-fault fresh memory every time.
+  cpu::BlockPool stagingPool;
 };
 
 } // namespace
