@@ -101,11 +101,12 @@ TEST(CpuGradients, Linear) {
   }
 }
 
+// 13 columns: the row sums take both laneSum's eight-wide body and its tail.
 TEST(CpuGradients, LayerNorm) {
-  Tensor x = randomTensor(F64, {3, 5}, 1, -2, 2);
-  Tensor gamma = randomTensor(F64, {5}, 2, 0.5, 1.5);
-  Tensor beta = randomTensor(F64, {5}, 3);
-  Tensor r = randomTensor(F64, {3, 5}, 4);
+  Tensor x = randomTensor(F64, {3, 13}, 1, -2, 2);
+  Tensor gamma = randomTensor(F64, {13}, 2, 0.5, 1.5);
+  Tensor beta = randomTensor(F64, {13}, 3);
+  Tensor r = randomTensor(F64, {3, 13}, 4);
   auto loss = [&] {
     return dotProduct(runKernel1("moe.layer_norm", {x, gamma, beta}, like(x)),
                       r);
@@ -118,9 +119,9 @@ TEST(CpuGradients, LayerNorm) {
 }
 
 TEST(CpuGradients, RmsNorm) {
-  Tensor x = randomTensor(F64, {3, 5}, 1, -2, 2);
-  Tensor gamma = randomTensor(F64, {5}, 2, 0.5, 1.5);
-  Tensor r = randomTensor(F64, {3, 5}, 4);
+  Tensor x = randomTensor(F64, {3, 13}, 1, -2, 2);
+  Tensor gamma = randomTensor(F64, {13}, 2, 0.5, 1.5);
+  Tensor r = randomTensor(F64, {3, 13}, 4);
   auto loss = [&] {
     return dotProduct(runKernel1("moe.rms_norm", {x, gamma}, like(x)), r);
   };

@@ -207,6 +207,22 @@ void parallelFor(int64_t n, int64_t workPerItem, Fn &&fn) {
     fn(i);
 }
 
+/// The sum over c < n of term(c), in double, as eight interleaved partial
+/// sums (term c goes to sum c % 8) added in a fixed tree: the adds do not
+/// wait on each other, and the order depends on n alone.
+template <typename Fn> double laneSum(int64_t n, Fn &&term) {
+  constexpr int64_t kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t full = n - n % kLanes;
+  for (int64_t c = 0; c < full; c += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j)
+      acc[j] += term(c + j);
+  for (int64_t c = full; c < n; ++c)
+    acc[c - full] += term(c);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /// out[c] = sum over rows r, ascending, of term(r, c), accumulated in
 /// double. Parallel over blocks of columns only, so the order of every sum is
 /// fixed whatever the thread count.

@@ -1,7 +1,7 @@
 //===- Norms.cpp - layer and RMS normalisation ----------------------------===//
 //
-// Row statistics are accumulated in double; the parameter gradients sum over
-// tokens in token order (columnReduce).
+// Row statistics are accumulated in double (laneSum's eight partial sums);
+// the parameter gradients sum over tokens in token order (columnReduce).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,21 +30,16 @@ RowShape normDims(const KernelContext &ctx, const TensorView &x,
 template <typename T>
 void layerNormStats(const T *x, int64_t d, double eps, double &mu,
                     double &rstd) {
-  double sum = 0;
-  for (int64_t c = 0; c < d; ++c)
-    sum += x[c];
+  double sum = laneSum(d, [&](int64_t c) -> double { return x[c]; });
   mu = d > 0 ? sum / d : 0.0;
-  double sq = 0;
-  for (int64_t c = 0; c < d; ++c)
-    sq += (x[c] - mu) * (x[c] - mu);
+  double sq = laneSum(d, [&](int64_t c) { return (x[c] - mu) * (x[c] - mu); });
   rstd = 1.0 / std::sqrt((d > 0 ? sq / d : 0.0) + eps);
 }
 
 /// 1 / sqrt(mean(x^2) + eps) of one row.
 template <typename T> double rmsNormScale(const T *x, int64_t d, double eps) {
-  double sq = 0;
-  for (int64_t c = 0; c < d; ++c)
-    sq += static_cast<double>(x[c]) * x[c];
+  double sq =
+      laneSum(d, [&](int64_t c) { return static_cast<double>(x[c]) * x[c]; });
   return 1.0 / std::sqrt((d > 0 ? sq / d : 0.0) + eps);
 }
 
@@ -96,12 +91,11 @@ template <typename T> void layerNormGrad(KernelContext &ctx) {
       return;
     // dx = r * (g - mean(g) - xh * mean(g * xh)) with g = dy * gamma.
     const T *gr = g + r * d;
-    double sumG = 0, sumGXh = 0;
-    for (int64_t c = 0; c < d; ++c) {
-      double gc = static_cast<double>(gr[c]) * gp[c];
-      sumG += gc;
-      sumGXh += gc * (xr[c] - mu[r]) * rstd[r];
-    }
+    double sumG = laneSum(
+        d, [&](int64_t c) { return static_cast<double>(gr[c]) * gp[c]; });
+    double sumGXh = laneSum(d, [&](int64_t c) {
+      return static_cast<double>(gr[c]) * gp[c] * (xr[c] - mu[r]) * rstd[r];
+    });
     double meanG = sumG / d, meanGXh = sumGXh / d;
     T *dxr = dx.as<T>() + r * d;
     for (int64_t c = 0; c < d; ++c) {
@@ -162,9 +156,9 @@ template <typename T> void rmsNormGrad(KernelContext &ctx) {
       return;
     // dx = r * g - x * r^3 * mean(g * x) with g = dy * gamma.
     const T *gr = g + r * d;
-    double sumGX = 0;
-    for (int64_t c = 0; c < d; ++c)
-      sumGX += static_cast<double>(gr[c]) * gp[c] * xr[c];
+    double sumGX = laneSum(d, [&](int64_t c) {
+      return static_cast<double>(gr[c]) * gp[c] * xr[c];
+    });
     double meanGX = sumGX / d;
     T *dxr = dx.as<T>() + r * d;
     for (int64_t c = 0; c < d; ++c)
