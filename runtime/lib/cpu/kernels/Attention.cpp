@@ -130,6 +130,22 @@ HeadViews headViews(const AttnDims &dims) {
   return {dims.heads * dims.dh, dims.kvHeads * dims.dh};
 }
 
+/// The largest of s[0..n) (NaNs skipped), -inf for none. A maximum does not
+/// depend on order, so eight running maxima give the one-chain loop's value
+/// without waiting on each comparison.
+template <typename T> double rowMax(const T *s, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  T acc[kLanes];
+  std::fill(acc, acc + kLanes, static_cast<T>(kNoScore));
+  int64_t full = n - n % kLanes;
+  for (int64_t j = 0; j < full; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      acc[l] = std::max(acc[l], s[j + l]);
+  for (int64_t j = full; j < n; ++j)
+    acc[j - full] = std::max(acc[j - full], s[j]);
+  return *std::max_element(acc, acc + kLanes);
+}
+
 /// Turns row `s` (the first `n` of `width` scores of a query of batch b)
 /// into softmax weights exp(s - shift), zero for masked and invisible keys.
 /// With `shift` unset it is the row's maximum; returns that shift, or -inf
@@ -138,10 +154,14 @@ template <typename T>
 double softmaxWeights(const AttnDims &dims, int64_t b, T *s, int64_t n,
                       int64_t width, std::optional<double> shift) {
   double m = kNoScore;
-  for (int64_t j = 0; j < n; ++j) {
-    if (!dims.keyKept(b, j))
-      s[j] = static_cast<T>(kNoScore);
-    m = std::max(m, static_cast<double>(s[j]));
+  if (dims.keyMask) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (!dims.keyKept(b, j))
+        s[j] = static_cast<T>(kNoScore);
+      m = std::max(m, static_cast<double>(s[j]));
+    }
+  } else if (!shift) {
+    m = rowMax(s, n);
   }
   if (shift)
     m = *shift;
@@ -202,9 +222,7 @@ template <typename T> void attention(KernelContext &ctx) {
         T *row = s + r * width;
         const int64_t n = dims.visible(i0 + r);
         double m = softmaxWeights(dims, b, row, n, width, std::nullopt);
-        double sum = 0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += row[j];
+        double sum = laneSum(n, [&](int64_t j) -> double { return row[j]; });
         // A query that sees no key (causal with Sk < Sq, or every key
         // masked) outputs 0, lse -inf.
         inverse[r] = m == kNoScore ? 0.0 : 1.0 / sum;
