@@ -67,19 +67,12 @@ void gatherRows(const T *src, const ExpertGroups &groups, int64_t div,
   });
 }
 
-/// sum of a[i] * b[i] in double, in eight interleaved partial sums (a
-/// fixed order the compiler can vectorise).
+/// sum of a[i] * b[i] in double, in laneSum's eight partial sums (a fixed
+/// order the compiler can vectorise).
 template <typename T>
 double dotInDouble(const T *a, const T *b, int64_t count) {
-  double part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    for (int64_t j = 0; j < 8; ++j)
-      part[j] += static_cast<double>(a[i + j]) * b[i + j];
-  for (; i < count; ++i)
-    part[i % 8] += static_cast<double>(a[i]) * b[i];
-  return ((part[0] + part[1]) + (part[2] + part[3])) +
-         ((part[4] + part[5]) + (part[6] + part[7]));
+  return laneSum(count,
+                 [&](int64_t i) { return static_cast<double>(a[i]) * b[i]; });
 }
 
 /// out_t = sum over kept j, ascending, of weight(a) * rows[rowOf[a]] with
