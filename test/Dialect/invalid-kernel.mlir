@@ -40,6 +40,18 @@ func.func @rope_in_a_gemm(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32>, %s: tensor
 
 // -----
 
+func.func @cache_write_of_a_cache_write(%c: tensor<1x16x8xf32>, %u: tensor<1x2x8xf32>, %p: tensor<i64>) -> tensor<1x16x8xf32> {
+  %0 = moe.kernel kv_write {
+    %1 = moe.kv_cache_write %c, %u, %p : (tensor<1x16x8xf32>, tensor<1x2x8xf32>, tensor<i64>) -> tensor<1x16x8xf32>
+    // expected-error @+1 {{'moe.kv_cache_write' op reads a value of its own kernel; a cache write's operands must come from before it}}
+    %2 = moe.kv_cache_write %1, %u, %p : (tensor<1x16x8xf32>, tensor<1x2x8xf32>, tensor<i64>) -> tensor<1x16x8xf32>
+    moe.yield %2 : tensor<1x16x8xf32>
+  } : tensor<1x16x8xf32>
+  return %0 : tensor<1x16x8xf32>
+}
+
+// -----
+
 func.func @wrong_member(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %0 = moe.kernel experts {
     // expected-error @+1 {{'moe.linear' op cannot start a 'experts' kernel}}

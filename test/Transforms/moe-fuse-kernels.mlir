@@ -168,4 +168,36 @@ module {
     %dw = moe.window_mean_grad %gs, %dg {window = #moe.pool_window<last>, size = 4 : i64} : (tensor<?x?x2xf32>, tensor<?x?x2xf32>) -> tensor<?x?x2xf32>
     return %y, %stats, %dc, %dw : tensor<?x?x8xf32>, tensor<3xf32>, tensor<?x?x8xf32>, tensor<?x?x2xf32>
   }
+  // A decoding layer's key and value cache writes share one kernel, and a
+  // later write of the same position whose operands are ready (an MAE
+  // layer's pool, after its attention) moves up into it; a write of a
+  // cache another write produced starts a kernel of its own.
+  // CHECK-LABEL: func.func @decode_caches
+  func.func @decode_caches(%ck: tensor<2x16x8xf32> {moe.input = "ck"},
+                           %cv: tensor<2x16x8xf32> {moe.input = "cv"},
+                           %cp: tensor<2x16x8xf32> {moe.input = "cp"},
+                           %k: tensor<2x?x8xf32> {moe.input = "k", moe.dims = [2, "S", 8]},
+                           %v: tensor<2x?x8xf32> {moe.input = "v", moe.dims = [2, "S", 8]},
+                           %past: tensor<i64> {moe.input = "past"})
+      -> (tensor<2x16x8xf32> {moe.output = "ck"}, tensor<2x16x8xf32> {moe.output = "cv"},
+          tensor<2x?x8xf32> {moe.output = "sum"}, tensor<2x16x8xf32> {moe.output = "cp"},
+          tensor<2x16x8xf32> {moe.output = "again"})
+      attributes {moe.entry = "decode_caches"} {
+    // CHECK: %[[KV:.*]]:3 = moe.kernel kv_write {
+    // CHECK-NEXT: moe.kv_cache_write %arg0, %arg3, %arg5
+    // CHECK-NEXT: moe.kv_cache_write %arg1, %arg4, %arg5
+    // CHECK-NEXT: moe.kv_cache_write %arg2, %arg3, %arg5
+    // CHECK-NEXT: moe.yield
+    %nk = moe.kv_cache_write %ck, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    %nv = moe.kv_cache_write %cv, %v, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    // CHECK: moe.kernel elementwise {
+    // CHECK-NEXT: arith.addf
+    %sum = arith.addf %k, %v : tensor<2x?x8xf32>
+    %np = moe.kv_cache_write %cp, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    // CHECK: moe.kernel kv_write {
+    // CHECK-NEXT: moe.kv_cache_write %[[KV]]#1,
+    // CHECK-NEXT: moe.yield
+    %again = moe.kv_cache_write %nv, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    return %nk, %nv, %sum, %np, %again : tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>
+  }
 }

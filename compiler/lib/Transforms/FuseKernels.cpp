@@ -13,6 +13,9 @@
 //   global_norm moe.global_norm + the 0-d arith ops that use it (clipping)
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
 //   row_scale   moe.normalize_rows or moe.rescale_rows
+//   kv_write    moe.kv_cache_write [+ the later ones of the same position
+//               whose operands are ready: a decoding layer's keys, values
+//               and MAE pool]
 //   batch_norm  moe.batch_norm (and batch_norm_grad its gradient)
 //   elementwise runs of elementwise ops over the same number of elements
 //               (moe.rope among them, when its x comes from before the run,
@@ -21,9 +24,9 @@
 //
 // and every other op forms a group of its own. A group is a contiguous run
 // of ops (constants in between are buffers, not steps); the ops the router
-// group absorbs are moved up next to it first (all ops are pure, and the
-// move keeps every operand defined before its use). The `moe.kernel`
-// verifier checks the same rules on any plan.
+// and kv_write groups absorb are moved up next to them first (all ops are
+// pure, and the move keeps every operand defined before its use). The
+// `moe.kernel` verifier checks the same rules on any plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,6 +141,8 @@ public:
             groupKind = KernelKind::Norm;
       if (groupKind == KernelKind::Router)
         hoistRouterConsumers(op);
+      if (auto write = dyn_cast<KvCacheWriteOp>(op))
+        hoistCacheWrites(write);
       grow();
       grouped.insert(group.begin(), group.end());
       groups.push_back({groupKind, group});
@@ -204,6 +209,10 @@ private:
              !(isa<HeadMixtureOp>(op) && inGroup(op->getOperand(1)));
     if (groupKind == K::Optimizer)
       return isa<AdamUpdateOp, SgdUpdateOp>(op);
+    if (groupKind == K::KvWrite)
+      return isa<KvCacheWriteOp>(op) &&
+             llvm::all_of(op->getOperands(),
+                          [&](Value v) { return before(v); });
     if (!feedsFromGroup(op))
       return false;
     Operation *last = group.back();
@@ -296,6 +305,33 @@ private:
         continue;
       // A move renumbers the block's order, which the next isBeforeInBlock
       // recomputes: move only what is out of place.
+      if (op != insertAfter->getNextNode())
+        op->moveAfter(insertAfter);
+      insertAfter = op;
+    }
+  }
+
+  /// Moves the later cache writes of the same decoding position whose
+  /// operands are ready up next to `first` (an MAE layer's pool write
+  /// comes after its attention), so that one kernel writes them all.
+  void hoistCacheWrites(KvCacheWriteOp first) {
+    // The users of `past` rather than a scan of the block (see above).
+    llvm::SmallVector<Operation *> writes;
+    for (Operation *user : first.getPast().getUsers())
+      if (isa<KvCacheWriteOp>(user) && user->getBlock() == first->getBlock() &&
+          first->isBeforeInBlock(user) && !llvm::is_contained(writes, user))
+        writes.push_back(user);
+    llvm::sort(writes, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    Operation *insertAfter = first;
+    for (Operation *op : writes) {
+      bool ready = llvm::all_of(op->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || def->isBeforeInBlock(first);
+      });
+      if (!ready)
+        continue;
       if (op != insertAfter->getNextNode())
         op->moveAfter(insertAfter);
       insertAfter = op;

@@ -69,7 +69,8 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
   case KernelKind::AttentionGrad:
     return first && isa<AttentionGradOp>(op);
   case KernelKind::KvWrite:
-    return first && isa<KvCacheWriteOp>(op);
+    // A decoding layer's key and value writes share one launch.
+    return isa<KvCacheWriteOp>(op);
   case KernelKind::RouterGrad:
     return first && isa<TopKRouterGradOp>(op);
   case KernelKind::SwitchLossGrad:
@@ -295,6 +296,14 @@ LogicalResult KernelOp::verify() {
         if (def->getParentOp() == getOperation())
           return op.emitOpError("reads g per row and head, so g must come "
                                 "from before its kernel");
+    // Threads of one write do not see another write's cache rows.
+    if (isa<KvCacheWriteOp>(op))
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def->getParentOp() == getOperation() &&
+              !isa<arith::ConstantOp>(def))
+            return op.emitOpError("reads a value of its own kernel; a cache "
+                                  "write's operands must come from before it");
     first = false;
     planned = planned || op.hasAttr(attrs::kStep);
   }

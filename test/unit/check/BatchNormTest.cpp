@@ -39,16 +39,7 @@ constexpr double kEps = 1e-5, kMomentum = 0.1;
 /// The batch-norm module with `storage` (f32 or bf16) activations, tiled
 /// for `arch`.
 Bundle bnBundle(const std::string &storage, const std::string &arch = "sm_80") {
-  std::string text =
-      readRegularFile(MOEC_SOURCE_DIR "/test/unit/check/inputs/batch_norm.mlir",
-                      size_t(1) << 20);
-  for (size_t at = text.find("STORAGE"); at != std::string::npos;
-       at = text.find("STORAGE", at))
-    text.replace(at, 7, storage);
-  CompileOptions options;
-  options.arch = arch;
-  return compileModuleSource(text, "batch_norm.mlir (" + storage + ")",
-                             options);
+  return test::storageModuleBundle("batch_norm.mlir", storage, arch);
 }
 
 class BatchNormKernels : public ::testing::TestWithParam<std::string> {};

@@ -29,15 +29,7 @@ namespace {
 /// The gate module with `storage` (f32 or bf16) activations, tiled for
 /// `arch`.
 Bundle gateBundle(const std::string &storage, const std::string &arch) {
-  std::string text =
-      readRegularFile(MOEC_SOURCE_DIR "/test/unit/check/inputs/xmoe_gate.mlir",
-                      size_t(1) << 20);
-  for (size_t at = text.find("STORAGE"); at != std::string::npos;
-       at = text.find("STORAGE", at))
-    text.replace(at, 7, storage);
-  CompileOptions options;
-  options.arch = arch;
-  return compileModuleSource(text, "xmoe_gate.mlir (" + storage + ")", options);
+  return test::storageModuleBundle("xmoe_gate.mlir", storage, arch);
 }
 
 class GateKernels : public ::testing::TestWithParam<std::string> {};

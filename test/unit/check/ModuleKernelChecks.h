@@ -13,7 +13,9 @@
 
 #include "KernelCheck.h"
 #include "emu/EmuDevice.h"
+#include "moec/Compiler.h"
 #include "moec/Cuda.h"
+#include "moec/Files.h"
 #include "moec/KernelCheck.h"
 
 #include <functional>
@@ -23,6 +25,21 @@
 #include <memory>
 
 namespace moec::test {
+
+/// The module test/unit/check/inputs/`file` with activations of `storage`
+/// (f32 or bf16, for its STORAGE placeholders), tiled for `arch`.
+inline Bundle storageModuleBundle(const std::string &file,
+                                  const std::string &storage,
+                                  const std::string &arch) {
+  std::string text = readRegularFile(
+      MOEC_SOURCE_DIR "/test/unit/check/inputs/" + file, size_t(1) << 20);
+  for (size_t at = text.find("STORAGE"); at != std::string::npos;
+       at = text.find("STORAGE", at))
+    text.replace(at, 7, storage);
+  CompileOptions options;
+  options.arch = arch;
+  return compileModuleSource(text, file + " (" + storage + ")", options);
+}
 
 /// Every program of `bundle` on the emu device in checking mode (bounds,
 /// races, uninitialised reads) matches the cpu device.

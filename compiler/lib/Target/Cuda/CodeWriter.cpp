@@ -23,7 +23,8 @@ CodeWriter &CodeWriter::line(const llvm::Twine &t) {
 CodeWriter::Scope::Scope(CodeWriter &writer, const llvm::Twine &head,
                          llvm::StringRef tail)
     : writer(writer), tail(tail.str()) {
-  writer.line(head + " {");
+  // An empty head opens a bare block.
+  writer.line(head.isTriviallyEmpty() ? llvm::Twine("{") : head + " {");
   writer.indent();
 }
 

@@ -11,6 +11,7 @@
 #include "GroupEmitter.h"
 #include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -176,15 +177,19 @@ LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
 }
 
 LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
-  auto write = cast<KvCacheWriteOp>(e.first());
-  const SymShape &updateShape = e.shapeOf(write.getUpdate());
-  auto cacheType = cast<RankedTensorType>(write.getCache().getType());
-  int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
-  bool inPlace = e.buffer(write.getCache()) == e.buffer(write.getResult());
+  SmallVector<KvCacheWriteOp> writes;
+  for (Operation *op : e.group().ops)
+    if (auto write = dyn_cast<KvCacheWriteOp>(op))
+      writes.push_back(write);
   int64_t threads = e.tile(e.tiles().getThreads()), items = e.tile(e.tiles().getItems());
-  if (!inPlace) {
-    // The plan kept the old cache alive: copy it first.
-    e.beginKernel("copy");
+  int copies = 0;
+  for (KvCacheWriteOp write : writes) {
+    if (e.buffer(write.getCache()) == e.buffer(write.getResult()))
+      continue;
+    // The plan kept the old cache alive: copy it first (each copy a kernel
+    // name of its own, as caches of other types give other code).
+    e.beginKernel(copies ? "copy" + std::to_string(copies) : "copy");
+    ++copies;
     CodeWriter c;
     c.indent();
     SymDim n = e.numElements(write.getCache());
@@ -198,16 +203,25 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
     e.finishKernel(c.str(), GridDim{n, threads * items}, GridDim(),
                    GridDim(), threads);
   }
-  e.beginKernel(inPlace ? "" : "write");
+  // One launch writes every cache of the group (a layer's keys, values and
+  // pool), each in a grid-stride loop of its own: the grid fits the first
+  // write, and the loops cover a larger one.
+  e.beginKernel(copies ? "write" : "");
   CodeWriter w;
   w.indent();
-  SymDim n = e.numElements(write.getUpdate());
-  e.declareScalar(w, "n", n);
-  e.declareScalar(w, "S", updateShape[1]);
-  std::string update = e.declared(w, write.getUpdate(), false, "update");
-  std::string past = e.declared(w, write.getPast(), false, "past");
-  std::string cache = e.declared(w, write.getResult(), true, "cache");
-  {
+  for (KvCacheWriteOp write : writes) {
+    const SymShape &updateShape = e.shapeOf(write.getUpdate());
+    auto cacheType = cast<RankedTensorType>(write.getCache().getType());
+    int64_t maxLen = cacheType.getDimSize(1), width = cacheType.getDimSize(2);
+    // Each write's names in a block of its own when there are several.
+    std::optional<CodeWriter::Scope> block;
+    if (writes.size() > 1)
+      block.emplace(w, "");
+    e.declareScalar(w, "n", e.numElements(write.getUpdate()));
+    e.declareScalar(w, "S", updateShape[1]);
+    std::string update = e.declared(w, write.getUpdate(), false, "update");
+    std::string past = e.declared(w, write.getPast(), false, "past");
+    std::string cache = e.declared(w, write.getResult(), true, "cache");
     CodeWriter::Scope loop(w, kGridStride);
     w.line(llvm::formatv("const int64_t b = i / (S * {0}), s = i / {0} % S, c "
                          "= i % {0};",
@@ -215,7 +229,9 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
     w.line(llvm::formatv("{0}[(b * {1} + {2}[0] + s) * {3} + c] = {4}[i];", cache,
                          maxLen, past, width, update));
   }
-  e.finishKernel(w.str(), GridDim{n, threads * items}, GridDim(), GridDim(),
-                 threads);
+  e.finishKernel(
+      w.str(),
+      GridDim{e.numElements(writes.front().getUpdate()), threads * items},
+      GridDim(), GridDim(), threads);
   return success();
 }

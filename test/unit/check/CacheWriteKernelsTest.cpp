@@ -1,0 +1,82 @@
+//===- CacheWriteKernelsTest.cpp - a decoding layer's cache writes --------===//
+//
+// inputs/kv_cache_writes.mlir compiled with f32 and bf16 storage: the
+// keys', values' and pool's writes of one position share one kernel (in
+// place, and after copies of caches the program still reads), which on
+// the emu device matches the cpu device, passes emu's checking mode and
+// compiles by NVRTC for sm_80 and sm_90 without spills.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BundleData.h"
+#include "ModuleKernelChecks.h"
+#include "moec/KernelCheck.h"
+
+#include <gtest/gtest.h>
+#include <iostream>
+
+using namespace moec;
+
+namespace {
+
+Bundle cacheWriteBundle(const std::string &storage,
+                        const std::string &arch = "sm_80") {
+  return test::storageModuleBundle("kv_cache_writes.mlir", storage, arch);
+}
+
+/// The launches of program `name` whose kernel kind is kv_write.
+std::vector<std::string> cacheWriteKernels(const Bundle &bundle,
+                                           const std::string &name) {
+  std::vector<std::string> kernels;
+  for (const auto &group : bundle.internals().programs.at(name).groups)
+    if (group.kind == "kv_write")
+      for (const auto &launch : group.launches)
+        kernels.push_back(launch.kernel);
+  return kernels;
+}
+
+class CacheWriteKernels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CacheWriteKernels, AreOneLaunchAfterTheCopies) {
+  Bundle bundle = cacheWriteBundle(GetParam());
+  EXPECT_EQ(cacheWriteKernels(bundle, "decode"),
+            std::vector<std::string>{"moek_decode_g0"});
+  EXPECT_EQ(cacheWriteKernels(bundle, "decode_kept"),
+            (std::vector<std::string>{"moek_decode_kept_g0_copy",
+                                      "moek_decode_kept_g0_copy1",
+                                      "moek_decode_kept_g0_write"}));
+}
+
+TEST_P(CacheWriteKernels, MatchTheCpuDevice) {
+  Bundle bundle = cacheWriteBundle(GetParam());
+  for (int64_t decodeLen : {1, 3}) {
+    SCOPED_TRACE(decodeLen);
+    KernelCheckOptions options;
+    options.device = "emu";
+    options.decodeLen = decodeLen;
+    KernelCheckReport report = checkKernels(bundle, options);
+    EXPECT_TRUE(report.passed()) << report.format();
+    EXPECT_EQ(report.covered.size(), bundle.internals().kernels.size());
+    test::expectKindsCompared(report, {"kv_write"});
+    std::cout << report.format();
+  }
+}
+
+TEST_P(CacheWriteKernels, PassTheEmuChecks) {
+  test::expectEmuChecksPass(cacheWriteBundle(GetParam()));
+}
+
+TEST_P(CacheWriteKernels, CompileWithoutSpills) {
+#ifndef MOEC_HAVE_NVRTC
+  GTEST_SKIP() << "built without the CUDA toolkit";
+#else
+  test::expectCompilesWithoutSpills([](const std::string &arch) {
+    return cacheWriteBundle(GetParam(), arch);
+  });
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, CacheWriteKernels,
+                         ::testing::Values("f32", "bf16"));
+
+} // namespace
