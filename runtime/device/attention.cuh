@@ -9,7 +9,11 @@
 // every gradient is one thread's ordered sum: no atomics. These kernels
 // compute in fp32 on CUDA cores whatever the storage type; the forward of
 // a bf16 model with a head dim that is a multiple of 16 up to 128 runs on the tensor cores
-// instead (attention_mma.cuh), and its backward here.
+// instead (attention_mma.cuh), and its backward here. A staged tile whose
+// rows the lanes of a warp read side by side (lane = key or query) keeps
+// rows an odd number of floats apart (kStagedRow), so that the 32 lanes
+// read 32 different banks, not one bank 32 times as rows of HD = 32k
+// floats would.
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
 // Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
@@ -39,6 +43,10 @@ MOEC_DEVICE bool visible(const AttentionShape &s, int64_t b, int64_t i,
          (!s.keyMask || s.keyMask[b * s.rowsPerBatch + j] != 0);
 }
 
+/// The distance, in floats, between the rows of a staged tile: odd, so that
+/// column d of 32 consecutive rows lies in 32 different banks.
+template <int HD> constexpr int kStagedRow = HD % 2 ? HD : HD + 1;
+
 /// One past the last key any query of the tile starting at i0 can see.
 template <int TQ>
 MOEC_DEVICE int64_t keyEnd(const AttentionShape &s, int64_t i0) {
@@ -48,7 +56,7 @@ MOEC_DEVICE int64_t keyEnd(const AttentionShape &s, int64_t i0) {
 }
 
 /// Stages keys and values j0 .. j0 + TK - 1 of K/V head g of batch b in
-/// shared memory as float, zero past kvLen.
+/// shared memory as float rows kStagedRow<HD> apart, zero past kvLen.
 template <int HD, int TK, int THREADS, typename T>
 MOEC_DEVICE void stageKeys(const AttentionShape &s, gptr<const T> k,
                            gptr<const T> v, int64_t b, int g, int64_t j0,
@@ -57,13 +65,15 @@ MOEC_DEVICE void stageKeys(const AttentionShape &s, gptr<const T> k,
   for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
     int64_t j = j0 + t / HD;
     int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-    Ks[t] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
-    Vs[t] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
+    const int staged = t / HD * kStagedRow<HD> + t % HD;
+    Ks[staged] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
+    Vs[staged] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
   }
 }
 
 /// Stages queries and output gradients i0 .. i0 + TQ - 1 of head h of
-/// batch b in shared memory as float, zero past sq.
+/// batch b in shared memory as float rows kStagedRow<HD> apart, zero past
+/// sq.
 template <int HD, int TQ, int THREADS, typename T>
 MOEC_DEVICE void stageQueries(const AttentionShape &s, gptr<const T> q,
                               gptr<const T> dout, int64_t b, int h, int64_t i0,
@@ -72,8 +82,9 @@ MOEC_DEVICE void stageQueries(const AttentionShape &s, gptr<const T> q,
   for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
     int64_t i = i0 + t / HD;
     int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-    Qs[t] = i < s.sq ? toFloat(q[at]) : 0.0f;
-    Gs[t] = i < s.sq ? toFloat(dout[at]) : 0.0f;
+    const int staged = t / HD * kStagedRow<HD> + t % HD;
+    Qs[staged] = i < s.sq ? toFloat(q[at]) : 0.0f;
+    Gs[staged] = i < s.sq ? toFloat(dout[at]) : 0.0f;
   }
 }
 
@@ -84,10 +95,12 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
                                   gptr<T> out, gptr<float> lse) {
   constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
   constexpr int kPer = (HD + 31) / 32;
+  constexpr int HDP = kStagedRow<HD>;
   static_assert(TQ % kWarps == 0, "queries split evenly over warps");
+  // A warp reads one query row (a broadcast): Qs needs no padding.
   MOEC_SHARED(float, Qs, TQ * HD);
-  MOEC_SHARED(float, Ks, TK * HD);
-  MOEC_SHARED(float, Vs, TK * HD);
+  MOEC_SHARED(float, Ks, TK * HDP);
+  MOEC_SHARED(float, Vs, TK * HDP);
   MOEC_SHARED(float, Ps, kWarps * TK);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
@@ -122,7 +135,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
         if (visible(s, b, i, j0 + kk)) {
           float dot = 0.0f;
           for (int d = 0; d < HD; ++d)
-            dot += Qs[qi * HD + d] * Ks[kk * HD + d];
+            dot += Qs[qi * HD + d] * Ks[kk * HDP + d];
           score = dot * s.scale;
         }
         Ps[warp * TK + kk] = score;
@@ -148,7 +161,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
         float acc = o[r][j] * correction;
         if (d < HD)
           for (int kk = 0; kk < TK; ++kk)
-            acc += Ps[warp * TK + kk] * Vs[kk * HD + d];
+            acc += Ps[warp * TK + kk] * Vs[kk * HDP + d];
         o[r][j] = acc;
       }
       __syncwarp();
@@ -196,11 +209,11 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
                                 gptr<const T> dout, gptr<const float> lse,
                                 gptr<const float> delta, gptr<T> dq) {
   constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
-  constexpr int kPer = (HD + 31) / 32;
-  MOEC_SHARED(float, Qs, TQ * HD);
-  MOEC_SHARED(float, Gs, TQ * HD);
-  MOEC_SHARED(float, Ks, TK * HD);
-  MOEC_SHARED(float, Vs, TK * HD);
+  constexpr int kPer = (HD + 31) / 32, HDP = kStagedRow<HD>;
+  MOEC_SHARED(float, Qs, TQ * HDP);
+  MOEC_SHARED(float, Gs, TQ * HDP);
+  MOEC_SHARED(float, Ks, TK * HDP);
+  MOEC_SHARED(float, Vs, TK * HDP);
   MOEC_SHARED(float, Ds, kWarps * TK);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
@@ -228,8 +241,8 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
         if (visible(s, b, i, j0 + kk)) {
           float dot = 0.0f, dp = 0.0f;
           for (int d = 0; d < HD; ++d) {
-            dot += Qs[qi * HD + d] * Ks[kk * HD + d];
-            dp += Gs[qi * HD + d] * Vs[kk * HD + d];
+            dot += Qs[qi * HDP + d] * Ks[kk * HDP + d];
+            dp += Gs[qi * HDP + d] * Vs[kk * HDP + d];
           }
           float pj = expf(dot * s.scale - li);
           ds = pj * (dp - di);
@@ -241,7 +254,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
         int d = lane + 32 * j;
         if (d < HD)
           for (int kk = 0; kk < TK; ++kk)
-            acc[r][j] += Ds[warp * TK + kk] * Ks[kk * HD + d];
+            acc[r][j] += Ds[warp * TK + kk] * Ks[kk * HDP + d];
       }
       __syncwarp();
     }
@@ -267,11 +280,11 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
                                  gptr<const float> delta, gptr<T> dk,
                                  gptr<T> dv) {
   constexpr int kWarps = THREADS / 32, KPW = TK / kWarps;
-  constexpr int kPer = (HD + 31) / 32;
-  MOEC_SHARED(float, Ks, TK * HD);
-  MOEC_SHARED(float, Vs, TK * HD);
-  MOEC_SHARED(float, Qs, TQ * HD);
-  MOEC_SHARED(float, Gs, TQ * HD);
+  constexpr int kPer = (HD + 31) / 32, HDP = kStagedRow<HD>;
+  MOEC_SHARED(float, Ks, TK * HDP);
+  MOEC_SHARED(float, Vs, TK * HDP);
+  MOEC_SHARED(float, Qs, TQ * HDP);
+  MOEC_SHARED(float, Gs, TQ * HDP);
   MOEC_SHARED(float, Ls, TQ);
   MOEC_SHARED(float, Es, TQ);
   MOEC_SHARED(float, Ps, kWarps * TQ);
@@ -311,8 +324,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
           if (i < s.sq && visible(s, b, i, j)) {
             float dot = 0.0f, dp = 0.0f;
             for (int d = 0; d < HD; ++d) {
-              dot += Qs[qq * HD + d] * Ks[kk * HD + d];
-              dp += Gs[qq * HD + d] * Vs[kk * HD + d];
+              dot += Qs[qq * HDP + d] * Ks[kk * HDP + d];
+              dp += Gs[qq * HDP + d] * Vs[kk * HDP + d];
             }
             pj = expf(dot * s.scale - Ls[qq]);
             ds = pj * (dp - Es[qq]);
@@ -325,8 +338,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
           int d = lane + 32 * jj;
           if (d < HD)
             for (int qq = 0; qq < TQ; ++qq) {
-              dvAcc[r][jj] += Ps[warp * TQ + qq] * Gs[qq * HD + d];
-              dkAcc[r][jj] += Ds[warp * TQ + qq] * Qs[qq * HD + d];
+              dvAcc[r][jj] += Ps[warp * TQ + qq] * Gs[qq * HDP + d];
+              dkAcc[r][jj] += Ds[warp * TQ + qq] * Qs[qq * HDP + d];
             }
         }
         __syncwarp();

@@ -128,8 +128,12 @@ MOEC_DEVICE void gemmTile(int64_t m0, int64_t n0, int64_t M, int64_t N,
   static_assert(TM % 16 == 0 && TN % 16 == 0, "tiles are multiples of 16");
   constexpr int TX = 16, TY = THREADS / TX;
   constexpr int RM = TM / TY, RN = TN / TX;
-  MOEC_SHARED(float, As, TK * TM);
-  MOEC_SHARED(float, Bs, TK * TN);
+  // Rows along k are TM + 2 (TN + 2) floats apart: an operand whose k runs
+  // fastest in memory is stored by a warp as 16 k times 2 rows, which then
+  // land in 32 different banks (2 kk + mm), not 16 times in the same two.
+  constexpr int SA = TM + 2, SB = TN + 2;
+  MOEC_SHARED(float, As, TK * SA);
+  MOEC_SHARED(float, Bs, TK * SB);
   float acc[RM][RN];
   for (int r = 0; r < RM; ++r)
     for (int c = 0; c < RN; ++c)
@@ -142,21 +146,21 @@ MOEC_DEVICE void gemmTile(int64_t m0, int64_t n0, int64_t M, int64_t N,
       int mm = LoadA::kContiguousFirst ? i % TM : i / TK;
       int kk = LoadA::kContiguousFirst ? i / TM : i % TK;
       int64_t m = m0 + mm, k = k0 + kk;
-      As[kk * TM + mm] = m < M && k < K ? loadA(m, k) : 0.0f;
+      As[kk * SA + mm] = m < M && k < K ? loadA(m, k) : 0.0f;
     }
     for (int i = threadIdx.x; i < TN * TK; i += THREADS) {
       int kk = LoadB::kContiguousFirst ? i % TK : i / TN;
       int nn = LoadB::kContiguousFirst ? i / TK : i % TN;
       int64_t k = k0 + kk, n = n0 + nn;
-      Bs[kk * TN + nn] = k < K && n < N ? loadB(k, n) : 0.0f;
+      Bs[kk * SB + nn] = k < K && n < N ? loadB(k, n) : 0.0f;
     }
     __syncthreads();
     for (int kk = 0; kk < TK; ++kk) {
       float a[RM], b[RN];
       for (int r = 0; r < RM; ++r)
-        a[r] = As[kk * TM + ty + r * TY];
+        a[r] = As[kk * SA + ty + r * TY];
       for (int c = 0; c < RN; ++c)
-        b[c] = Bs[kk * TN + tx + c * TX];
+        b[c] = Bs[kk * SB + tx + c * TX];
       for (int r = 0; r < RM; ++r)
         for (int c = 0; c < RN; ++c)
           acc[r][c] = __fmaf_rn(a[r], b[c], acc[r][c]);

@@ -200,4 +200,27 @@ module {
     %again = moe.kv_cache_write %nv, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
     return %nk, %nv, %sum, %np, %again : tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>
   }
+  // A decoding layer's key projection stores into the cache from its GEMM's
+  // epilogue: the write moves up next to the linear that computes its rows
+  // and joins its kernel.
+  // CHECK-LABEL: func.func @decode_projection
+  func.func @decode_projection(%x: tensor<2x?x8xf32> {moe.input = "x", moe.dims = [2, "S", 8]},
+                               %wk: tensor<8x8xf32> {moe.input = "wk"},
+                               %wq: tensor<8x8xf32> {moe.input = "wq"},
+                               %ck: tensor<2x16x8xf32> {moe.input = "ck"},
+                               %past: tensor<i64> {moe.input = "past"})
+      -> (tensor<2x16x8xf32> {moe.output = "ck"}, tensor<2x?x8xf32> {moe.output = "q"})
+      attributes {moe.entry = "decode_projection"} {
+    // CHECK: moe.kernel gemm {
+    // CHECK-NEXT: %[[K:.*]] = moe.linear %arg0, %arg1
+    // CHECK-NEXT: %[[C:.*]] = moe.kv_cache_write %arg3, %[[K]], %arg4
+    // CHECK-NEXT: moe.yield %[[C]]
+    // CHECK: moe.kernel gemm {
+    // CHECK-NEXT: moe.linear %arg0, %arg2
+    // CHECK-NEXT: moe.yield
+    %k = moe.linear %x, %wk : (tensor<2x?x8xf32>, tensor<8x8xf32>) -> tensor<2x?x8xf32>
+    %q = moe.linear %x, %wq : (tensor<2x?x8xf32>, tensor<8x8xf32>) -> tensor<2x?x8xf32>
+    %nk = moe.kv_cache_write %ck, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    return %nk, %q : tensor<2x16x8xf32>, tensor<2x?x8xf32>
+  }
 }

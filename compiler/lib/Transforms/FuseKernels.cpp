@@ -6,6 +6,7 @@
 //
 //   embedding   moe.embedding [+ moe.add_positions] [+ moe.dropout]
 //   gemm        moe.linear [+ moe.activation] [+ residual arith.addf]
+//               or moe.linear + the moe.kv_cache_write of its product
 //   router      moe.linear (logits) + moe.topk_router + moe.z_loss +
 //               moe.switch_loss + moe.expert_load
 //   experts     moe.expert_ffn [+ residual arith.addf]
@@ -14,8 +15,8 @@
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
 //   row_scale   moe.normalize_rows or moe.rescale_rows
 //   kv_write    moe.kv_cache_write [+ the later ones of the same position
-//               whose operands are ready: a decoding layer's keys, values
-//               and MAE pool]
+//               whose operands are ready: a decoding layer's rotated keys,
+//               its values, an MAE pool]
 //   batch_norm  moe.batch_norm (and batch_norm_grad its gradient)
 //   elementwise runs of elementwise ops over the same number of elements
 //               (moe.rope among them, when its x comes from before the run,
@@ -23,9 +24,10 @@
 //   scalar      runs of 0-d ops (loss weighting, moe.lr_schedule)
 //
 // and every other op forms a group of its own. A group is a contiguous run
-// of ops (constants in between are buffers, not steps); the ops the router
-// and kv_write groups absorb are moved up next to them first (all ops are
-// pure, and the move keeps every operand defined before its use). The
+// of ops (constants in between are buffers, not steps); the ops the router,
+// kv_write and cache-writing gemm groups absorb are moved up next to them
+// first (all ops are pure, and the move keeps every operand defined before
+// its use). The
 // `moe.kernel` verifier checks the same rules on any plan.
 //
 //===----------------------------------------------------------------------===//
@@ -143,6 +145,9 @@ public:
         hoistRouterConsumers(op);
       if (auto write = dyn_cast<KvCacheWriteOp>(op))
         hoistCacheWrites(write);
+      if (auto linear = dyn_cast<LinearOp>(op);
+          linear && groupKind == KernelKind::Gemm)
+        hoistCacheWriteOf(linear);
       grow();
       grouped.insert(group.begin(), group.end());
       groups.push_back({groupKind, group});
@@ -228,6 +233,10 @@ private:
         return false;
       if (isa<ActivationOp>(op) && isa<LinearOp>(last))
         return true;
+      // A decoding layer's key or value projection stores into the cache.
+      if (auto write = dyn_cast<KvCacheWriteOp>(op))
+        return isa<LinearOp>(last) && write.getUpdate() == tail &&
+               before(write.getCache()) && before(write.getPast());
       return isa<arith::AddFOp>(op) && !isa<arith::AddFOp>(last) &&
              !isScalarTensor(op->getResult(0));
     }
@@ -335,6 +344,24 @@ private:
       if (op != insertAfter->getNextNode())
         op->moveAfter(insertAfter);
       insertAfter = op;
+    }
+  }
+
+  /// Moves the cache write of `linear`'s product, if any, up next to it:
+  /// the GEMM's epilogue then stores into the cache.
+  void hoistCacheWriteOf(LinearOp linear) {
+    for (Operation *user : linear.getResult().getUsers()) {
+      auto write = dyn_cast<KvCacheWriteOp>(user);
+      if (!write || write.getUpdate() != linear.getResult() ||
+          write->getBlock() != linear->getBlock())
+        continue;
+      bool ready = llvm::all_of(write->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return !def || def == linear || def->isBeforeInBlock(linear);
+      });
+      if (ready && write != linear->getNextNode())
+        write->moveAfter(linear);
+      return;
     }
   }
 

@@ -38,7 +38,8 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
     return first ? isa<EmbeddingOp, AddPositionsOp>(op)
                  : isa<AddPositionsOp, DropoutOp>(op);
   case KernelKind::Gemm:
-    return first ? isa<LinearOp>(op) : isElementwiseOp(op);
+    return first ? isa<LinearOp>(op)
+                 : isElementwiseOp(op) || isa<KvCacheWriteOp>(op);
   case KernelKind::Router:
     return first ? isa<LinearOp, TopKRouterOp, ZLossOp, SwitchLossOp,
                        ExpertLoadOp>(op)
@@ -296,14 +297,24 @@ LogicalResult KernelOp::verify() {
         if (def->getParentOp() == getOperation())
           return op.emitOpError("reads g per row and head, so g must come "
                                 "from before its kernel");
-    // Threads of one write do not see another write's cache rows.
-    if (isa<KvCacheWriteOp>(op))
-      for (Value operand : op.getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          if (def->getParentOp() == getOperation() &&
-              !isa<arith::ConstantOp>(def))
-            return op.emitOpError("reads a value of its own kernel; a cache "
-                                  "write's operands must come from before it");
+    // Threads of one write do not see another write's cache rows; a GEMM
+    // stores its product (the update) into a cache from before it.
+    if (auto write = dyn_cast<KvCacheWriteOp>(op)) {
+      auto inside = [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def && def->getParentOp() == getOperation() &&
+               !isa<arith::ConstantOp>(def);
+      };
+      if (getKind() == KernelKind::Gemm) {
+        if (inside(write.getCache()) || inside(write.getPast()) ||
+            !inside(write.getUpdate()))
+          return op.emitOpError("in a 'gemm' kernel stores the kernel's "
+                                "product into a cache from before it");
+      } else if (llvm::any_of(op.getOperands(), inside)) {
+        return op.emitOpError("reads a value of its own kernel; a cache "
+                              "write's operands must come from before it");
+      }
+    }
     first = false;
     planned = planned || op.hasAttr(attrs::kStep);
   }

@@ -24,27 +24,40 @@ Bundle cacheWriteBundle(const std::string &storage,
   return test::storageModuleBundle("kv_cache_writes.mlir", storage, arch);
 }
 
-/// The launches of program `name` whose kernel kind is kv_write.
-std::vector<std::string> cacheWriteKernels(const Bundle &bundle,
-                                           const std::string &name) {
-  std::vector<std::string> kernels;
-  for (const auto &group : bundle.internals().programs.at(name).groups)
-    if (group.kind == "kv_write")
-      for (const auto &launch : group.launches)
-        kernels.push_back(launch.kernel);
-  return kernels;
+/// The kind and the launches of each group of program `name` that writes a
+/// cache, as "kind: kernel kernel ...".
+std::vector<std::string> cacheWriteGroups(const Bundle &bundle,
+                                          const std::string &name) {
+  const detail::ProgramDesc &program = bundle.internals().programs.at(name);
+  std::vector<std::string> groups;
+  for (const auto &group : program.groups) {
+    bool writes = false;
+    for (size_t step : group.steps)
+      writes |= program.steps[step].op == "moe.kv_cache_write";
+    if (!writes)
+      continue;
+    std::string line = group.kind + ":";
+    for (const auto &launch : group.launches)
+      line += " " + launch.kernel;
+    groups.push_back(line);
+  }
+  return groups;
 }
 
 class CacheWriteKernels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CacheWriteKernels, AreOneLaunchAfterTheCopies) {
   Bundle bundle = cacheWriteBundle(GetParam());
-  EXPECT_EQ(cacheWriteKernels(bundle, "decode"),
-            std::vector<std::string>{"moek_decode_g0"});
-  EXPECT_EQ(cacheWriteKernels(bundle, "decode_kept"),
-            (std::vector<std::string>{"moek_decode_kept_g0_copy",
-                                      "moek_decode_kept_g0_copy1",
-                                      "moek_decode_kept_g0_write"}));
+  // The keys from the projection's epilogue; the values and the pool in
+  // one kernel.
+  EXPECT_EQ(cacheWriteGroups(bundle, "decode"),
+            (std::vector<std::string>{"gemm: moek_decode_g1",
+                                      "kv_write: moek_decode_g2"}));
+  EXPECT_EQ(
+      cacheWriteGroups(bundle, "decode_kept"),
+      (std::vector<std::string>{
+          "gemm: moek_decode_kept_g1_copy moek_decode_kept_g1_gemm",
+          "kv_write: moek_decode_kept_g1_copy moek_decode_kept_g2_write"}));
 }
 
 TEST_P(CacheWriteKernels, MatchTheCpuDevice) {

@@ -3,6 +3,8 @@
 // A linear op is one tiled GEMM whose store applies the group's fused
 // epilogue: bias, activation, residual add, computed on the accumulator in
 // registers; every intermediate value another group reads is stored too.
+// A decoding layer's key or value projection stores its rows straight into
+// the cache at the decoding position (moe.kv_cache_write in its group).
 // Its gradient is up to three launches: dx = dy W^T and dW = x^T dy as
 // GEMMs (each output accumulated by one thread over k: deterministic), and
 // db as fixed-order column sums.
@@ -136,8 +138,12 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   std::string fused;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
+  auto write = dyn_cast<KvCacheWriteOp>(e.group().ops.back());
+  if (write && e.group().ops.size() != 2)
+    return e.error("a gemm kernel's cache write follows its moe.linear");
+  bool copied = write && emitCacheCopy(e, write, "copy", threads, threads * 4);
 
-  e.beginKernel("");
+  e.beginKernel(copied ? "gemm" : "");
   CodeWriter body;
   body.indent();
   e.declareScalar(body, "M", rows);
@@ -160,16 +166,24 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   llvm::DenseMap<Value, std::string> names, outputs;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     for (Value v : op->getOperands())
-      if (!e.inGroup(v) && !names.count(v))
+      if (!e.inGroup(v) && !names.count(v) && op != write)
         names[v] = e.declared(body, v, false, "in");
   for (Operation *op : e.group().ops)
-    if (e.escapes(op->getResult(0)))
+    if (!isa<KvCacheWriteOp>(op) && e.escapes(op->getResult(0)))
       outputs[op->getResult(0)] =
           e.declared(body, op->getResult(0), true, "out");
+  std::string past, cache;
+  if (write) {
+    e.declareScalar(body, "S", e.shapeOf(write.getUpdate())[1]);
+    past = e.declared(body, write.getPast(), false, "past");
+    cache = e.declared(body, write.getResult(), true, "cache");
+  }
 
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
-  body.line(llvm::formatv("const int64_t i = m * {0} + col;", nExpr));
+  // The flat index of the product's element (a cache write indexes its own).
+  if (!write || !outputs.empty())
+    body.line(llvm::formatv("const int64_t i = m * {0} + col;", nExpr));
   llvm::DenseMap<Value, std::string> values;
   std::string y = e.fresh();
   body.line("const float " + y + " = acc" +
@@ -181,6 +195,16 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   };
   storeIfNeeded(linear.getResult());
   for (Operation *op : llvm::drop_begin(e.group().ops)) {
+    if (write == op) {
+      // Row m is position m % S of batch m / S.
+      int64_t maxLen =
+          cast<RankedTensorType>(write.getCache().getType()).getDimSize(1);
+      body.line(llvm::formatv("{0}[(m / S * {1} + {2}[0] + m % S) * {3} + "
+                              "col] = {4};",
+                              cache, maxLen, past, nExpr,
+                              values[write.getUpdate()]));
+      continue;
+    }
     llvm::SmallVector<std::string> in;
     for (Value v : op->getOperands()) {
       if (values.count(v)) {

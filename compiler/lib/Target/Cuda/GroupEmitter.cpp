@@ -34,6 +34,12 @@ bool GroupEmitter::escapes(Value v) const {
                       [](Operation *user) { return isa<YieldOp>(user); });
 }
 
+bool GroupEmitter::sameBuffer(Value a, Value b) const {
+  auto ia = program.buffers.find(a), ib = program.buffers.find(b);
+  return ia != program.buffers.end() && ib != program.buffers.end() &&
+         ia->second >= 0 && ia->second == ib->second;
+}
+
 const SymShape &GroupEmitter::shapeOf(Value v) const {
   auto it = program.shapes.find(v);
   assert(it != program.shapes.end() && "value without a shape");

@@ -46,6 +46,8 @@ public:
   bool inGroup(Value v) const;
   /// Whether anything outside the group reads `v` (it must be stored).
   bool escapes(Value v) const;
+  /// Whether `a` and `b` share a plan buffer (an update in place).
+  bool sameBuffer(Value a, Value b) const;
   const SymShape &shapeOf(Value v) const;
   SymDim numElements(Value v) const;
   /// The number of rows of a `[..., d]` value: all dimensions but the last.
@@ -214,6 +216,11 @@ LogicalResult emitEmbeddingGroup(GroupEmitter &e);
 LogicalResult emitEmbeddingGradGroup(GroupEmitter &e);
 LogicalResult emitPositionsGradGroup(GroupEmitter &e);
 LogicalResult emitKvWriteGroup(GroupEmitter &e);
+/// A kernel of its own (phase `phase`) that copies the cache `write` reads
+/// into the buffer of its result, when the plan keeps the old cache alive;
+/// nothing when the write updates it in place. Returns whether it copied.
+bool emitCacheCopy(GroupEmitter &e, KvCacheWriteOp write, StringRef phase,
+                   int64_t threads, int64_t perBlock);
 LogicalResult emitAttentionGroup(GroupEmitter &e);
 LogicalResult emitAttentionGradGroup(GroupEmitter &e);
 LogicalResult emitRouterGroup(GroupEmitter &e);
