@@ -223,4 +223,38 @@ module {
     %nk = moe.kv_cache_write %ck, %k, %past : (tensor<2x16x8xf32>, tensor<2x?x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
     return %nk, %q : tensor<2x16x8xf32>, tensor<2x?x8xf32>
   }
+  // Decoding's query, key and value projections of one input share one
+  // GEMM launch when the key and value products go into caches (their
+  // writes move up next to them); without cache writes (a training
+  // program's projections) each linear is a launch of its own, cuBLASLt's.
+  // CHECK-LABEL: func.func @decode_qkv
+  func.func @decode_qkv(%x: tensor<2x?x8xf32> {moe.input = "x", moe.dims = [2, "S", 8]},
+                        %wq: tensor<8x8xf32> {moe.input = "wq"},
+                        %wk: tensor<8x4xf32> {moe.input = "wk"},
+                        %wv: tensor<8x4xf32> {moe.input = "wv"},
+                        %bv: tensor<4xf32> {moe.input = "bv"},
+                        %ck: tensor<2x16x4xf32> {moe.input = "ck"},
+                        %cv: tensor<2x16x4xf32> {moe.input = "cv"},
+                        %past: tensor<i64> {moe.input = "past"})
+      -> (tensor<2x?x8xf32> {moe.output = "q"}, tensor<2x16x4xf32> {moe.output = "ck"},
+          tensor<2x16x4xf32> {moe.output = "cv"}, tensor<2x?x4xf32> {moe.output = "k2"})
+      attributes {moe.entry = "decode_qkv"} {
+    // CHECK: moe.kernel gemm {
+    // CHECK-NEXT: %[[Q:.*]] = moe.linear %arg0, %arg1
+    // CHECK-NEXT: %[[K:.*]] = moe.linear %arg0, %arg2
+    // CHECK-NEXT: moe.kv_cache_write %arg5, %[[K]], %arg7
+    // CHECK-NEXT: %[[V:.*]] = moe.linear %arg0, %arg3 bias %arg4
+    // CHECK-NEXT: moe.kv_cache_write %arg6, %[[V]], %arg7
+    // CHECK-NEXT: moe.yield
+    // CHECK: moe.kernel gemm {
+    // CHECK-NEXT: moe.linear %arg0, %arg2
+    // CHECK-NEXT: moe.yield
+    %q = moe.linear %x, %wq : (tensor<2x?x8xf32>, tensor<8x8xf32>) -> tensor<2x?x8xf32>
+    %k = moe.linear %x, %wk : (tensor<2x?x8xf32>, tensor<8x4xf32>) -> tensor<2x?x4xf32>
+    %v = moe.linear %x, %wv bias %bv : (tensor<2x?x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<2x?x4xf32>
+    %k2 = moe.linear %x, %wk : (tensor<2x?x8xf32>, tensor<8x4xf32>) -> tensor<2x?x4xf32>
+    %nk = moe.kv_cache_write %ck, %k, %past : (tensor<2x16x4xf32>, tensor<2x?x4xf32>, tensor<i64>) -> tensor<2x16x4xf32>
+    %nv = moe.kv_cache_write %cv, %v, %past : (tensor<2x16x4xf32>, tensor<2x?x4xf32>, tensor<i64>) -> tensor<2x16x4xf32>
+    return %q, %nk, %nv, %k2 : tensor<2x?x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x?x4xf32>
+  }
 }

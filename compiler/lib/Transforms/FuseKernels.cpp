@@ -6,7 +6,9 @@
 //
 //   embedding   moe.embedding [+ moe.add_positions] [+ moe.dropout]
 //   gemm        moe.linear [+ moe.activation] [+ residual arith.addf]
-//               or moe.linear + the moe.kv_cache_write of its product
+//               or moe.linear [+ the moe.kv_cache_write of its product]
+//               [+ more linears of the same input whose products go into
+//               caches, each with its write: decoding's q, k, v]
 //   router      moe.linear (logits) + moe.topk_router + moe.z_loss +
 //               moe.switch_loss + moe.expert_load
 //   experts     moe.expert_ffn [+ residual arith.addf]
@@ -15,8 +17,8 @@
 //   optimizer   every moe.adam_update / moe.sgd_update of the program
 //   row_scale   moe.normalize_rows or moe.rescale_rows
 //   kv_write    moe.kv_cache_write [+ the later ones of the same position
-//               whose operands are ready: a decoding layer's rotated keys,
-//               its values, an MAE pool]
+//               whose operands are ready]: the writes no GEMM takes (keys
+//               rotated after their projection, an MAE layer's pool)
 //   batch_norm  moe.batch_norm (and batch_norm_grad its gradient)
 //   elementwise runs of elementwise ops over the same number of elements
 //               (moe.rope among them, when its x comes from before the run,
@@ -27,8 +29,7 @@
 // of ops (constants in between are buffers, not steps); the ops the router,
 // kv_write and cache-writing gemm groups absorb are moved up next to them
 // first (all ops are pure, and the move keeps every operand defined before
-// its use). The
-// `moe.kernel` verifier checks the same rules on any plan.
+// its use). The `moe.kernel` verifier checks the same rules on any plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,6 +127,7 @@ public:
   std::vector<Group> run() {
     std::vector<Group> groups;
     Block &body = func.getBody().front();
+    hoistCacheWritesOfProducts(body);
     for (Operation *op = &body.front();
          op && !op->hasTrait<OpTrait::IsTerminator>(); op = op->getNextNode()) {
       if (isa<arith::ConstantOp>(op) || grouped.contains(op))
@@ -145,9 +147,6 @@ public:
         hoistRouterConsumers(op);
       if (auto write = dyn_cast<KvCacheWriteOp>(op))
         hoistCacheWrites(write);
-      if (auto linear = dyn_cast<LinearOp>(op);
-          linear && groupKind == KernelKind::Gemm)
-        hoistCacheWriteOf(linear);
       grow();
       grouped.insert(group.begin(), group.end());
       groups.push_back({groupKind, group});
@@ -218,6 +217,8 @@ private:
       return isa<KvCacheWriteOp>(op) &&
              llvm::all_of(op->getOperands(),
                           [&](Value v) { return before(v); });
+    if (auto linear = dyn_cast<LinearOp>(op); linear && groupKind == K::Gemm)
+      return joinsProjections(linear);
     if (!feedsFromGroup(op))
       return false;
     Operation *last = group.back();
@@ -230,6 +231,12 @@ private:
       // read (the pre-activation the backward needs) are stored as well.
       Value tail = last->getResult(0);
       if (!llvm::is_contained(op->getOperands(), tail))
+        return false;
+      // An epilogue follows a group of one projection.
+      bool oneLinear = llvm::count_if(group, [](Operation *member) {
+                         return isa<LinearOp>(member);
+                       }) == 1;
+      if (!oneLinear && !isa<KvCacheWriteOp>(op))
         return false;
       if (isa<ActivationOp>(op) && isa<LinearOp>(last))
         return true;
@@ -347,13 +354,15 @@ private:
     }
   }
 
-  /// Moves the cache write of `linear`'s product, if any, up next to it:
-  /// the GEMM's epilogue then stores into the cache.
-  void hoistCacheWriteOf(LinearOp linear) {
-    for (Operation *user : linear.getResult().getUsers()) {
-      auto write = dyn_cast<KvCacheWriteOp>(user);
-      if (!write || write.getUpdate() != linear.getResult() ||
-          write->getBlock() != linear->getBlock())
+  /// Moves every cache write of a linear's product up next to the linear
+  /// (when its cache and position are defined before it): the GEMM's
+  /// epilogue then stores into the cache.
+  static void hoistCacheWritesOfProducts(Block &body) {
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      auto write = dyn_cast<KvCacheWriteOp>(&op);
+      auto linear =
+          write ? write.getUpdate().getDefiningOp<LinearOp>() : LinearOp();
+      if (!linear || linear->getBlock() != &body)
         continue;
       bool ready = llvm::all_of(write->getOperands(), [&](Value v) {
         Operation *def = v.getDefiningOp();
@@ -361,8 +370,34 @@ private:
       });
       if (ready && write != linear->getNextNode())
         write->moveAfter(linear);
-      return;
     }
+  }
+
+  /// Whether a gemm group of projections may take `linear` as one more: a
+  /// product of the same input whose rows a cache write (right after it)
+  /// stores, as decoding's key and value projections do. Such a group is
+  /// moec's kernel anyway (cuBLASLt has no cache epilogue), so the query
+  /// projection before them joins the same launch.
+  bool joinsProjections(LinearOp linear) const {
+    auto first = cast<LinearOp>(group.front());
+    auto write = dyn_cast_or_null<KvCacheWriteOp>(nextNonConstant(linear));
+    auto weightType = [](LinearOp l) {
+      return cast<TensorType>(l.getWeight().getType()).getElementType();
+    };
+    return write && write.getUpdate() == linear.getResult() &&
+           linear.getX() == first.getX() &&
+           linear.getTransposeWeight() == first.getTransposeWeight() &&
+           weightType(linear) == weightType(first) &&
+           elementTypeOfResult(linear) == elementTypeOfResult(first) &&
+           llvm::all_of(linear->getOperands(),
+                        [&](Value v) { return before(v); }) &&
+           llvm::all_of(group, [](Operation *member) {
+             return isa<LinearOp, KvCacheWriteOp>(member);
+           });
+  }
+
+  static Type elementTypeOfResult(LinearOp l) {
+    return cast<TensorType>(l.getResult().getType()).getElementType();
   }
 
   func::FuncOp func;

@@ -39,7 +39,7 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
                  : isa<AddPositionsOp, DropoutOp>(op);
   case KernelKind::Gemm:
     return first ? isa<LinearOp>(op)
-                 : isElementwiseOp(op) || isa<KvCacheWriteOp>(op);
+                 : isElementwiseOp(op) || isa<LinearOp, KvCacheWriteOp>(op);
   case KernelKind::Router:
     return first ? isa<LinearOp, TopKRouterOp, ZLossOp, SwitchLossOp,
                        ExpertLoadOp>(op)

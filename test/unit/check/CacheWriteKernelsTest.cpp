@@ -1,10 +1,11 @@
 //===- CacheWriteKernelsTest.cpp - a decoding layer's cache writes --------===//
 //
 // inputs/kv_cache_writes.mlir compiled with f32 and bf16 storage: the
-// keys', values' and pool's writes of one position share one kernel (in
-// place, and after copies of caches the program still reads), which on
-// the emu device matches the cpu device, passes emu's checking mode and
-// compiles by NVRTC for sm_80 and sm_90 without spills.
+// query, key and value projections of one position share one GEMM launch
+// whose epilogue writes the key and value caches, the pool its own kernel
+// (in place, and after copies of caches the program still reads); on the
+// emu device they match the cpu device, pass emu's checking mode, and
+// NVRTC compiles them for sm_80 and sm_90 without spills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,16 +49,16 @@ class CacheWriteKernels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CacheWriteKernels, AreOneLaunchAfterTheCopies) {
   Bundle bundle = cacheWriteBundle(GetParam());
-  // The keys from the projection's epilogue; the values and the pool in
-  // one kernel.
+  // q, k and v in one GEMM launch that stores k and v into their caches;
+  // the pool in a kv_write kernel; caches the program still reads copied
+  // first, each a launch of its own.
   EXPECT_EQ(cacheWriteGroups(bundle, "decode"),
-            (std::vector<std::string>{"gemm: moek_decode_g1",
-                                      "kv_write: moek_decode_g2"}));
-  EXPECT_EQ(
-      cacheWriteGroups(bundle, "decode_kept"),
-      (std::vector<std::string>{
-          "gemm: moek_decode_kept_g1_copy moek_decode_kept_g1_gemm",
-          "kv_write: moek_decode_kept_g1_copy moek_decode_kept_g2_write"}));
+            (std::vector<std::string>{"gemm: moek_decode_g3",
+                                      "kv_write: moek_decode_g5"}));
+  EXPECT_EQ(cacheWriteGroups(bundle, "decode_kept"),
+            (std::vector<std::string>{
+                "gemm: moek_decode_kept_g3_copy moek_decode_kept_g3_copy1 "
+                "moek_decode_kept_g3_gemm"}));
 }
 
 TEST_P(CacheWriteKernels, MatchTheCpuDevice) {

@@ -23,13 +23,19 @@ namespace {
 
 /// Writes the call of the GEMM tile for this block; `a` and `b` are the
 /// values the operands are read from (their storage picks the tile).
+/// The block's first column is `n0`, by default blockIdx.x tiles of TN.
 void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
               int64_t tk, int64_t threads, StringRef m, StringRef n,
-              StringRef k, StringRef loadA, StringRef loadB, StringRef store) {
+              StringRef k, StringRef loadA, StringRef loadB, StringRef store,
+              StringRef n0 = "") {
+  std::string firstColumn =
+      n0.empty() ? "static_cast<int64_t>(blockIdx.x) * " + std::to_string(tn)
+                 : n0.str();
   w.line(fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(static_cast<int64_t>("
-              "blockIdx.y) * ${TM}, static_cast<int64_t>(blockIdx.x) * ${TN}, "
+              "blockIdx.y) * ${TM}, ${n0}, "
               "${m}, ${n}, ${k}, ${loadA}, ${loadB}, ${store});",
               {{"gemm", gemmTileFunction(a, b, tm, tn, tk, threads)},
+               {"n0", firstColumn},
                {"TM", tm},
                {"TN", tn},
                {"TK", tk},
@@ -121,9 +127,174 @@ GemmPath withOperands(GemmPath path, GroupEmitter &e, Value a, bool aCol,
   return path;
 }
 
+/// The store of element (m, col) of a cache write's product into the cache
+/// `cache` at row m's position: position past + m % S of batch m / S.
+std::string cacheStore(KvCacheWriteOp write, StringRef cache, StringRef past,
+                       int64_t width, StringRef value) {
+  int64_t maxLen =
+      cast<RankedTensorType>(write.getCache().getType()).getDimSize(1);
+  return llvm::formatv("{0}[(m / S * {1} + {2}[0] + m % S) * {3} + col] = "
+                       "{4};",
+                       cache, maxLen, past, width, value)
+      .str();
+}
+
+/// One product of a projections group and the cache write of it, if any.
+struct Projection {
+  LinearOp linear;
+  KvCacheWriteOp write;
+};
+
+/// Several projections of one input in one launch (decoding's q, k and v):
+/// the blocks of each product's columns follow the previous product's,
+/// each block finds its product, weight, width and epilogue (bias, the
+/// stored product, the cache write) from its first column.
+LogicalResult emitProjectionsGroup(GroupEmitter &e,
+                                   MutableArrayRef<Projection> products) {
+  Value x = products.front().linear.getX();
+  bool transposed = products.front().linear.getTransposeWeight();
+  int64_t tm = e.tile(e.tiles().getTileM()), tn = e.tile(e.tiles().getTileN()),
+          tk = e.tile(e.tiles().getTileK()),
+          threads = e.tile(e.tiles().getThreads());
+  auto widthOf = [&](LinearOp l) {
+    auto t = cast<RankedTensorType>(l.getWeight().getType());
+    return t.getDimSize(transposed ? 0 : 1);
+  };
+  Value w0 = products.front().linear.getWeight();
+  int64_t k =
+      cast<RankedTensorType>(w0.getType()).getDimSize(transposed ? 1 : 0);
+  SymDim rows = e.rowsOf(x);
+  int copies = 0;
+  for (Projection &p : products)
+    if (p.write &&
+        emitCacheCopy(e, p.write,
+                      copies ? "copy" + std::to_string(copies) : "copy",
+                      threads, threads * 4))
+      ++copies;
+
+  e.beginKernel(copies ? "gemm" : "");
+  CodeWriter body;
+  body.indent();
+  e.declareScalar(body, "M", rows);
+  std::string xp = e.declared(body, x, false, "x");
+  for (Projection &p : products)
+    if (p.write) {
+      e.declareScalar(body, "S", e.shapeOf(p.write.getUpdate())[1]);
+      break;
+    }
+  // Per product: its weight and the statements of its epilogue.
+  SmallVector<std::string> weights;
+  SmallVector<SmallVector<std::string, 2>> epilogues;
+  SmallVector<std::string> findProduct;
+  llvm::DenseMap<Value, std::string> pasts;
+  int64_t columns = 0;
+  for (auto [i, p] : llvm::enumerate(products)) {
+    int64_t n = widthOf(p.linear);
+    weights.push_back(e.declared(body, p.linear.getWeight(), false, "w"));
+    std::string value = "acc";
+    SmallVector<std::string, 2> epilogue;
+    if (p.linear.getBias()) {
+      std::string bias = e.declared(body, p.linear.getBias(), false, "b");
+      value = "acc + moec::toFloat(" + bias + "[col])";
+    }
+    if (e.escapes(p.linear.getResult())) {
+      std::string out = e.declared(body, p.linear.getResult(), true, "out");
+      epilogue.push_back(
+          llvm::formatv("{0}[m * {1} + col] = {2};", out, n, value));
+    }
+    if (p.write) {
+      std::string &past = pasts[p.write.getPast()];
+      if (past.empty())
+        past = e.declared(body, p.write.getPast(), false, "past");
+      std::string cache = e.declared(body, p.write.getResult(), true, "cache");
+      epilogue.push_back(cacheStore(p.write, cache, past, n, value));
+    }
+    epilogues.push_back(std::move(epilogue));
+    // Each product's columns take whole blocks.
+    int64_t blocks = (n + tn - 1) / tn * tn;
+    if (i + 1 < products.size())
+      findProduct.push_back(
+          llvm::formatv("if (product == {0} && n0 >= {1}) {{ n0 -= {1}; "
+                        "product = {2}; }",
+                        i, blocks, i + 1));
+    columns += blocks;
+  }
+  body.line("int64_t n0 = static_cast<int64_t>(blockIdx.x) * " +
+            std::to_string(tn) + ";");
+  body.line("int product = 0;");
+  for (const std::string &line : findProduct)
+    body.line(line);
+  auto select = [&](auto valueOf) {
+    std::string chain = valueOf(products.size() - 1);
+    for (size_t i = products.size() - 1; i-- > 0;)
+      chain = llvm::formatv("product == {0} ? {1} : {2}", i, valueOf(i), chain)
+                  .str();
+    return chain;
+  };
+  body.line("const auto w = " + select([&](size_t i) { return weights[i]; }) +
+            ";");
+  body.line("const int64_t N = " + select([&](size_t i) {
+              return std::to_string(widthOf(products[i].linear));
+            }) +
+            ";");
+  body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
+  body.indent();
+  for (auto [i, lines] : llvm::enumerate(epilogues)) {
+    body.line(
+        llvm::formatv("{0}if (product == {1}) {{", i ? "} else " : "", i));
+    body.indent();
+    for (const std::string &line : lines)
+      body.line(line);
+    body.dedent();
+  }
+  body.line("}");
+  body.dedent();
+  body.line("};");
+  GemmPath path;
+  path.why = "projections of one input in one launch, their cache writes "
+             "in its epilogue";
+  e.setGemmPath(path);
+  std::string loadB = transposed ? loader("ColMajor", "w", w0, k)
+                                 : loader("RowMajor", "w", w0, "N");
+  gemmCall(body, x, w0, tm, tn, tk, threads, "M", "N", std::to_string(k),
+           loader("RowMajor", xp, x, k), loadB, "store", "n0");
+  e.finishKernel(body.str(), GridDim{SymDim(columns), tn}, GridDim{rows, tm},
+                 GridDim(), threads);
+  return success();
+}
+
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
+  SmallVector<Projection> products;
+  for (Operation *op : e.group().ops) {
+    if (auto l = dyn_cast<LinearOp>(op))
+      products.push_back({l, KvCacheWriteOp()});
+    else if (auto w = dyn_cast<KvCacheWriteOp>(op); w && !products.empty())
+      products.back().write = w;
+  }
+  if (products.size() > 1) {
+    // What moe-fuse-kernels groups this way; anything else is refused.
+    LinearOp first = products.front().linear;
+    auto weightType = [](LinearOp l) {
+      return cast<TensorType>(l.getWeight().getType()).getElementType();
+    };
+    bool projections =
+        llvm::all_of(
+            e.group().ops,
+            [](Operation *op) { return isa<LinearOp, KvCacheWriteOp>(op); }) &&
+        llvm::all_of(products, [&](Projection &p) {
+          return p.linear.getX() == first.getX() &&
+                 p.linear.getTransposeWeight() == first.getTransposeWeight() &&
+                 weightType(p.linear) == weightType(first) &&
+                 (!p.write || p.write.getUpdate() == p.linear.getResult());
+        });
+    if (!projections)
+      return e.error("a gemm kernel of several moe.linear ops holds "
+                     "projections of one input, each with at most the "
+                     "moe.kv_cache_write of its product after it");
+    return emitProjectionsGroup(e, products);
+  }
   auto linear = cast<LinearOp>(e.first());
   Value x = linear.getX(), w = linear.getWeight();
   auto wType = cast<RankedTensorType>(w.getType());
@@ -196,13 +367,7 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   storeIfNeeded(linear.getResult());
   for (Operation *op : llvm::drop_begin(e.group().ops)) {
     if (write == op) {
-      // Row m is position m % S of batch m / S.
-      int64_t maxLen =
-          cast<RankedTensorType>(write.getCache().getType()).getDimSize(1);
-      body.line(llvm::formatv("{0}[(m / S * {1} + {2}[0] + m % S) * {3} + "
-                              "col] = {4};",
-                              cache, maxLen, past, nExpr,
-                              values[write.getUpdate()]));
+      body.line(cacheStore(write, cache, past, n, values[write.getUpdate()]));
       continue;
     }
     llvm::SmallVector<std::string> in;

@@ -1,8 +1,8 @@
-// A decoding layer's cache writes on their own, for the kernel check:
-// keys (projected: the GEMM's epilogue stores them), values (narrower) and
-// an MAE-style pool of the layer input, all at the same position `past`,
-// with an op between them so that the pool write moves up into the
-// values' kernel. The caches are states, as
+// A decoding layer's cache writes on their own, for the kernel check: the
+// query, key and value projections of one input (values narrower, with a
+// bias) in one GEMM launch whose epilogue stores the keys and values into
+// their caches, and an MAE-style pool of the layer input, all at the same
+// position `past`. The caches are states, as
 // a decoder's are: `decode` writes them in place; `decode_kept` also
 // returns the old caches, so the plan keeps them and the group copies each
 // into its new buffer first. STORAGE is f32
@@ -16,7 +16,10 @@ module attributes {
   moe.state @ck : tensor<?x16x8xSTORAGE> {dims = ["B", 16, 8]}
   moe.state @cv : tensor<?x16x4xSTORAGE> {dims = ["B", 16, 4]}
   moe.state @cp : tensor<?x16x8xSTORAGE> {dims = ["B", 16, 8]}
+  moe.param @wq : tensor<8x8xf32> {init = #moe.init<normal>, scale = 0.35 : f64}
   moe.param @wk : tensor<8x8xf32> {init = #moe.init<normal>, scale = 0.35 : f64}
+  moe.param @wv : tensor<8x4xf32> {init = #moe.init<normal>, scale = 0.35 : f64}
+  moe.param @bv : tensor<4xf32> {init = #moe.init<normal>, scale = 0.5 : f64}
   moe.param @head : tensor<8x4xf32> {init = #moe.init<normal>, scale = 0.5 : f64}
 
   func.func @loss(%head: tensor<8x4xf32> {moe.param = @head},
@@ -30,39 +33,55 @@ module attributes {
     return %ce : tensor<f32>
   }
 
-  func.func @decode(%wk: tensor<8x8xf32> {moe.param = @wk},
+  func.func @decode(%wq: tensor<8x8xf32> {moe.param = @wq},
+                    %wk: tensor<8x8xf32> {moe.param = @wk},
+                    %wv: tensor<8x4xf32> {moe.param = @wv},
+                    %bv: tensor<4xf32> {moe.param = @bv},
                     %ck: tensor<?x16x8xSTORAGE> {moe.state = @ck, moe.dims = ["B", 16, 8]},
                     %cv: tensor<?x16x4xSTORAGE> {moe.state = @cv, moe.dims = ["B", 16, 4]},
                     %cp: tensor<?x16x8xSTORAGE> {moe.state = @cp, moe.dims = ["B", 16, 8]},
                     %x: tensor<?x?x8xSTORAGE> {moe.input = "x", moe.dims = ["B", "S", 8]},
-                    %v: tensor<?x?x4xSTORAGE> {moe.input = "v", moe.dims = ["B", "S", 4]},
                     %h: tensor<?x?x8xSTORAGE> {moe.input = "h", moe.dims = ["B", "S", 8]},
                     %past: tensor<i64> {moe.input = "past"})
       -> (tensor<?x16x8xSTORAGE> {moe.update = @ck}, tensor<?x16x4xSTORAGE> {moe.update = @cv},
-          tensor<?x16x8xSTORAGE> {moe.update = @cp}, tensor<?x?x8xSTORAGE> {moe.output = "y"})
+          tensor<?x16x8xSTORAGE> {moe.update = @cp}, tensor<?x?x8xSTORAGE> {moe.output = "y"},
+          tensor<?x?x8xSTORAGE> {moe.output = "q"})
       attributes {moe.entry = "decode"} {
-    %ws = moe.cast %wk : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
-    %k = moe.linear %x, %ws : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %qs = moe.cast %wq : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
+    %ks = moe.cast %wk : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
+    %vs = moe.cast %wv : (tensor<8x4xf32>) -> tensor<8x4xSTORAGE>
+    %bs = moe.cast %bv : (tensor<4xf32>) -> tensor<4xSTORAGE>
+    %q = moe.linear %x, %qs : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %k = moe.linear %x, %ks : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %v = moe.linear %x, %vs bias %bs : (tensor<?x?x8xSTORAGE>, tensor<8x4xSTORAGE>, tensor<4xSTORAGE>) -> tensor<?x?x4xSTORAGE>
     %nk = moe.kv_cache_write %ck, %k, %past : (tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>, tensor<i64>) -> tensor<?x16x8xSTORAGE>
     %nv = moe.kv_cache_write %cv, %v, %past : (tensor<?x16x4xSTORAGE>, tensor<?x?x4xSTORAGE>, tensor<i64>) -> tensor<?x16x4xSTORAGE>
     %y = arith.addf %k, %h : tensor<?x?x8xSTORAGE>
     %np = moe.kv_cache_write %cp, %h, %past : (tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>, tensor<i64>) -> tensor<?x16x8xSTORAGE>
-    return %nk, %nv, %np, %y : tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>
+    return %nk, %nv, %np, %y, %q : tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>, tensor<?x?x8xSTORAGE>
   }
 
-  func.func @decode_kept(%wk: tensor<8x8xf32> {moe.param = @wk},
+  func.func @decode_kept(%wq: tensor<8x8xf32> {moe.param = @wq},
+                         %wk: tensor<8x8xf32> {moe.param = @wk},
+                         %wv: tensor<8x4xf32> {moe.param = @wv},
+                         %bv: tensor<4xf32> {moe.param = @bv},
                          %ck: tensor<?x16x8xSTORAGE> {moe.state = @ck, moe.dims = ["B", 16, 8]},
                          %cv: tensor<?x16x4xSTORAGE> {moe.state = @cv, moe.dims = ["B", 16, 4]},
                          %x: tensor<?x?x8xSTORAGE> {moe.input = "x", moe.dims = ["B", "S", 8]},
-                         %v: tensor<?x?x4xSTORAGE> {moe.input = "v", moe.dims = ["B", "S", 4]},
                          %past: tensor<i64> {moe.input = "past"})
       -> (tensor<?x16x8xSTORAGE> {moe.update = @ck}, tensor<?x16x4xSTORAGE> {moe.update = @cv},
-          tensor<?x16x8xSTORAGE> {moe.output = "old_k"}, tensor<?x16x4xSTORAGE> {moe.output = "old_v"})
+          tensor<?x16x8xSTORAGE> {moe.output = "old_k"}, tensor<?x16x4xSTORAGE> {moe.output = "old_v"},
+          tensor<?x?x8xSTORAGE> {moe.output = "q"})
       attributes {moe.entry = "decode_kept"} {
-    %ws = moe.cast %wk : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
-    %k = moe.linear %x, %ws : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %qs = moe.cast %wq : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
+    %ks = moe.cast %wk : (tensor<8x8xf32>) -> tensor<8x8xSTORAGE>
+    %vs = moe.cast %wv : (tensor<8x4xf32>) -> tensor<8x4xSTORAGE>
+    %bs = moe.cast %bv : (tensor<4xf32>) -> tensor<4xSTORAGE>
+    %q = moe.linear %x, %qs : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %k = moe.linear %x, %ks : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
+    %v = moe.linear %x, %vs bias %bs : (tensor<?x?x8xSTORAGE>, tensor<8x4xSTORAGE>, tensor<4xSTORAGE>) -> tensor<?x?x4xSTORAGE>
     %nk = moe.kv_cache_write %ck, %k, %past : (tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>, tensor<i64>) -> tensor<?x16x8xSTORAGE>
     %nv = moe.kv_cache_write %cv, %v, %past : (tensor<?x16x4xSTORAGE>, tensor<?x?x4xSTORAGE>, tensor<i64>) -> tensor<?x16x4xSTORAGE>
-    return %nk, %nv, %ck, %cv : tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>
+    return %nk, %nv, %ck, %cv, %q : tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x?x8xSTORAGE>
   }
 }
