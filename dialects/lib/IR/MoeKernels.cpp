@@ -70,7 +70,7 @@ bool kindAccepts(KernelKind kind, Operation *op, bool first) {
   case KernelKind::AttentionGrad:
     return first && isa<AttentionGradOp>(op);
   case KernelKind::KvWrite:
-    // A decoding layer's key and value writes share one launch.
+    // The cache writes of one decoding position share one launch.
     return isa<KvCacheWriteOp>(op);
   case KernelKind::RouterGrad:
     return first && isa<TopKRouterGradOp>(op);

@@ -211,9 +211,10 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
                       copies ? "copy" + std::to_string(copies) : "copy",
                       threads, threads * items))
       ++copies;
-  // One launch writes every cache of the group (a layer's keys, values and
-  // pool), each in a grid-stride loop of its own: the grid fits the first
-  // write, and the loops cover a larger one.
+  // One launch writes every cache of the group (rotated keys, an MAE pool:
+  // what no projection's epilogue writes), each in a grid-stride loop of
+  // its own: the grid fits the first write, and the loops cover a larger
+  // one.
   e.beginKernel(copies ? "write" : "");
   CodeWriter w;
   w.indent();
