@@ -64,6 +64,48 @@ func.func @cache_write_of_an_input_in_a_gemm(%x: tensor<1x2x8xf32>, %w: tensor<8
 
 // -----
 
+// A gemm kernel of several projections is one tile over one input.
+func.func @projections_of_two_inputs(%x: tensor<2x3x8xf32>, %y: tensor<2x3x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<8x8xf32>, %c: tensor<2x16x8xf32>, %p: tensor<i64>) -> (tensor<2x3x8xf32>, tensor<2x16x8xf32>) {
+  %0, %1 = moe.kernel gemm {
+    %2 = moe.linear %x, %wq : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    // expected-error @+1 {{'moe.linear' op in a 'gemm' kernel of several projections reads the first one's input with its weight layout and element types}}
+    %3 = moe.linear %y, %wk : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %4 = moe.kv_cache_write %c, %3, %p : (tensor<2x16x8xf32>, tensor<2x3x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    moe.yield %2, %4 : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+  } : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+  return %0, %1 : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+}
+
+// -----
+
+// The epilogue of each product stores its own rows into the cache.
+func.func @cache_write_of_an_earlier_projection(%x: tensor<2x3x8xf32>, %wk: tensor<8x8xf32>, %wv: tensor<8x8xf32>, %c: tensor<2x16x8xf32>, %p: tensor<i64>) -> (tensor<2x3x8xf32>, tensor<2x16x8xf32>) {
+  %0, %1 = moe.kernel gemm {
+    %2 = moe.linear %x, %wk : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    %3 = moe.linear %x, %wv : (tensor<2x3x8xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+    // expected-error @+1 {{'moe.kv_cache_write' op in a 'gemm' kernel stores the product of the moe.linear just before it}}
+    %4 = moe.kv_cache_write %c, %2, %p : (tensor<2x16x8xf32>, tensor<2x3x8xf32>, tensor<i64>) -> tensor<2x16x8xf32>
+    moe.yield %3, %4 : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+  } : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+  return %0, %1 : tensor<2x3x8xf32>, tensor<2x16x8xf32>
+}
+
+// -----
+
+// An epilogue follows a kernel of one projection and no cache write.
+func.func @epilogue_after_a_cache_write(%x: tensor<1x2x8xf32>, %w: tensor<8x8xf32>, %c: tensor<1x16x8xf32>, %p: tensor<i64>) -> tensor<1x16x8xf32> {
+  %0 = moe.kernel gemm {
+    %1 = moe.linear %x, %w : (tensor<1x2x8xf32>, tensor<8x8xf32>) -> tensor<1x2x8xf32>
+    %2 = moe.kv_cache_write %c, %1, %p : (tensor<1x16x8xf32>, tensor<1x2x8xf32>, tensor<i64>) -> tensor<1x16x8xf32>
+    // expected-error @+1 {{'arith.addf' op cannot be fused into a 'gemm' kernel of several projections or a cache write}}
+    %3 = arith.addf %2, %2 : tensor<1x16x8xf32>
+    moe.yield %3 : tensor<1x16x8xf32>
+  } : tensor<1x16x8xf32>
+  return %0 : tensor<1x16x8xf32>
+}
+
+// -----
+
 func.func @wrong_member(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %0 = moe.kernel experts {
     // expected-error @+1 {{'moe.linear' op cannot start a 'experts' kernel}}

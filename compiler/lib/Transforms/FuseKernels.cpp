@@ -379,25 +379,14 @@ private:
   /// moec's kernel anyway (cuBLASLt has no cache epilogue), so the query
   /// projection before them joins the same launch.
   bool joinsProjections(LinearOp linear) const {
-    auto first = cast<LinearOp>(group.front());
     auto write = dyn_cast_or_null<KvCacheWriteOp>(nextNonConstant(linear));
-    auto weightType = [](LinearOp l) {
-      return cast<TensorType>(l.getWeight().getType()).getElementType();
-    };
     return write && write.getUpdate() == linear.getResult() &&
-           linear.getX() == first.getX() &&
-           linear.getTransposeWeight() == first.getTransposeWeight() &&
-           weightType(linear) == weightType(first) &&
-           elementTypeOfResult(linear) == elementTypeOfResult(first) &&
+           projectsSameInput(cast<LinearOp>(group.front()), linear) &&
            llvm::all_of(linear->getOperands(),
                         [&](Value v) { return before(v); }) &&
            llvm::all_of(group, [](Operation *member) {
              return isa<LinearOp, KvCacheWriteOp>(member);
            });
-  }
-
-  static Type elementTypeOfResult(LinearOp l) {
-    return cast<TensorType>(l.getResult().getType()).getElementType();
   }
 
   func::FuncOp func;

@@ -195,6 +195,42 @@ SmallVector<std::pair<StringRef, int64_t>> presentTiles(TilesAttr tiles) {
   return fields;
 }
 
+/// A gemm kernel computes one moe.linear and its epilogue, or several
+/// projections of one input in one tile (decoding's query, key and value),
+/// each with at most the cache write of its product right after it.
+LogicalResult verifyGemmMembers(KernelOp kernel) {
+  SmallVector<Operation *> members;
+  for (Operation &op : kernel.getMembers())
+    if (!isa<arith::ConstantOp>(op))
+      members.push_back(&op);
+  bool projections =
+      llvm::count_if(members, [](Operation *op) { return isa<LinearOp>(op); }) >
+          1 ||
+      llvm::any_of(members,
+                   [](Operation *op) { return isa<KvCacheWriteOp>(op); });
+  if (!projections)
+    return success();
+  auto first = cast<LinearOp>(members.front());
+  for (auto [i, op] : llvm::enumerate(members)) {
+    if (auto write = dyn_cast<KvCacheWriteOp>(op)) {
+      Operation *before = members[i - 1];
+      if (!isa<LinearOp>(before) || write.getUpdate() != before->getResult(0))
+        return op->emitOpError("in a 'gemm' kernel stores the product of the "
+                               "moe.linear just before it");
+      continue;
+    }
+    auto linear = dyn_cast<LinearOp>(op);
+    if (!linear)
+      return op->emitOpError("cannot be fused into a 'gemm' kernel of "
+                             "several projections or a cache write");
+    if (!projectsSameInput(first, linear))
+      return op->emitOpError("in a 'gemm' kernel of several projections "
+                             "reads the first one's input with its weight "
+                             "layout and element types");
+  }
+  return success();
+}
+
 } // namespace
 
 /// `gemm`: the kind as a bare keyword.
@@ -225,6 +261,16 @@ bool mlir::moe::isElementwiseOp(Operation *op) {
   return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
              arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, ActivationOp,
              ActivationGradOp, DropoutOp, DropoutGradOp, CastOp>(op);
+}
+
+bool mlir::moe::projectsSameInput(LinearOp a, LinearOp b) {
+  auto elementType = [](Value v) {
+    return cast<TensorType>(v.getType()).getElementType();
+  };
+  return a.getX() == b.getX() &&
+         a.getTransposeWeight() == b.getTransposeWeight() &&
+         elementType(a.getWeight()) == elementType(b.getWeight()) &&
+         elementType(a.getResult()) == elementType(b.getResult());
 }
 
 SmallVector<std::pair<StringRef, int64_t>> TilesAttr::fields() const {
@@ -320,6 +366,8 @@ LogicalResult KernelOp::verify() {
   }
   if (first)
     return emitOpError("has no ops");
+  if (getKind() == KernelKind::Gemm && failed(verifyGemmMembers(*this)))
+    return failure();
   if (!getTiles()) {
     if (planned)
       return emitOpError("is planned (its ops have moe.step) but has no "

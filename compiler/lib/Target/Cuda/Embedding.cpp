@@ -176,24 +176,30 @@ LogicalResult mlir::moe::cuda::emitPositionsGradGroup(GroupEmitter &e) {
   return success();
 }
 
-bool mlir::moe::cuda::emitCacheCopy(GroupEmitter &e, KvCacheWriteOp write,
-                                    StringRef phase, int64_t threads,
-                                    int64_t perBlock) {
-  if (e.sameBuffer(write.getCache(), write.getResult()))
-    return false;
-  e.beginKernel(phase);
-  CodeWriter c;
-  c.indent();
-  SymDim n = e.numElements(write.getCache());
-  e.declareScalar(c, "n", n);
-  std::string from = e.declared(c, write.getCache(), false, "from");
-  std::string to = e.declared(c, write.getResult(), true, "to");
-  {
-    CodeWriter::Scope loop(c, kGridStride);
-    c.line(to + "[i] = " + from + "[i];");
+int mlir::moe::cuda::emitCacheCopies(GroupEmitter &e,
+                                     ArrayRef<KvCacheWriteOp> writes,
+                                     int64_t threads, int64_t perBlock) {
+  int copies = 0;
+  for (KvCacheWriteOp write : writes) {
+    if (e.sameBuffer(write.getCache(), write.getResult()))
+      continue;
+    // A kernel name each: caches of other types give other code.
+    e.beginKernel(copies ? "copy" + std::to_string(copies) : "copy");
+    ++copies;
+    CodeWriter c;
+    c.indent();
+    SymDim n = e.numElements(write.getCache());
+    e.declareScalar(c, "n", n);
+    std::string from = e.declared(c, write.getCache(), false, "from");
+    std::string to = e.declared(c, write.getResult(), true, "to");
+    {
+      CodeWriter::Scope loop(c, kGridStride);
+      c.line(to + "[i] = " + from + "[i];");
+    }
+    e.finishKernel(c.str(), GridDim{n, perBlock}, GridDim(), GridDim(),
+                   threads);
   }
-  e.finishKernel(c.str(), GridDim{n, perBlock}, GridDim(), GridDim(), threads);
-  return true;
+  return copies;
 }
 
 LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
@@ -203,14 +209,7 @@ LogicalResult mlir::moe::cuda::emitKvWriteGroup(GroupEmitter &e) {
       writes.push_back(write);
   int64_t threads = e.tile(e.tiles().getThreads()),
           items = e.tile(e.tiles().getItems());
-  // Copies of caches the plan keeps alive first, each a kernel name of its
-  // own (caches of other types give other code).
-  int copies = 0;
-  for (KvCacheWriteOp write : writes)
-    if (emitCacheCopy(e, write,
-                      copies ? "copy" + std::to_string(copies) : "copy",
-                      threads, threads * items))
-      ++copies;
+  int copies = emitCacheCopies(e, writes, threads, threads * items);
   // One launch writes every cache of the group (rotated keys, an MAE pool:
   // what no projection's epilogue writes), each in a grid-stride loop of
   // its own: the grid fits the first write, and the loops cover a larger

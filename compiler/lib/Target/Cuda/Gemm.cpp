@@ -145,10 +145,15 @@ struct Projection {
   KvCacheWriteOp write;
 };
 
-/// Several projections of one input in one launch (decoding's q, k and v):
-/// the blocks of each product's columns follow the previous product's,
-/// each block finds its product, weight, width and epilogue (bias, the
-/// stored product, the cache write) from its first column.
+/// A gemm group's tiles say nothing of its cache copies: four elements a
+/// thread, as elementwise kernels take.
+constexpr int64_t kCopyItemsPerThread = 4;
+
+/// Projections of one input in one launch (decoding's q, k and v), or one
+/// projection whose epilogue writes the cache: the blocks of each
+/// product's columns follow the previous product's, each block finds its
+/// product, weight, width and epilogue (bias, the stored product, the cache
+/// write) from its first column.
 LogicalResult emitProjectionsGroup(GroupEmitter &e,
                                    MutableArrayRef<Projection> products) {
   Value x = products.front().linear.getX();
@@ -164,27 +169,23 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
   int64_t k =
       cast<RankedTensorType>(w0.getType()).getDimSize(transposed ? 1 : 0);
   SymDim rows = e.rowsOf(x);
-  int copies = 0;
+  SmallVector<KvCacheWriteOp> writes;
   for (Projection &p : products)
-    if (p.write &&
-        emitCacheCopy(e, p.write,
-                      copies ? "copy" + std::to_string(copies) : "copy",
-                      threads, threads * 4))
-      ++copies;
+    if (p.write)
+      writes.push_back(p.write);
+  int copies =
+      emitCacheCopies(e, writes, threads, threads * kCopyItemsPerThread);
 
   e.beginKernel(copies ? "gemm" : "");
   CodeWriter body;
   body.indent();
   e.declareScalar(body, "M", rows);
   std::string xp = e.declared(body, x, false, "x");
-  for (Projection &p : products)
-    if (p.write) {
-      e.declareScalar(body, "S", e.shapeOf(p.write.getUpdate())[1]);
-      break;
-    }
+  if (!writes.empty())
+    e.declareScalar(body, "S", e.shapeOf(writes.front().getUpdate())[1]);
   // Per product: its weight and the statements of its epilogue.
   SmallVector<std::string> weights;
-  SmallVector<SmallVector<std::string, 2>> epilogues;
+  SmallVector<SmallVector<std::string, 3>> epilogues;
   SmallVector<std::string> findProduct;
   llvm::DenseMap<Value, std::string> pasts;
   int64_t columns = 0;
@@ -192,10 +193,12 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
     int64_t n = widthOf(p.linear);
     weights.push_back(e.declared(body, p.linear.getWeight(), false, "w"));
     std::string value = "acc";
-    SmallVector<std::string, 2> epilogue;
+    SmallVector<std::string, 3> epilogue;
     if (p.linear.getBias()) {
       std::string bias = e.declared(body, p.linear.getBias(), false, "b");
-      value = "acc + moec::toFloat(" + bias + "[col])";
+      epilogue.push_back("const float y = acc + moec::toFloat(" + bias +
+                         "[col]);");
+      value = "y";
     }
     if (e.escapes(p.linear.getResult())) {
       std::string out = e.declared(body, p.linear.getResult(), true, "out");
@@ -219,9 +222,12 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
                         i, blocks, i + 1));
     columns += blocks;
   }
-  body.line("int64_t n0 = static_cast<int64_t>(blockIdx.x) * " +
+  bool several = products.size() > 1;
+  body.line((several ? "int64_t" : "const int64_t") +
+            std::string(" n0 = static_cast<int64_t>(blockIdx.x) * ") +
             std::to_string(tn) + ";");
-  body.line("int product = 0;");
+  if (several)
+    body.line("int product = 0;");
   for (const std::string &line : findProduct)
     body.line(line);
   auto select = [&](auto valueOf) {
@@ -240,19 +246,24 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
   for (auto [i, lines] : llvm::enumerate(epilogues)) {
-    body.line(
-        llvm::formatv("{0}if (product == {1}) {{", i ? "} else " : "", i));
-    body.indent();
+    if (several) {
+      body.line(
+          llvm::formatv("{0}if (product == {1}) {{", i ? "} else " : "", i));
+      body.indent();
+    }
     for (const std::string &line : lines)
       body.line(line);
-    body.dedent();
+    if (several)
+      body.dedent();
   }
-  body.line("}");
+  if (several)
+    body.line("}");
   body.dedent();
   body.line("};");
   GemmPath path;
-  path.why = "projections of one input in one launch, their cache writes "
-             "in its epilogue";
+  path.why = several ? "projections of one input in one launch, their cache "
+                       "writes in its epilogue"
+                     : "fuses moe.kv_cache_write into its epilogue";
   e.setGemmPath(path);
   std::string loadB = transposed ? loader("ColMajor", "w", w0, k)
                                  : loader("RowMajor", "w", w0, "N");
@@ -273,28 +284,10 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
     else if (auto w = dyn_cast<KvCacheWriteOp>(op); w && !products.empty())
       products.back().write = w;
   }
-  if (products.size() > 1) {
-    // What moe-fuse-kernels groups this way; anything else is refused.
-    LinearOp first = products.front().linear;
-    auto weightType = [](LinearOp l) {
-      return cast<TensorType>(l.getWeight().getType()).getElementType();
-    };
-    bool projections =
-        llvm::all_of(
-            e.group().ops,
-            [](Operation *op) { return isa<LinearOp, KvCacheWriteOp>(op); }) &&
-        llvm::all_of(products, [&](Projection &p) {
-          return p.linear.getX() == first.getX() &&
-                 p.linear.getTransposeWeight() == first.getTransposeWeight() &&
-                 weightType(p.linear) == weightType(first) &&
-                 (!p.write || p.write.getUpdate() == p.linear.getResult());
-        });
-    if (!projections)
-      return e.error("a gemm kernel of several moe.linear ops holds "
-                     "projections of one input, each with at most the "
-                     "moe.kv_cache_write of its product after it");
+  // The moe.kernel verifier holds such groups to projections of one input,
+  // each with at most the cache write of its product after it.
+  if (products.size() > 1 || products.front().write)
     return emitProjectionsGroup(e, products);
-  }
   auto linear = cast<LinearOp>(e.first());
   Value x = linear.getX(), w = linear.getWeight();
   auto wType = cast<RankedTensorType>(w.getType());
@@ -309,12 +302,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   std::string fused;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     fused += (fused.empty() ? "" : ", ") + op->getName().getStringRef().str();
-  auto write = dyn_cast<KvCacheWriteOp>(e.group().ops.back());
-  if (write && e.group().ops.size() != 2)
-    return e.error("a gemm kernel's cache write follows its moe.linear");
-  bool copied = write && emitCacheCopy(e, write, "copy", threads, threads * 4);
 
-  e.beginKernel(copied ? "gemm" : "");
+  e.beginKernel("");
   CodeWriter body;
   body.indent();
   e.declareScalar(body, "M", rows);
@@ -337,24 +326,16 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   llvm::DenseMap<Value, std::string> names, outputs;
   for (Operation *op : llvm::drop_begin(e.group().ops))
     for (Value v : op->getOperands())
-      if (!e.inGroup(v) && !names.count(v) && op != write)
+      if (!e.inGroup(v) && !names.count(v))
         names[v] = e.declared(body, v, false, "in");
   for (Operation *op : e.group().ops)
-    if (!isa<KvCacheWriteOp>(op) && e.escapes(op->getResult(0)))
+    if (e.escapes(op->getResult(0)))
       outputs[op->getResult(0)] =
           e.declared(body, op->getResult(0), true, "out");
-  std::string past, cache;
-  if (write) {
-    e.declareScalar(body, "S", e.shapeOf(write.getUpdate())[1]);
-    past = e.declared(body, write.getPast(), false, "past");
-    cache = e.declared(body, write.getResult(), true, "cache");
-  }
 
   body.line("const auto store = [=](int64_t m, int64_t col, float acc) {");
   body.indent();
-  // The flat index of the product's element (a cache write indexes its own).
-  if (!write || !outputs.empty())
-    body.line(llvm::formatv("const int64_t i = m * {0} + col;", nExpr));
+  body.line(llvm::formatv("const int64_t i = m * {0} + col;", nExpr));
   llvm::DenseMap<Value, std::string> values;
   std::string y = e.fresh();
   body.line("const float " + y + " = acc" +
@@ -366,10 +347,6 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   };
   storeIfNeeded(linear.getResult());
   for (Operation *op : llvm::drop_begin(e.group().ops)) {
-    if (write == op) {
-      body.line(cacheStore(write, cache, past, n, values[write.getUpdate()]));
-      continue;
-    }
     llvm::SmallVector<std::string> in;
     for (Value v : op->getOperands()) {
       if (values.count(v)) {

@@ -216,11 +216,12 @@ LogicalResult emitEmbeddingGroup(GroupEmitter &e);
 LogicalResult emitEmbeddingGradGroup(GroupEmitter &e);
 LogicalResult emitPositionsGradGroup(GroupEmitter &e);
 LogicalResult emitKvWriteGroup(GroupEmitter &e);
-/// A kernel of its own (phase `phase`) that copies the cache `write` reads
-/// into the buffer of its result, when the plan keeps the old cache alive;
-/// nothing when the write updates it in place. Returns whether it copied.
-bool emitCacheCopy(GroupEmitter &e, KvCacheWriteOp write, StringRef phase,
-                   int64_t threads, int64_t perBlock);
+/// Before a group's cache writes: a kernel each (phases copy, copy1, ...)
+/// that copies the cache a write reads into the buffer of its result, for
+/// the caches the plan keeps alive (none when every write is in place).
+/// Returns how many it emitted.
+int emitCacheCopies(GroupEmitter &e, ArrayRef<KvCacheWriteOp> writes,
+                    int64_t threads, int64_t perBlock);
 LogicalResult emitAttentionGroup(GroupEmitter &e);
 LogicalResult emitAttentionGradGroup(GroupEmitter &e);
 LogicalResult emitRouterGroup(GroupEmitter &e);

@@ -60,6 +60,11 @@ bool isScalarTensor(Value v);
 /// other kernels' prologues and epilogues.
 bool isElementwiseOp(Operation *op);
 
+/// Whether `b` may share one GEMM launch with `a` as a projection of the
+/// same input (decoding's query, key and value): the same x, weight layout
+/// and element types, so that one tile computes both.
+bool projectsSameInput(LinearOp a, LinearOp b);
+
 /// Computes the symbolic shape of every value of an op that has no moe
 /// interface: func.return, tensor constants and the elementwise float arith
 /// ops the runtime implements (addf, subf, mulf, divf, negf, maximumf,

@@ -2,10 +2,11 @@
 // query, key and value projections of one input (values narrower, with a
 // bias) in one GEMM launch whose epilogue stores the keys and values into
 // their caches, and an MAE-style pool of the layer input, all at the same
-// position `past`. The caches are states, as
-// a decoder's are: `decode` writes them in place; `decode_kept` also
-// returns the old caches, so the plan keeps them and the group copies each
-// into its new buffer first. STORAGE is f32
+// position `past`. The caches are states, as a decoder's are: `decode`
+// writes them in place; `decode_kept` also returns the old caches, so the
+// plan keeps them and the group copies each into its new buffer first, and
+// projects its values from another input (a GEMM launch of one projection
+// and its cache write). STORAGE is f32
 // or bf16 (the test substitutes it). `loss` is the objective every bundle
 // needs: a linear head and the cross-entropy.
 
@@ -68,6 +69,7 @@ module attributes {
                          %ck: tensor<?x16x8xSTORAGE> {moe.state = @ck, moe.dims = ["B", 16, 8]},
                          %cv: tensor<?x16x4xSTORAGE> {moe.state = @cv, moe.dims = ["B", 16, 4]},
                          %x: tensor<?x?x8xSTORAGE> {moe.input = "x", moe.dims = ["B", "S", 8]},
+                         %h: tensor<?x?x8xSTORAGE> {moe.input = "h", moe.dims = ["B", "S", 8]},
                          %past: tensor<i64> {moe.input = "past"})
       -> (tensor<?x16x8xSTORAGE> {moe.update = @ck}, tensor<?x16x4xSTORAGE> {moe.update = @cv},
           tensor<?x16x8xSTORAGE> {moe.output = "old_k"}, tensor<?x16x4xSTORAGE> {moe.output = "old_v"},
@@ -79,7 +81,7 @@ module attributes {
     %bs = moe.cast %bv : (tensor<4xf32>) -> tensor<4xSTORAGE>
     %q = moe.linear %x, %qs : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
     %k = moe.linear %x, %ks : (tensor<?x?x8xSTORAGE>, tensor<8x8xSTORAGE>) -> tensor<?x?x8xSTORAGE>
-    %v = moe.linear %x, %vs bias %bs : (tensor<?x?x8xSTORAGE>, tensor<8x4xSTORAGE>, tensor<4xSTORAGE>) -> tensor<?x?x4xSTORAGE>
+    %v = moe.linear %h, %vs bias %bs : (tensor<?x?x8xSTORAGE>, tensor<8x4xSTORAGE>, tensor<4xSTORAGE>) -> tensor<?x?x4xSTORAGE>
     %nk = moe.kv_cache_write %ck, %k, %past : (tensor<?x16x8xSTORAGE>, tensor<?x?x8xSTORAGE>, tensor<i64>) -> tensor<?x16x8xSTORAGE>
     %nv = moe.kv_cache_write %cv, %v, %past : (tensor<?x16x4xSTORAGE>, tensor<?x?x4xSTORAGE>, tensor<i64>) -> tensor<?x16x4xSTORAGE>
     return %nk, %nv, %ck, %cv, %q : tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x16x8xSTORAGE>, tensor<?x16x4xSTORAGE>, tensor<?x?x8xSTORAGE>
