@@ -13,7 +13,9 @@
 // rows the lanes of a warp read side by side (lane = key or query) keeps
 // rows an odd number of floats apart (kStagedRow), so that the 32 lanes
 // read 32 different banks, not one bank 32 times as rows of HD = 32k
-// floats would.
+// floats would. Every loop over a warp's queries or keys (r) and a lane's
+// columns (j) is unrolled: a rolled one indexes the per-query arrays at
+// run time, which puts them in local memory (ptxas's stack frame).
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
 // Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
@@ -113,9 +115,11 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
                      : 0.0f;
   }
   float m[QPW], l[QPW], o[QPW][kPer];
+#pragma unroll
   for (int r = 0; r < QPW; ++r) {
     m[r] = -3.0e38f;
     l[r] = 0.0f;
+#pragma unroll
     for (int j = 0; j < kPer; ++j)
       o[r][j] = 0.0f;
   }
@@ -124,6 +128,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
     __syncthreads();
     stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
+#pragma unroll
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
       const int64_t i = i0 + qi;
@@ -156,6 +161,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
       __syncwarp();
       l[r] = l[r] * correction + warpSum(sum);
       m[r] = mNew;
+#pragma unroll
       for (int j = 0; j < kPer; ++j) {
         int d = lane + 32 * j;
         float acc = o[r][j] * correction;
@@ -167,11 +173,13 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
       __syncwarp();
     }
   }
+#pragma unroll
   for (int r = 0; r < QPW; ++r) {
     const int64_t i = i0 + warp * QPW + r;
     if (i >= s.sq)
       break;
     float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
     for (int j = 0; j < kPer; ++j) {
       int d = lane + 32 * j;
       if (d < HD)
@@ -221,7 +229,9 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
   float acc[QPW][kPer];
+#pragma unroll
   for (int r = 0; r < QPW; ++r)
+#pragma unroll
     for (int j = 0; j < kPer; ++j)
       acc[r][j] = 0.0f;
   const int64_t jEnd = keyEnd<TQ>(s, i0);
@@ -229,6 +239,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
     __syncthreads();
     stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
+#pragma unroll
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
       const int64_t i = i0 + qi;
@@ -250,6 +261,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
         Ds[warp * TK + kk] = ds;
       }
       __syncwarp();
+#pragma unroll
       for (int j = 0; j < kPer; ++j) {
         int d = lane + 32 * j;
         if (d < HD)
@@ -259,10 +271,12 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
       __syncwarp();
     }
   }
+#pragma unroll
   for (int r = 0; r < QPW; ++r) {
     const int64_t i = i0 + warp * QPW + r;
     if (i >= s.sq)
       break;
+#pragma unroll
     for (int j = 0; j < kPer; ++j) {
       int d = lane + 32 * j;
       if (d < HD)
@@ -295,7 +309,9 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
   float dkAcc[KPW][kPer], dvAcc[KPW][kPer];
+#pragma unroll
   for (int r = 0; r < KPW; ++r)
+#pragma unroll
     for (int j = 0; j < kPer; ++j)
       dkAcc[r][j] = dvAcc[r][j] = 0.0f;
   // The first query that can see key j0 (causal).
@@ -313,6 +329,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
         Es[t] = i < s.sq ? delta[row] : 0.0f;
       }
       __syncthreads();
+#pragma unroll
       for (int r = 0; r < KPW; ++r) {
         const int kk = warp * KPW + r;
         const int64_t j = j0 + kk;
@@ -334,6 +351,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
           Ds[warp * TQ + qq] = ds;
         }
         __syncwarp();
+#pragma unroll
         for (int jj = 0; jj < kPer; ++jj) {
           int d = lane + 32 * jj;
           if (d < HD)
@@ -346,10 +364,12 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
       }
     }
   }
+#pragma unroll
   for (int r = 0; r < KPW; ++r) {
     const int64_t j = j0 + warp * KPW + r;
     if (j >= s.kvLen)
       break;
+#pragma unroll
     for (int jj = 0; jj < kPer; ++jj) {
       int d = lane + 32 * jj;
       if (d < HD) {

@@ -183,8 +183,14 @@ MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
                                 int64_t n0, int64_t M, int64_t N, int lane,
                                 const Store &store) {
   const int g = lane / 4, t = lane % 4;
+  // Unrolled whatever the epilogue's size: a loop left rolled indexes acc
+  // at run time, which puts the accumulators in local memory (the stack
+  // frame ptxas reports) for the whole k loop.
+#pragma unroll
   for (int i = 0; i < FM; ++i)
+#pragma unroll
     for (int j = 0; j < FN; ++j)
+#pragma unroll
       for (int r = 0; r < 4; ++r) {
         int64_t m = m0 + i * 16 + g + (r / 2) * 8;
         int64_t n = n0 + j * 8 + 2 * t + r % 2;

@@ -66,13 +66,15 @@ MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
 
 /// Phase 1, one warp per token: the logits (computed from h and w, or read),
 /// the softmax into p (expert lane + 32 s in p[s]) and the token's z-loss
-/// term.
+/// term. The loops over a lane's slots are unrolled, so that l and p stay
+/// in registers (a rolled loop indexes them at run time: a stack frame).
 template <int D, int E, bool Linear>
 MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
                                 float (&p)[routerPerLane(E)]) {
   constexpr int kPer = routerPerLane(E);
   float l[kPer];
   float mine = -3.0e38f;
+#pragma unroll
   for (int s = 0; s < kPer; ++s) {
     l[s] = -3.0e38f;
     int e = lane + 32 * s;
@@ -95,6 +97,7 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
   }
   float mx = warpMax(mine);
   float sum = 0.0f;
+#pragma unroll
   for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E) {
       p[s] = expf(l[s] - mx);
@@ -102,6 +105,7 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
     }
   sum = warpSum(sum);
   const bool masked = r.mask && r.mask[t] == 0;
+#pragma unroll
   for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E) {
       p[s] = masked ? 0.0f : p[s] / sum;
@@ -170,6 +174,7 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
   float chosen[K];
   int chosenExpert[K];
   float selSum = 0.0f;
+#pragma unroll
   for (int j = 0; j < K; ++j) {
     if (j >= K - S) {
       const int e = routerSample<E, K>(r, t, j, p, taken);
@@ -182,6 +187,7 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
     }
     float best = -1.0f;
     int bestE = 1 << 30;
+#pragma unroll
     for (int s = 0; s < kPer; ++s) {
       int e = lane + 32 * s;
       if (e < E && !((taken >> s) & 1u) &&
@@ -206,6 +212,7 @@ MOEC_DEVICE void routerTopK(const RouterParams &r, int64_t t, int lane,
   }
   if (lane != 0)
     return;
+#pragma unroll
   for (int j = 0; j < K; ++j) {
     float g = chosen[j];
     if (Gate == GateWeighting::RenormDetached ||
