@@ -13,9 +13,12 @@
 // rows the lanes of a warp read side by side (lane = key or query) keeps
 // rows an odd number of floats apart (kStagedRow), so that the 32 lanes
 // read 32 different banks, not one bank 32 times as rows of HD = 32k
-// floats would. Every loop over a warp's queries or keys (r) and a lane's
-// columns (j) is unrolled: a rolled one indexes the per-query arrays at
-// run time, which puts them in local memory (ptxas's stack frame).
+// floats would. A thread's per-query (or per-key) accumulators stay in
+// registers: loops over a lane's columns (j) are unrolled, and the main
+// loop over a warp's queries or keys (r) stays rolled, so its body is
+// compiled once, and reaches row r through a select chain (pickRow,
+// putRow); indexing the arrays at run time would put them in local memory
+// (ptxas's stack frame), unrolling the loop would cost compile time.
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
 // Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
@@ -48,6 +51,25 @@ MOEC_DEVICE bool visible(const AttentionShape &s, int64_t b, int64_t i,
 /// The distance, in floats, between the rows of a staged tile: odd, so that
 /// column d of 32 consecutive rows lies in 32 different banks.
 template <int HD> constexpr int kStagedRow = HD % 2 ? HD : HD + 1;
+
+/// Element r of a thread's per-query registers where r is known only at run
+/// time: an unrolled select chain keeps the array in registers (indexing it
+/// would move it to local memory), so the loop over a warp's queries can
+/// stay rolled and its body be compiled once, not once per query.
+template <int N> MOEC_DEVICE float pickRow(const float (&rows)[N], int r) {
+  float value = rows[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i)
+    value = i == r ? rows[i] : value;
+  return value;
+}
+
+template <int N>
+MOEC_DEVICE void putRow(float (&rows)[N], int r, float value) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    rows[i] = i == r ? value : rows[i];
+}
 
 /// One past the last key any query of the tile starting at i0 can see.
 template <int TQ>
@@ -114,21 +136,22 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
     Qs[t] = i < s.sq ? toFloat(q[(b * s.sq + i) * qStride + h * HD + t % HD])
                      : 0.0f;
   }
-  float m[QPW], l[QPW], o[QPW][kPer];
+  // o[j][r]: column lane + 32 j of query r, so that pickRow reads a row.
+  float m[QPW], l[QPW], o[kPer][QPW];
 #pragma unroll
   for (int r = 0; r < QPW; ++r) {
     m[r] = -3.0e38f;
     l[r] = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
-      o[r][j] = 0.0f;
+      o[j][r] = 0.0f;
   }
   const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
     stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
-#pragma unroll
+#pragma unroll 1
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
       const int64_t i = i0 + qi;
@@ -149,8 +172,9 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
       tileMax = warpMax(tileMax);
       if (tileMax <= -3.0e38f)
         continue; // nothing visible in this tile
-      float mNew = m[r] > tileMax ? m[r] : tileMax;
-      float correction = expf(m[r] - mNew);
+      const float mOld = pickRow(m, r);
+      float mNew = mOld > tileMax ? mOld : tileMax;
+      float correction = expf(mOld - mNew);
       float sum = 0.0f;
       for (int kk = lane; kk < TK; kk += 32) {
         float score = Ps[warp * TK + kk];
@@ -159,16 +183,16 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
         sum += pj;
       }
       __syncwarp();
-      l[r] = l[r] * correction + warpSum(sum);
-      m[r] = mNew;
+      putRow(l, r, pickRow(l, r) * correction + warpSum(sum));
+      putRow(m, r, mNew);
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         int d = lane + 32 * j;
-        float acc = o[r][j] * correction;
+        float acc = pickRow(o[j], r) * correction;
         if (d < HD)
           for (int kk = 0; kk < TK; ++kk)
             acc += Ps[warp * TK + kk] * Vs[kk * HDP + d];
-        o[r][j] = acc;
+        putRow(o[j], r, acc);
       }
       __syncwarp();
     }
@@ -183,7 +207,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
     for (int j = 0; j < kPer; ++j) {
       int d = lane + 32 * j;
       if (d < HD)
-        out[(b * s.sq + i) * qStride + h * HD + d] = o[r][j] * inv;
+        out[(b * s.sq + i) * qStride + h * HD + d] = o[j][r] * inv;
     }
     if (lane == 0 && lse)
       lse[(b * s.heads + h) * s.sq + i] =
@@ -228,18 +252,19 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
   const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
-  float acc[QPW][kPer];
+  // acc[j][r]: column lane + 32 j of query r (pickRow reads a row).
+  float acc[kPer][QPW];
 #pragma unroll
-  for (int r = 0; r < QPW; ++r)
+  for (int j = 0; j < kPer; ++j)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      acc[r][j] = 0.0f;
+    for (int r = 0; r < QPW; ++r)
+      acc[j][r] = 0.0f;
   const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
     stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
-#pragma unroll
+#pragma unroll 1
     for (int r = 0; r < QPW; ++r) {
       const int qi = warp * QPW + r;
       const int64_t i = i0 + qi;
@@ -264,9 +289,11 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         int d = lane + 32 * j;
+        float sum = pickRow(acc[j], r);
         if (d < HD)
           for (int kk = 0; kk < TK; ++kk)
-            acc[r][j] += Ds[warp * TK + kk] * Ks[kk * HDP + d];
+            sum += Ds[warp * TK + kk] * Ks[kk * HDP + d];
+        putRow(acc[j], r, sum);
       }
       __syncwarp();
     }
@@ -280,7 +307,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
     for (int j = 0; j < kPer; ++j) {
       int d = lane + 32 * j;
       if (d < HD)
-        dq[(b * s.sq + i) * qStride + h * HD + d] = acc[r][j] * s.scale;
+        dq[(b * s.sq + i) * qStride + h * HD + d] = acc[j][r] * s.scale;
     }
   }
 }
@@ -308,12 +335,13 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
   const int g = blockIdx.y, group = s.heads / s.kvHeads;
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
-  float dkAcc[KPW][kPer], dvAcc[KPW][kPer];
+  // dkAcc[j][r], dvAcc[j][r]: column lane + 32 j of key r.
+  float dkAcc[kPer][KPW], dvAcc[kPer][KPW];
 #pragma unroll
-  for (int r = 0; r < KPW; ++r)
+  for (int j = 0; j < kPer; ++j)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      dkAcc[r][j] = dvAcc[r][j] = 0.0f;
+    for (int r = 0; r < KPW; ++r)
+      dkAcc[j][r] = dvAcc[j][r] = 0.0f;
   // The first query that can see key j0 (causal).
   int64_t iStart = s.causal ? j0 - s.offset : 0;
   iStart = iStart < 0 ? 0 : iStart / TQ * TQ;
@@ -329,7 +357,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
         Es[t] = i < s.sq ? delta[row] : 0.0f;
       }
       __syncthreads();
-#pragma unroll
+#pragma unroll 1
       for (int r = 0; r < KPW; ++r) {
         const int kk = warp * KPW + r;
         const int64_t j = j0 + kk;
@@ -354,11 +382,14 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
 #pragma unroll
         for (int jj = 0; jj < kPer; ++jj) {
           int d = lane + 32 * jj;
+          float dvSum = pickRow(dvAcc[jj], r), dkSum = pickRow(dkAcc[jj], r);
           if (d < HD)
             for (int qq = 0; qq < TQ; ++qq) {
-              dvAcc[r][jj] += Ps[warp * TQ + qq] * Gs[qq * HDP + d];
-              dkAcc[r][jj] += Ds[warp * TQ + qq] * Qs[qq * HDP + d];
+              dvSum += Ps[warp * TQ + qq] * Gs[qq * HDP + d];
+              dkSum += Ds[warp * TQ + qq] * Qs[qq * HDP + d];
             }
+          putRow(dvAcc[jj], r, dvSum);
+          putRow(dkAcc[jj], r, dkSum);
         }
         __syncwarp();
       }
@@ -374,8 +405,8 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
       int d = lane + 32 * jj;
       if (d < HD) {
         int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + d;
-        dk[at] = dkAcc[r][jj] * s.scale;
-        dv[at] = dvAcc[r][jj];
+        dk[at] = dkAcc[jj][r] * s.scale;
+        dv[at] = dvAcc[jj][r];
       }
     }
   }

@@ -55,7 +55,7 @@ func.func @cache_write_of_a_cache_write(%c: tensor<1x16x8xf32>, %u: tensor<1x2x8
 func.func @cache_write_of_an_input_in_a_gemm(%x: tensor<1x2x8xf32>, %w: tensor<8x8xf32>, %c: tensor<1x16x8xf32>, %p: tensor<i64>) -> tensor<1x16x8xf32> {
   %0 = moe.kernel gemm {
     %1 = moe.linear %x, %w : (tensor<1x2x8xf32>, tensor<8x8xf32>) -> tensor<1x2x8xf32>
-    // expected-error @+1 {{'moe.kv_cache_write' op in a 'gemm' kernel stores the kernel's product into a cache from before it}}
+    // expected-error @+1 {{'moe.kv_cache_write' op in a 'gemm' kernel stores the product of the moe.linear just before it}}
     %2 = moe.kv_cache_write %c, %x, %p : (tensor<1x16x8xf32>, tensor<1x2x8xf32>, tensor<i64>) -> tensor<1x16x8xf32>
     moe.yield %2 : tensor<1x16x8xf32>
   } : tensor<1x16x8xf32>

@@ -7,10 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "moe/IR/MoeOps.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -264,13 +265,12 @@ bool mlir::moe::isElementwiseOp(Operation *op) {
 }
 
 bool mlir::moe::projectsSameInput(LinearOp a, LinearOp b) {
-  auto elementType = [](Value v) {
-    return cast<TensorType>(v.getType()).getElementType();
-  };
   return a.getX() == b.getX() &&
          a.getTransposeWeight() == b.getTransposeWeight() &&
-         elementType(a.getWeight()) == elementType(b.getWeight()) &&
-         elementType(a.getResult()) == elementType(b.getResult());
+         getElementTypeOrSelf(a.getWeight()) ==
+             getElementTypeOrSelf(b.getWeight()) &&
+         getElementTypeOrSelf(a.getResult()) ==
+             getElementTypeOrSelf(b.getResult());
 }
 
 SmallVector<std::pair<StringRef, int64_t>> TilesAttr::fields() const {
@@ -344,7 +344,8 @@ LogicalResult KernelOp::verify() {
           return op.emitOpError("reads g per row and head, so g must come "
                                 "from before its kernel");
     // Threads of one write do not see another write's cache rows; a GEMM
-    // stores its product (the update) into a cache from before it.
+    // stores into a cache from before it (verifyGemmMembers: the product
+    // of the projection just before the write).
     if (auto write = dyn_cast<KvCacheWriteOp>(op)) {
       auto inside = [&](Value v) {
         Operation *def = v.getDefiningOp();
@@ -352,10 +353,9 @@ LogicalResult KernelOp::verify() {
                !isa<arith::ConstantOp>(def);
       };
       if (getKind() == KernelKind::Gemm) {
-        if (inside(write.getCache()) || inside(write.getPast()) ||
-            !inside(write.getUpdate()))
-          return op.emitOpError("in a 'gemm' kernel stores the kernel's "
-                                "product into a cache from before it");
+        if (inside(write.getCache()) || inside(write.getPast()))
+          return op.emitOpError("in a 'gemm' kernel stores into a cache "
+                                "from before it");
       } else if (llvm::any_of(op.getOperands(), inside)) {
         return op.emitOpError("reads a value of its own kernel; a cache "
                               "write's operands must come from before it");
