@@ -199,6 +199,15 @@ MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
       }
 }
 
+/// The cache row of token m of a decoding step: position past + m % S of
+/// batch m / S in a cache of maxLen rows a batch. Called, not inlined: a
+/// GEMM epilogue that writes the cache is unrolled over a thread's
+/// fragments, and a 64-bit division in each copy made ptxas take seconds.
+MOEC_DEVICE_CALLED int64_t cacheRow(int64_t m, int64_t S, int64_t maxLen,
+                                    int64_t past) {
+  return m / S * maxLen + past + m % S;
+}
+
 /// Two bf16 in one register, `lo` in the low half: an mma operand pair.
 MOEC_DEVICE uint32_t packBf16(float lo, float hi) {
   return static_cast<uint32_t>(bf16(lo).bits) |

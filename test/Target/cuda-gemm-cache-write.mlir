@@ -3,7 +3,8 @@
 // A decoding projection on its own (no other projection of its input) is
 // one GEMM whose epilogue adds the bias once and stores the product where
 // the program reads it and its rows into the cache at position
-// past + m % S of batch m / S.
+// past + m % S of batch m / S (moec::cacheRow, called: not inlined into
+// every unrolled fragment store).
 
 module {
   func.func @decode(%x: tensor<2x?x8xf32> {moe.input = "x", moe.dims = [2, "S", 8]},
@@ -28,7 +29,7 @@ module {
 // CHECK-NEXT:   const auto store = [=](int64_t m, int64_t col, float acc) {
 // CHECK-NEXT:     const float y = acc + moec::toFloat([[B:b[0-9]+]][col]);
 // CHECK-NEXT:     [[OUT:out[0-9]+]][m * 8 + col] = y;
-// CHECK-NEXT:     [[CACHE:cache[0-9]+]][(m / S * 16 + [[PAST:past[0-9]+]][0] + m % S) * 8 + col] = y;
+// CHECK-NEXT:     [[CACHE:cache[0-9]+]][moec::cacheRow(m, S, 16, [[PAST:past[0-9]+]][0]) * 8 + col] = y;
 // CHECK-NEXT:   };
 // CHECK-NEXT:   moec::gemmTile<64, 32, 16, 256>({{.*}}, n0, M, N, 8, moec::RowMajor<float>{x{{[0-9]+}}, 8}, moec::RowMajor<float>{w, N}, store);
 // CHECK:      // launch moek_decode_g0_gemm grid(ceil(32/32), ceil(2*S/64), 1) block(256)

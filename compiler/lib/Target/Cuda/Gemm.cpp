@@ -128,12 +128,12 @@ GemmPath withOperands(GemmPath path, GroupEmitter &e, Value a, bool aCol,
 }
 
 /// The store of element (m, col) of a cache write's product into the cache
-/// `cache` at row m's position: position past + m % S of batch m / S.
+/// `cache` at row m's position (moec::cacheRow).
 std::string cacheStore(KvCacheWriteOp write, StringRef cache, StringRef past,
                        int64_t width, StringRef value) {
   int64_t maxLen =
       cast<RankedTensorType>(write.getCache().getType()).getDimSize(1);
-  return llvm::formatv("{0}[(m / S * {1} + {2}[0] + m % S) * {3} + col] = "
+  return llvm::formatv("{0}[moec::cacheRow(m, S, {1}, {2}[0]) * {3} + col] = "
                        "{4};",
                        cache, maxLen, past, width, value)
       .str();
