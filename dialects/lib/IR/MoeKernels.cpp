@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
-#include "moe/IR/MoeOps.h"
 
 using namespace mlir;
 using namespace mlir::moe;
