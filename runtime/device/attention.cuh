@@ -13,7 +13,9 @@
 // rows the lanes of a warp read side by side (lane = key or query) keeps
 // rows an odd number of floats apart (kStagedRow), so that the 32 lanes
 // read 32 different banks, not one bank 32 times as rows of HD = 32k
-// floats would. A thread's per-query (or per-key) accumulators stay in
+// floats would; a tile whose rows a warp reads one at a time (the same
+// row for every lane: a broadcast) stays unpadded, so that its rows are
+// 16-byte aligned and read four floats a load (broadcastDots). A thread's per-query (or per-key) accumulators stay in
 // registers: loops over a lane's columns (j) are unrolled, and the main
 // loop over a warp's queries or keys (r) stays rolled, so its body is
 // compiled once, and reaches row r through a select chain (pickRow,
@@ -71,6 +73,46 @@ MOEC_DEVICE void putRow(float (&rows)[N], int r, float value) {
     rows[i] = i == r ? value : rows[i];
 }
 
+/// sums[c] += sum over n < N of bcast[c][n] * own[c][n * STRIDE], in the
+/// order of n: bcast[c] is a row every lane of the warp reads (a
+/// broadcast), own[c] the lane's own row (STRIDE 1) or column. Where N is a
+/// multiple of 4 the broadcast rows must be 16-byte aligned and are read
+/// four floats a load (a quarter of their shared-memory loads); the C sums
+/// advance side by side, as independent chains of FMAs.
+template <int N, int STRIDE, int C>
+MOEC_DEVICE void broadcastDots(float (&sums)[C],
+                               const sptr<const float> (&bcast)[C],
+                               const sptr<const float> (&own)[C]) {
+  if constexpr (N % 4 == 0) {
+    for (int n = 0; n < N; n += 4) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const float4 row = loadShared4(bcast[c] + n);
+        sums[c] += row.x * own[c][n * STRIDE];
+        sums[c] += row.y * own[c][(n + 1) * STRIDE];
+        sums[c] += row.z * own[c][(n + 2) * STRIDE];
+        sums[c] += row.w * own[c][(n + 3) * STRIDE];
+      }
+    }
+  } else {
+    for (int n = 0; n < N; ++n) {
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        sums[c] += bcast[c][n] * own[c][n * STRIDE];
+    }
+  }
+}
+
+/// broadcastDots of one sum.
+template <int N, int STRIDE>
+MOEC_DEVICE float broadcastDot(float sum, sptr<const float> bcast,
+                               sptr<const float> own) {
+  float sums[1] = {sum};
+  const sptr<const float> bcasts[1] = {bcast}, owns[1] = {own};
+  broadcastDots<N, STRIDE>(sums, bcasts, owns);
+  return sums[0];
+}
+
 /// One past the last key any query of the tile starting at i0 can see.
 template <int TQ>
 MOEC_DEVICE int64_t keyEnd(const AttentionShape &s, int64_t i0) {
@@ -80,8 +122,9 @@ MOEC_DEVICE int64_t keyEnd(const AttentionShape &s, int64_t i0) {
 }
 
 /// Stages keys and values j0 .. j0 + TK - 1 of K/V head g of batch b in
-/// shared memory as float rows kStagedRow<HD> apart, zero past kvLen.
-template <int HD, int TK, int THREADS, typename T>
+/// shared memory as float rows ROW apart (HD, or kStagedRow<HD> for rows
+/// that lanes read side by side), zero past kvLen.
+template <int HD, int ROW, int TK, int THREADS, typename T>
 MOEC_DEVICE void stageKeys(const AttentionShape &s, gptr<const T> k,
                            gptr<const T> v, int64_t b, int g, int64_t j0,
                            sptr<float> Ks, sptr<float> Vs) {
@@ -89,16 +132,16 @@ MOEC_DEVICE void stageKeys(const AttentionShape &s, gptr<const T> k,
   for (int t = threadIdx.x; t < TK * HD; t += THREADS) {
     int64_t j = j0 + t / HD;
     int64_t at = (b * s.rowsPerBatch + j) * kvStride + g * HD + t % HD;
-    const int staged = t / HD * kStagedRow<HD> + t % HD;
+    const int staged = t / HD * ROW + t % HD;
     Ks[staged] = j < s.kvLen ? toFloat(k[at]) : 0.0f;
     Vs[staged] = j < s.kvLen ? toFloat(v[at]) : 0.0f;
   }
 }
 
 /// Stages queries and output gradients i0 .. i0 + TQ - 1 of head h of
-/// batch b in shared memory as float rows kStagedRow<HD> apart, zero past
-/// sq.
-template <int HD, int TQ, int THREADS, typename T>
+/// batch b in shared memory as float rows ROW apart (as stageKeys), zero
+/// past sq.
+template <int HD, int ROW, int TQ, int THREADS, typename T>
 MOEC_DEVICE void stageQueries(const AttentionShape &s, gptr<const T> q,
                               gptr<const T> dout, int64_t b, int h, int64_t i0,
                               sptr<float> Qs, sptr<float> Gs) {
@@ -106,7 +149,7 @@ MOEC_DEVICE void stageQueries(const AttentionShape &s, gptr<const T> q,
   for (int t = threadIdx.x; t < TQ * HD; t += THREADS) {
     int64_t i = i0 + t / HD;
     int64_t at = (b * s.sq + i) * qStride + h * HD + t % HD;
-    const int staged = t / HD * kStagedRow<HD> + t % HD;
+    const int staged = t / HD * ROW + t % HD;
     Qs[staged] = i < s.sq ? toFloat(q[at]) : 0.0f;
     Gs[staged] = i < s.sq ? toFloat(dout[at]) : 0.0f;
   }
@@ -121,7 +164,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
   constexpr int kPer = (HD + 31) / 32;
   constexpr int HDP = kStagedRow<HD>;
   static_assert(TQ % kWarps == 0, "queries split evenly over warps");
-  // A warp reads one query row (a broadcast): Qs needs no padding.
+  // A warp reads one query row (a broadcast): Qs is unpadded.
   MOEC_SHARED(float, Qs, TQ * HD);
   MOEC_SHARED(float, Ks, TK * HDP);
   MOEC_SHARED(float, Vs, TK * HDP);
@@ -149,7 +192,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
   const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
-    stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
+    stageKeys<HD, HDP, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
 #pragma unroll 1
     for (int r = 0; r < QPW; ++r) {
@@ -160,12 +203,9 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
       float tileMax = -3.0e38f;
       for (int kk = lane; kk < TK; kk += 32) {
         float score = -3.0e38f;
-        if (visible(s, b, i, j0 + kk)) {
-          float dot = 0.0f;
-          for (int d = 0; d < HD; ++d)
-            dot += Qs[qi * HD + d] * Ks[kk * HDP + d];
-          score = dot * s.scale;
-        }
+        if (visible(s, b, i, j0 + kk))
+          score =
+              broadcastDot<HD, 1>(0.0f, Qs + qi * HD, Ks + kk * HDP) * s.scale;
         Ps[warp * TK + kk] = score;
         tileMax = score > tileMax ? score : tileMax;
       }
@@ -190,8 +230,7 @@ MOEC_DEVICE void attentionForward(const AttentionShape s, gptr<const T> q,
         int d = lane + 32 * j;
         float acc = pickRow(o[j], r) * correction;
         if (d < HD)
-          for (int kk = 0; kk < TK; ++kk)
-            acc += Ps[warp * TK + kk] * Vs[kk * HDP + d];
+          acc = broadcastDot<TK, HDP>(acc, Ps + warp * TK, Vs + d);
         putRow(o[j], r, acc);
       }
       __syncwarp();
@@ -242,8 +281,9 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
                                 gptr<const float> delta, gptr<T> dq) {
   constexpr int kWarps = THREADS / 32, QPW = TQ / kWarps;
   constexpr int kPer = (HD + 31) / 32, HDP = kStagedRow<HD>;
-  MOEC_SHARED(float, Qs, TQ * HDP);
-  MOEC_SHARED(float, Gs, TQ * HDP);
+  // A warp reads one query (and output gradient) row: Qs, Gs unpadded.
+  MOEC_SHARED(float, Qs, TQ * HD);
+  MOEC_SHARED(float, Gs, TQ * HD);
   MOEC_SHARED(float, Ks, TK * HDP);
   MOEC_SHARED(float, Vs, TK * HDP);
   MOEC_SHARED(float, Ds, kWarps * TK);
@@ -251,7 +291,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
   const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
-  stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
+  stageQueries<HD, HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
   // acc[j][r]: column lane + 32 j of query r (pickRow reads a row).
   float acc[kPer][QPW];
 #pragma unroll
@@ -262,7 +302,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
   const int64_t jEnd = keyEnd<TQ>(s, i0);
   for (int64_t j0 = 0; j0 < jEnd; j0 += TK) {
     __syncthreads();
-    stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
+    stageKeys<HD, HDP, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
     __syncthreads();
 #pragma unroll 1
     for (int r = 0; r < QPW; ++r) {
@@ -275,13 +315,13 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
       for (int kk = lane; kk < TK; kk += 32) {
         float ds = 0.0f;
         if (visible(s, b, i, j0 + kk)) {
-          float dot = 0.0f, dp = 0.0f;
-          for (int d = 0; d < HD; ++d) {
-            dot += Qs[qi * HDP + d] * Ks[kk * HDP + d];
-            dp += Gs[qi * HDP + d] * Vs[kk * HDP + d];
-          }
-          float pj = expf(dot * s.scale - li);
-          ds = pj * (dp - di);
+          // The score and dO . v of key kk.
+          float dots[2] = {0.0f, 0.0f};
+          const sptr<const float> rows[2] = {Qs + qi * HD, Gs + qi * HD};
+          const sptr<const float> keys[2] = {Ks + kk * HDP, Vs + kk * HDP};
+          broadcastDots<HD, 1>(dots, rows, keys);
+          float pj = expf(dots[0] * s.scale - li);
+          ds = pj * (dots[1] - di);
         }
         Ds[warp * TK + kk] = ds;
       }
@@ -291,8 +331,7 @@ MOEC_DEVICE void attentionGradQ(const AttentionShape s, gptr<const T> q,
         int d = lane + 32 * j;
         float sum = pickRow(acc[j], r);
         if (d < HD)
-          for (int kk = 0; kk < TK; ++kk)
-            sum += Ds[warp * TK + kk] * Ks[kk * HDP + d];
+          sum = broadcastDot<TK, HDP>(sum, Ds + warp * TK, Ks + d);
         putRow(acc[j], r, sum);
       }
       __syncwarp();
@@ -322,8 +361,9 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
                                  gptr<T> dv) {
   constexpr int kWarps = THREADS / 32, KPW = TK / kWarps;
   constexpr int kPer = (HD + 31) / 32, HDP = kStagedRow<HD>;
-  MOEC_SHARED(float, Ks, TK * HDP);
-  MOEC_SHARED(float, Vs, TK * HDP);
+  // A warp reads one key (and value) row: Ks, Vs unpadded.
+  MOEC_SHARED(float, Ks, TK * HD);
+  MOEC_SHARED(float, Vs, TK * HD);
   MOEC_SHARED(float, Qs, TQ * HDP);
   MOEC_SHARED(float, Gs, TQ * HDP);
   MOEC_SHARED(float, Ls, TQ);
@@ -334,7 +374,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
   const int64_t b = blockIdx.z, j0 = static_cast<int64_t>(blockIdx.x) * TK;
   const int g = blockIdx.y, group = s.heads / s.kvHeads;
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  stageKeys<HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
+  stageKeys<HD, HD, TK, THREADS>(s, k, v, b, g, j0, Ks, Vs);
   // dkAcc[j][r], dvAcc[j][r]: column lane + 32 j of key r.
   float dkAcc[kPer][KPW], dvAcc[kPer][KPW];
 #pragma unroll
@@ -349,7 +389,7 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
     const int h = g * group + hh;
     for (int64_t i0 = iStart; i0 < s.sq; i0 += TQ) {
       __syncthreads();
-      stageQueries<HD, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
+      stageQueries<HD, HDP, TQ, THREADS>(s, q, dout, b, h, i0, Qs, Gs);
       for (int t = threadIdx.x; t < TQ; t += THREADS) {
         int64_t i = i0 + t;
         int64_t row = (b * s.heads + h) * s.sq + i;
@@ -367,13 +407,13 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
           const int64_t i = i0 + qq;
           float pj = 0.0f, ds = 0.0f;
           if (i < s.sq && visible(s, b, i, j)) {
-            float dot = 0.0f, dp = 0.0f;
-            for (int d = 0; d < HD; ++d) {
-              dot += Qs[qq * HDP + d] * Ks[kk * HDP + d];
-              dp += Gs[qq * HDP + d] * Vs[kk * HDP + d];
-            }
-            pj = expf(dot * s.scale - Ls[qq]);
-            ds = pj * (dp - Es[qq]);
+            // The score and dO . v of query qq.
+            float dots[2] = {0.0f, 0.0f};
+            const sptr<const float> keys[2] = {Ks + kk * HD, Vs + kk * HD};
+            const sptr<const float> rows[2] = {Qs + qq * HDP, Gs + qq * HDP};
+            broadcastDots<HD, 1>(dots, keys, rows);
+            pj = expf(dots[0] * s.scale - Ls[qq]);
+            ds = pj * (dots[1] - Es[qq]);
           }
           Ps[warp * TQ + qq] = pj;
           Ds[warp * TQ + qq] = ds;
@@ -382,14 +422,15 @@ MOEC_DEVICE void attentionGradKV(const AttentionShape s, gptr<const T> q,
 #pragma unroll
         for (int jj = 0; jj < kPer; ++jj) {
           int d = lane + 32 * jj;
-          float dvSum = pickRow(dvAcc[jj], r), dkSum = pickRow(dkAcc[jj], r);
-          if (d < HD)
-            for (int qq = 0; qq < TQ; ++qq) {
-              dvSum += Ps[warp * TQ + qq] * Gs[qq * HDP + d];
-              dkSum += Ds[warp * TQ + qq] * Qs[qq * HDP + d];
-            }
-          putRow(dvAcc[jj], r, dvSum);
-          putRow(dkAcc[jj], r, dkSum);
+          // dv and dk of column d: P and dS rows against dO and Q columns.
+          float sums[2] = {pickRow(dvAcc[jj], r), pickRow(dkAcc[jj], r)};
+          if (d < HD) {
+            const sptr<const float> rows[2] = {Ps + warp * TQ, Ds + warp * TQ};
+            const sptr<const float> columns[2] = {Gs + d, Qs + d};
+            broadcastDots<TQ, HDP>(sums, rows, columns);
+          }
+          putRow(dvAcc[jj], r, sums[0]);
+          putRow(dkAcc[jj], r, sums[1]);
         }
         __syncwarp();
       }

@@ -31,8 +31,10 @@ typedef unsigned long long uint64_t;
 #define MOEC_DEVICE_CALLED __device__ inline __noinline__
 
 #ifndef MOEC_EMU
-/// A static shared-memory array of `count` elements.
-#define MOEC_SHARED(type, name, count) __shared__ type name[count]
+/// A static shared-memory array of `count` elements, 16-byte aligned so
+/// that loadShared4 can read any array of floats.
+#define MOEC_SHARED(type, name, count)                                         \
+  __shared__ __align__(16) type name[count]
 /// The launch's dynamic shared memory, viewed as `type`.
 #define MOEC_DYNAMIC_SHARED(type, name)                                        \
   extern __shared__ __align__(16) unsigned char moec_dynamic_smem[];           \

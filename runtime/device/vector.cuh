@@ -1,10 +1,12 @@
-//===- vector.cuh - 16-byte global-memory accesses --------------*- CUDA -*-===//
+//===- vector.cuh - 16-byte memory accesses ---------------------*- CUDA -*-===//
 //
 // Memory-bound kernels move four floats or eight bf16 per instruction
 // (ld/st.global.v4) where every pointer they touch is 16-byte aligned;
 // callers test that once with aligned16 and fall back to scalar accesses
 // otherwise. The emu device reads and writes the elements one by one, so
-// its checking mode still bounds-checks each of them.
+// its checking mode still bounds-checks each of them. Shared-memory rows
+// that a whole warp reads (broadcasts) are read four floats at a time
+// (ld.shared.v4) by loadShared4.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +40,19 @@ MOEC_DEVICE void store4(gptr<float> x, int64_t q, float4 v) {
   x[4 * q + 3] = v.w;
 #else
   reinterpret_cast<float4 *>(x)[q] = v;
+#endif
+}
+
+/// Elements 0 .. 3 of shared-memory floats at `p`, which must be 16-byte
+/// aligned (MOEC_SHARED arrays are). Emu's tracking mode reads them as one
+/// float4, so that it checks the alignment and that all four were written.
+MOEC_DEVICE float4 loadShared4(sptr<const float> p) {
+#if defined(MOEC_EMU_TRACK_SHARED)
+  return *p.template reinterpretAs<const float4>();
+#elif defined(MOEC_EMU)
+  return make_float4(p[0], p[1], p[2], p[3]);
+#else
+  return *reinterpret_cast<const float4 *>(p);
 #endif
 }
 

@@ -197,8 +197,10 @@ private:
     int64_t headDim = heads > 0 ? width / heads : width;
     // The kernels stage Q and dO tiles (tile_q x head_dim) and K and V
     // tiles (tile_k x head_dim) in static shared memory, which is 48 KiB on
-    // every architecture, as rows an odd number of floats apart (against
-    // bank conflicts, attention.cuh); sm_90 starts from larger key tiles.
+    // every architecture, counted here as rows an odd number of floats
+    // apart (against bank conflicts, attention.cuh), a bound: the tiles a
+    // warp reads row by row are unpadded. sm_90 starts from larger key
+    // tiles.
     int64_t tileQ = 32, tileK = limits.large ? 64 : 32;
     int64_t stagedRow = headDim % 2 ? headDim : headDim + 1;
     auto bytes = [&] {

@@ -286,6 +286,12 @@ public:
   bool operator>(const SharedPtr &o) const { return offset > o.offset; }
   bool operator>=(const SharedPtr &o) const { return offset >= o.offset; }
 
+  /// The same address as a pointer to U: a vector load of scalars stored
+  /// one by one, whose alignment and written bits are checked as U's.
+  template <typename U> SharedPtr<U> reinterpretAs() const {
+    return SharedPtr<U>(r, offset);
+  }
+
   /// The checked element address for atomics (they read and write).
   T *atomicTarget() const {
     detail::sharedAccess(r, offset, sizeof(T), alignof(T), true, true);

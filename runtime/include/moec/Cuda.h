@@ -43,8 +43,8 @@ struct InstructionMix {
   /// ld.global / st.global, and those of them that move 16 bytes at once.
   int64_t globalLoads = 0, globalLoads16 = 0;
   int64_t globalStores = 0, globalStores16 = 0;
-  /// ld.shared and st.shared.
-  int64_t sharedAccesses = 0;
+  /// ld.shared and st.shared, and those of them that move 16 bytes at once.
+  int64_t sharedAccesses = 0, sharedAccesses16 = 0;
   /// Block-wide barriers (bar.sync, barrier.sync, bar.arrive).
   int64_t barriers = 0;
   int64_t calls = 0;

@@ -77,9 +77,10 @@ void countInstruction(std::string_view opcode, InstructionMix &mix) {
       ++mix.globalStores;
       mix.globalStores16 += wide;
     }
-  } else if ((head == "ld" || head == "st") && has(parts, "shared"))
+  } else if ((head == "ld" || head == "st") && has(parts, "shared")) {
     ++mix.sharedAccesses;
-  else if ((head == "bar" && !has(parts, "warp")) || head == "barrier")
+    mix.sharedAccesses16 += accessBytes(parts) >= 16;
+  } else if ((head == "bar" && !has(parts, "warp")) || head == "barrier")
     ++mix.barriers;
   else if (head == "call")
     ++mix.calls;

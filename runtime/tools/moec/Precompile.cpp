@@ -43,7 +43,7 @@ public:
     flag("mix",
          "List every kernel's instruction mix, counted in its PTX: "
          "instructions, tensor-core mma, ldmatrix, cp.async, global loads "
-         "and stores (of them 16-byte), shared accesses, barriers, calls, "
+         "and stores and shared accesses (of them 16-byte), barriers, calls, "
          "double-precision",
          mix);
   }
@@ -58,7 +58,7 @@ private:
 
 void printMix(const std::vector<PrecompiledKernel> &kernels) {
   std::cout << fmt::format("{:<36} {:>6} {:>5} {:>8} {:>8} {:>11} {:>11} "
-                           "{:>6} {:>5} {:>5} {:>5}\n",
+                           "{:>9} {:>5} {:>5} {:>5}\n",
                            "kernel", "instr", "mma", "ldmatrix", "cp.async",
                            "ld.global", "st.global", "shared", "bar", "call",
                            "f64");
@@ -68,12 +68,12 @@ void printMix(const std::vector<PrecompiledKernel> &kernels) {
   for (const PrecompiledKernel &k : kernels) {
     const InstructionMix &m = k.mix;
     std::cout << fmt::format(
-        "{:<36} {:>6} {:>5} {:>8} {:>8} {:>11} {:>11} {:>6} {:>5} {:>5} "
+        "{:<36} {:>6} {:>5} {:>8} {:>8} {:>11} {:>11} {:>9} {:>5} {:>5} "
         "{:>5}\n",
         k.name, m.instructions, m.mma, m.ldmatrix, m.cpAsync,
         wide(m.globalLoads, m.globalLoads16),
-        wide(m.globalStores, m.globalStores16), m.sharedAccesses, m.barriers,
-        m.calls, m.f64);
+        wide(m.globalStores, m.globalStores16),
+        wide(m.sharedAccesses, m.sharedAccesses16), m.barriers, m.calls, m.f64);
   }
   std::cout << "(static counts in each kernel's PTX, called functions "
                "included; in parentheses the 16-byte accesses)\n";

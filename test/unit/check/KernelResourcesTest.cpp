@@ -12,7 +12,9 @@
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
 // in the optimizer kernels, in norms and their gradients (f32 rows of a
 // multiple of 4 columns, bf16 of 8), in the cross-entropy, and in the expert
-// combine when its width is a multiple of 4. No GPU is needed.
+// combine when its width is a multiple of 4, 16-byte shared loads in the
+// CUDA-core attention kernels of head dims of a multiple of 4. No GPU is
+// needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,13 +130,14 @@ TEST_P(KernelResources, CompileWithoutSpills) {
   std::cout << fmt::format("{}: {} kernels\n", c.name(), kernels.size());
   for (const PrecompiledKernel &k : kernels) {
     const InstructionMix &m = k.mix;
-    std::cout << fmt::format("  {:<34} {:>3} registers {:>6} B shared {:>4} B "
-                             "stack; {:>5} instructions, {} mma, {} ldmatrix, "
-                             "{} cp.async, {} of {} global loads 16-byte\n",
-                             k.name, k.usage.registers, k.usage.sharedBytes,
-                             k.usage.stackBytes, m.instructions, m.mma,
-                             m.ldmatrix, m.cpAsync, m.globalLoads16,
-                             m.globalLoads);
+    std::cout << fmt::format(
+        "  {:<34} {:>3} registers {:>6} B shared {:>4} B "
+        "stack; {:>5} instructions, {} mma, {} ldmatrix, "
+        "{} cp.async, {} of {} global loads, {} of {} "
+        "shared accesses 16-byte\n",
+        k.name, k.usage.registers, k.usage.sharedBytes, k.usage.stackBytes,
+        m.instructions, m.mma, m.ldmatrix, m.cpAsync, m.globalLoads16,
+        m.globalLoads, m.sharedAccesses16, m.sharedAccesses);
     ASSERT_TRUE(sources.count(k.name)) << k.name;
     const std::string &source = sources[k.name];
     EXPECT_GT(m.instructions, 0) << k.name;
@@ -171,6 +174,16 @@ TEST_P(KernelResources, CompileWithoutSpills) {
       EXPECT_FALSE(bf16 && mmaHeadDim)
           << k.name << ": a bf16 attention of head dim " << headDim
           << " on CUDA cores";
+    }
+    // The CUDA-core attention kernels read the rows a whole warp shares
+    // four floats a load when the head dim (and so every tile) allows.
+    std::smatch cudaCore;
+    if (std::regex_search(
+            source, cudaCore,
+            std::regex(R"(moec::attention(?:Forward|GradQ|GradKV)<(\d+),)")) &&
+        std::stoi(cudaCore[1]) % 4 == 0) {
+      EXPECT_GT(m.sharedAccesses16, 0)
+          << k.name << ": a CUDA-core attention without 16-byte shared loads";
     }
     if (tf32) {
       EXPECT_GT(m.mma, 0) << k.name << ": a tf32 GEMM without mma";

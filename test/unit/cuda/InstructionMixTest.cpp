@@ -41,6 +41,7 @@ $L__BB0_2:
 	@!%p2 ld.global.f32 	%f9, [%rd1+4];
 	ld.shared.u32 	%r10, [%r11];
 	st.shared.u32 	[%r11], %r10;
+	ld.shared.v4.f32 	{%f1, %f2, %f3, %f4}, [%r11+16];
 	bar.warp.sync 	-1;
 	{ // callseq 0, 0
 	.param .b64 param0;
@@ -64,10 +65,10 @@ $L__BB0_2:
 TEST(InstructionMix, CountsEachKindInAHandWrittenModule) {
   InstructionMix m = instructionMix(kPtx);
   // helper: ld.param, 2 ld.global, add, st.param, ret (6); k: ld.param,
-  // bra, 3 cp.async, bar.sync, ldmatrix, mma, ld.global, ld.shared,
+  // bra, 3 cp.async, bar.sync, ldmatrix, mma, ld.global, 2 ld.shared,
   // st.shared, bar.warp.sync, st.param, call, ld.param, 2 st.global, ret
-  // (18).
-  EXPECT_EQ(m.instructions, 24);
+  // (19).
+  EXPECT_EQ(m.instructions, 25);
   EXPECT_EQ(m.mma, 1);
   EXPECT_EQ(m.ldmatrix, 1);
   EXPECT_EQ(m.cpAsync, 1);
@@ -75,7 +76,8 @@ TEST(InstructionMix, CountsEachKindInAHandWrittenModule) {
   EXPECT_EQ(m.globalLoads16, 2);
   EXPECT_EQ(m.globalStores, 2);
   EXPECT_EQ(m.globalStores16, 1);
-  EXPECT_EQ(m.sharedAccesses, 2);
+  EXPECT_EQ(m.sharedAccesses, 3);
+  EXPECT_EQ(m.sharedAccesses16, 1);
   EXPECT_EQ(m.barriers, 1);
   EXPECT_EQ(m.calls, 1);
   EXPECT_EQ(m.f64, 4); // ld.nc.v2.f64, add.f64 and two param moves
