@@ -8,8 +8,9 @@
 // another (per key tile, over the queries and query heads that see it), so
 // every gradient is one thread's ordered sum: no atomics. These kernels
 // compute in fp32 on CUDA cores whatever the storage type; the forward of
-// a bf16 model with a head dim that is a multiple of 16 up to 128 runs on the tensor cores
-// instead (attention_mma.cuh), and its backward here. A staged tile whose
+// a bf16 model with a head dim that is a multiple of 16 up to 128 (or of 32
+// up to 256), and its dq up to 128, run on the tensor cores instead
+// (attention_mma.cuh), delta and dk/dv here. A staged tile whose
 // rows the lanes of a warp read side by side (lane = key or query) keeps
 // rows an odd number of floats apart (kStagedRow), so that the 32 lanes
 // read 32 different banks, not one bank 32 times as rows of HD = 32k

@@ -1,6 +1,7 @@
-//===- attention_mma.cuh - tensor-core attention forward -------*- CUDA -*-===//
+//===- attention_mma.cuh - tensor-core attention ---------------*- CUDA -*-===//
 //
-// FlashAttention-2's forward for bf16 models (attention.cuh has the shapes,
+// FlashAttention-2's forward for bf16 models, and the dq kernel of its
+// backward (at the end of this file; attention.cuh has the shapes,
 // the masks and the CUDA-core kernels). Each warp owns 16 queries and keeps
 // their Q fragments in registers for the whole key loop; S = Q K^T and
 // O += P V run on mma.m16n8k16 with fp32 accumulation. The online softmax
@@ -81,6 +82,99 @@ MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
                                      Vs, async);
 }
 
+/// A fragments of rows[0], rows[1] of head h of `x` ([B, Sq, H*HD]; rows
+/// past sq are zero): a[kb][0], a[kb][2] row rows[0], a[kb][1], a[kb][3]
+/// row rows[1]; a[kb][2], a[kb][3] 8 columns on.
+template <int HD>
+MOEC_DEVICE void loadRowFragments(const AttentionShape &s, gptr<const bf16> x,
+                                  int64_t b, int h, const int64_t (&rows)[2],
+                                  uint32_t (&a)[HD / 16][4]) {
+  const int t = threadIdx.x % 4;
+  const int64_t stride = static_cast<int64_t>(s.heads) * HD;
+  for (int kb = 0; kb < HD / 16; ++kb)
+    for (int r = 0; r < 4; ++r) {
+      const int64_t i = rows[r % 2];
+      const int d = kb * 16 + (r / 2) * 8 + 2 * t;
+      a[kb][r] = i < s.sq ? loadBf16Pair(x + ((b * s.sq + i) * stride +
+                                              static_cast<int64_t>(h) * HD + d))
+                          : 0u;
+    }
+}
+
+/// acc += A B^T for the warp's 16 rows of A (fragments `a`, KB 16-column
+/// blocks) and the rows of a staged tile as B (SN 8-row blocks, rows
+/// STRIDE chunks apart): S = Q K^T, dP = dO V^T. One ldmatrix gives the B
+/// fragments of two 8-row blocks (matrices: rows +0 / +8 by mat / 2,
+/// columns +0 / +8 by mat % 2).
+template <int KB, int SN, int STRIDE>
+MOEC_DEVICE void multiplyByRows(float (&acc)[SN][4],
+                                const uint32_t (&a)[KB][4],
+                                sptr<const uint4> tile) {
+  const int lane = threadIdx.x % 32, mat = lane / 8, r8 = lane % 8;
+  for (int kb = 0; kb < KB; ++kb)
+    for (int n = 0; n < SN; n += 2) {
+      uint32_t f[4];
+      ldmatrixX4(f, tile + (n * 8 + mat / 2 * 8 + r8) * STRIDE + kb * 2 +
+                        mat % 2);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      mma_m16n8k16_bf16(acc[n], a[kb], b0, acc[n]);
+      mma_m16n8k16_bf16(acc[n + 1], a[kb], b1, acc[n + 1]);
+    }
+}
+
+/// o += P X, 16 keys at a time: P the warp's 16 x 8 SN values in
+/// accumulator layout (blocks 2 kk and 2 kk + 1, rounded to bf16, are the
+/// A fragment), X the staged tile's rows (keys) over DN 8-column blocks:
+/// O += P V, dQ += dS K. One ldmatrix.trans gives the B fragments of two
+/// 8-wide column blocks (keys +0 / +8 by mat % 2, columns +0 / +8 by
+/// mat / 2).
+template <int SN, int DN, int STRIDE>
+MOEC_DEVICE void accumulateProducts(float (&o)[DN][4], const float (&p)[SN][4],
+                                    sptr<const uint4> tile) {
+  const int lane = threadIdx.x % 32, mat = lane / 8, r8 = lane % 8;
+  for (int kk = 0; kk < SN / 2; ++kk) {
+    const uint32_t pa[4] = {packBf16(p[2 * kk][0], p[2 * kk][1]),
+                            packBf16(p[2 * kk][2], p[2 * kk][3]),
+                            packBf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                            packBf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    for (int n = 0; n < DN; n += 2) {
+      uint32_t f[4];
+      ldmatrixX4Trans(f, tile + (kk * 16 + mat % 2 * 8 + r8) * STRIDE + n +
+                             mat / 2);
+      const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
+      mma_m16n8k16_bf16(o[n], pa, b0, o[n]);
+      mma_m16n8k16_bf16(o[n + 1], pa, b1, o[n + 1]);
+    }
+  }
+}
+
+/// Scores of keys j0 .. j0 + 8 SN - 1 for rows[0], rows[1] (the warp's
+/// rows start at iw) in log2 units, -inf where a key is not visible; masks
+/// only where the tile crosses kvLen, the causal diagonal of the warp's
+/// rows, or a key mask.
+template <int SN>
+MOEC_DEVICE void maskScores(float (&sc)[SN][4], const AttentionShape &s,
+                            int64_t b, int64_t j0, int64_t iw,
+                            const int64_t (&rows)[2], float scaleLog2) {
+  const float kNegInf = __int_as_float(0xff800000);
+  const int t = threadIdx.x % 4;
+  const bool edge = j0 + 8 * SN > s.kvLen || s.keyMask ||
+                    (s.causal && j0 + 8 * SN - 1 > iw + s.offset);
+  for (int n = 0; n < SN; ++n)
+    for (int e = 0; e < 2; ++e) {
+      const int64_t j = j0 + n * 8 + 2 * t + e;
+      const bool key =
+          !edge || (j < s.kvLen &&
+                    (!s.keyMask || s.keyMask[b * s.rowsPerBatch + j] != 0));
+      for (int half = 0; half < 2; ++half) {
+        float &x = sc[n][2 * half + e];
+        x = key && (!edge || !s.causal || j <= rows[half] + s.offset)
+                ? x * scaleLog2
+                : kNegInf;
+      }
+    }
+}
+
 } // namespace detail
 
 /// attentionForward for bf16 on the tensor cores: grid (ceil(Sq / TQ), H *
@@ -102,9 +196,8 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   MOEC_SHARED(uint4, Vs, 2 * VSTAGE);
   const float kNegInf = __int_as_float(0xff800000);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  // Fragment rows gr and gr + 8, columns 2 t and 2 t + 1 of each 8-block;
-  // ldmatrix: this lane addresses row r8 of matrix mat.
-  const int gr = lane / 4, t = lane % 4, mat = lane / 8, r8 = lane % 8;
+  // Fragment rows gr and gr + 8, columns 2 t and 2 t + 1 of each 8-block.
+  const int gr = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
   const int h = blockIdx.y / (HD / OD), g = h / (s.heads / s.kvHeads);
   const int d0 = blockIdx.y % (HD / OD) * OD;
@@ -112,17 +205,8 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
-  // A fragments of Q (rows past sq are zero): a[0], a[2] row gr, a[1],
-  // a[3] row gr + 8; a[2], a[3] 8 columns on.
   uint32_t qa[KB][4];
-  for (int kb = 0; kb < KB; ++kb)
-    for (int r = 0; r < 4; ++r) {
-      const int64_t i = rows[r % 2];
-      const int d = kb * 16 + (r / 2) * 8 + 2 * t;
-      qa[kb][r] = i < s.sq ? detail::loadBf16Pair(
-                                 q + ((b * s.sq + i) * qStride + h * HD + d))
-                           : 0u;
-    }
+  detail::loadRowFragments<HD>(s, q, b, h, rows, qa);
   // Running max (log2 units), this lane's share of the row sums, and O.
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f}, o[DN][4];
   for (int n = 0; n < DN; ++n)
@@ -155,34 +239,8 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
       for (int n = 0; n < SN; ++n)
         for (int r = 0; r < 4; ++r)
           sc[n][r] = 0.0f;
-      // S = Q K^T: one ldmatrix gives the B fragments of two 8-key blocks
-      // (matrices: keys +0 / +8 by mat / 2, head dims +0 / +8 by mat % 2).
-      for (int kb = 0; kb < KB; ++kb)
-        for (int n = 0; n < SN; n += 2) {
-          uint32_t kf[4];
-          ldmatrixX4(kf, Kt + (n * 8 + mat / 2 * 8 + r8) * STRIDE + kb * 2 +
-                             mat % 2);
-          const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
-          mma_m16n8k16_bf16(sc[n], qa[kb], b0, sc[n]);
-          mma_m16n8k16_bf16(sc[n + 1], qa[kb], b1, sc[n + 1]);
-        }
-      // Scores in log2 units; masks only where the tile crosses kvLen, the
-      // causal diagonal of this warp's rows, or a key mask.
-      const bool edge = j0 + TK > s.kvLen || s.keyMask ||
-                        (s.causal && j0 + TK - 1 > iw + s.offset);
-      for (int n = 0; n < SN; ++n)
-        for (int e = 0; e < 2; ++e) {
-          const int64_t j = j0 + n * 8 + 2 * t + e;
-          const bool key =
-              !edge || (j < s.kvLen &&
-                        (!s.keyMask || s.keyMask[b * s.rowsPerBatch + j] != 0));
-          for (int half = 0; half < 2; ++half) {
-            float &x = sc[n][2 * half + e];
-            x = key && (!edge || !s.causal || j <= rows[half] + s.offset)
-                    ? x * scaleLog2
-                    : kNegInf;
-          }
-        }
+      detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
+      detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
       // Row maxima over the quad; a row with nothing visible yet keeps
       // max -inf and subtracts 0, so that its P and correction are 0.
       float base[2];
@@ -206,24 +264,7 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
           sc[n][r] = exp2f(sc[n][r] - base[r / 2]);
           l[r / 2] += sc[n][r];
         }
-      // O += P V, 16 keys at a time: the accumulators of key blocks 2 kk
-      // and 2 kk + 1 are the A fragment; one ldmatrix.trans gives the B
-      // fragments of two 8-wide head-dim blocks (keys +0 / +8 by mat % 2,
-      // head dims +0 / +8 by mat / 2).
-      for (int kk = 0; kk < SN / 2; ++kk) {
-        const uint32_t pa[4] = {packBf16(sc[2 * kk][0], sc[2 * kk][1]),
-                                packBf16(sc[2 * kk][2], sc[2 * kk][3]),
-                                packBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                                packBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-        for (int n = 0; n < DN; n += 2) {
-          uint32_t vf[4];
-          ldmatrixX4Trans(vf, Vt + (kk * 16 + mat % 2 * 8 + r8) * VSTRIDE +
-                                  n + mat / 2);
-          const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
-          mma_m16n8k16_bf16(o[n], pa, b0, o[n]);
-          mma_m16n8k16_bf16(o[n + 1], pa, b1, o[n + 1]);
-        }
-      }
+      detail::accumulateProducts<SN, DN, VSTRIDE>(o, sc, Vt);
     }
     // Every warp is done with this stage before the next tile refills it.
     __syncthreads();
@@ -245,6 +286,103 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
     if (t == 0 && lse && d0 == 0)
       lse[(b * s.heads + h) * s.sq + i] =
           sum > 0.0f ? (m[half] + log2f(sum)) * 0.6931471805599453f : kNegInf;
+  }
+}
+
+/// attentionGradQ for bf16 on the tensor cores: grid (ceil(Sq / TQ), H, B),
+/// THREADS threads, TQ = 16 queries a warp, TK keys a tile. Each warp keeps
+/// the Q and dO fragments of its 16 queries and their dq accumulators in
+/// registers; per key tile S = Q K^T and dP = dO V^T run on mma, P is
+/// recomputed from the saved log-sum-exp, dS = P (dP - delta) is rounded to
+/// bf16 as the A fragment of dq += dS K (as P is for P V in the forward).
+template <int HD, int TQ, int TK, int THREADS>
+MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
+                                   gptr<const bf16> k, gptr<const bf16> v,
+                                   gptr<const bf16> dout, gptr<const float> lse,
+                                   gptr<const float> delta, gptr<bf16> dq) {
+  constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
+  constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
+  static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
+  static_assert(HD % 16 == 0 && HD <= 128, "head_dim a multiple of 16 up to 128");
+  static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
+  MOEC_SHARED(uint4, Ks, 2 * STAGE);
+  MOEC_SHARED(uint4, Vs, 2 * STAGE);
+  const float kNegInf = __int_as_float(0xff800000);
+  const float kLog2e = 1.4426950408889634f;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int gr = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
+  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
+
+  uint32_t qa[KB][4], ga[KB][4];
+  detail::loadRowFragments<HD>(s, q, b, h, rows, qa);
+  detail::loadRowFragments<HD>(s, dout, b, h, rows, ga);
+  // Each row's log-sum-exp in log2 units (0 for a row that sees nothing:
+  // its scores are all -inf, so P is 0) and its delta.
+  float lseLog2[2] = {0.0f, 0.0f}, rowDelta[2] = {0.0f, 0.0f};
+  for (int half = 0; half < 2; ++half)
+    if (rows[half] < s.sq) {
+      const int64_t row = (b * s.heads + h) * s.sq + rows[half];
+      const float l = lse[row];
+      lseLog2[half] = l == kNegInf ? 0.0f : l * kLog2e;
+      rowDelta[half] = delta[row];
+    }
+  float acc[DN][4];
+  for (int n = 0; n < DN; ++n)
+    for (int r = 0; r < 4; ++r)
+      acc[n][r] = 0.0f;
+  const float scaleLog2 = s.scale * kLog2e;
+
+  const int64_t jEnd = keyEnd<TQ>(s, i0);
+  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
+  const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
+  if (tiles > 0)
+    detail::stageKeysBf16<HD, HD, TK, THREADS>(s, k, v, b, g, 0, 0, Ks, Vs,
+                                               async);
+  cpAsyncCommit();
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = static_cast<int64_t>(tile) * TK;
+    // The other stage was last read before the previous tile's barrier.
+    if (tile + 1 < tiles)
+      detail::stageKeysBf16<HD, HD, TK, THREADS>(
+          s, k, v, b, g, 0, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
+          Vs + (tile + 1) % 2 * STAGE, async);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * STAGE;
+    // Warp-uniform: warps past sq, or (causal) before the tile, skip it.
+    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset)) {
+      float sc[SN][4], dp[SN][4];
+      for (int n = 0; n < SN; ++n)
+        for (int r = 0; r < 4; ++r)
+          sc[n][r] = dp[n][r] = 0.0f;
+      detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
+      detail::multiplyByRows<KB, SN, STRIDE>(dp, ga, Vt);
+      detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
+      // dS = P (dP - delta), in place of the scores.
+      for (int n = 0; n < SN; ++n)
+        for (int r = 0; r < 4; ++r)
+          sc[n][r] =
+              exp2f(sc[n][r] - lseLog2[r / 2]) * (dp[n][r] - rowDelta[r / 2]);
+      detail::accumulateProducts<SN, DN, STRIDE>(acc, sc, Kt);
+    }
+    // Every warp is done with this stage before the next tile refills it.
+    __syncthreads();
+  }
+
+  for (int half = 0; half < 2; ++half) {
+    const int64_t i = rows[half];
+    if (i >= s.sq)
+      continue;
+    const int64_t at = (b * s.sq + i) * qStride + h * HD + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      dq[at + n * 8] = acc[n][2 * half] * s.scale;
+      dq[at + n * 8 + 1] = acc[n][2 * half + 1] * s.scale;
+    }
   }
 }
 

@@ -24,6 +24,16 @@ bool mlir::moe::attentionOnTensorCores(AttentionOp op) {
                                         : headDim <= 256 && headDim % 32 == 0);
 }
 
+bool mlir::moe::attentionGradQOnTensorCores(AttentionGradOp op) {
+  for (Value v : {op.getQ(), op.getK(), op.getV(), op.getDout()})
+    if (!isa<BFloat16Type>(getElementTypeOrSelf(v.getType())))
+      return false;
+  auto type = cast<RankedTensorType>(op.getQ().getType());
+  int64_t heads = static_cast<int64_t>(op.getNumHeads());
+  int64_t headDim = heads > 0 ? type.getShape().back() / heads : 0;
+  return headDim > 0 && headDim <= 128 && headDim % 16 == 0;
+}
+
 int64_t mlir::moe::attentionMmaOutputColumns(AttentionOp op) {
   int64_t headDim = attentionHeadDim(op);
   return headDim > 128 ? headDim / 2 : headDim;

@@ -7,7 +7,7 @@
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
 // in every bf16 GEMM and bf16 attention forward (head dims 16 to 128 in
-// steps of 16, 160 to 256 in steps of 32) and
+// steps of 16, 160 to 256 in steps of 32) and dq (16 to 128) and
 // in every f32 GEMM under f32_matmul tf32 or tf32x3, none elsewhere in f32
 // models, the cp.async / ldmatrix pipeline in bf16 models, 16-byte accesses
 // in the optimizer kernels, in norms and their gradients (f32 rows of a
@@ -173,6 +173,22 @@ TEST_P(KernelResources, CompileWithoutSpills) {
                                   : headDim <= 256 && headDim % 32 == 0;
       EXPECT_FALSE(bf16 && mmaHeadDim)
           << k.name << ": a bf16 attention of head dim " << headDim
+          << " on CUDA cores";
+    }
+    // So does the dq kernel of the backward, for head dims 16 to 128 in
+    // steps of 16.
+    if (calls(source, "moec::attentionGradQMma")) {
+      EXPECT_TRUE(bf16) << k.name;
+      EXPECT_GT(m.mma, 0) << k.name << ": a tensor-core dq without mma";
+      EXPECT_GT(m.ldmatrix, 0) << k.name;
+      EXPECT_GT(m.cpAsync, 0) << k.name;
+    }
+    std::smatch gradQ;
+    if (std::regex_search(source, gradQ,
+                          std::regex(R"(moec::attentionGradQ<(\d+),)"))) {
+      const int headDim = std::stoi(gradQ[1]);
+      EXPECT_FALSE(bf16 && headDim <= 128 && headDim % 16 == 0)
+          << k.name << ": a bf16 dq of head dim " << headDim
           << " on CUDA cores";
     }
     // The CUDA-core attention kernels read the rows a whole warp shares

@@ -1,8 +1,10 @@
-//===- EmuAttentionTest.cpp - attention forward kernels in emu ------------===//
+//===- EmuAttentionTest.cpp - attention kernels in emu --------------------===//
 //
-// attentionForwardMma (the bf16 tensor-core forward) and attentionForward
-// (the CUDA-core one, which bf16 models keep for other head dims) against
-// attention written out in double on the same bf16 inputs: causal or not,
+// attentionForwardMma (the bf16 tensor-core forward), attentionForward
+// (the CUDA-core one, which bf16 models keep for other head dims) and the
+// dq kernels (attentionGradQMma on the tensor cores, attentionGradQ on CUDA
+// cores) against attention and its gradient written out in double on the
+// same bf16 inputs: causal or not,
 // with a KV cache offset, grouped-query heads, a key mask, fully masked
 // rows, lengths that fill no tile, and K/V rows that cp.async cannot copy.
 // The kernels run in checking mode, so a read past a tensor or of shared
@@ -24,7 +26,8 @@ using namespace moec::emu::test;
 
 namespace {
 
-// Buffers: q, k, v (bf16), out (bf16), lse (f32), key mask (i32); scalars:
+// Buffers: q, k, v (bf16), out or dq (bf16), lse (f32), key mask (i32),
+// and for dq: dout (bf16), delta (f32); scalars:
 // batch, sq, rows per batch, kvLen, offset, heads, kvHeads, the scale's
 // float bits, causal, whether there is a key mask, whether lse is written,
 // the element offset of k and v (1 misaligns their rows).
@@ -70,6 +73,26 @@ ATTENTION_TEST(attentionMma128, attentionForwardMma<128, 64, 32, 128>)
 ATTENTION_TEST(attentionMma192, attentionForwardMma<192, 64, 16, 128, 96>)
 ATTENTION_TEST(attentionMma256, attentionForwardMma<256, 64, 16, 128, 128>)
 ATTENTION_TEST(attentionCores8, attentionForward<8, 32, 32, 128>)
+
+#define ATTENTION_DQ_TEST(name, ...)                                           \
+  extern "C" __global__ void name(const moec::KernelParams p) {                \
+    const int64_t at = scalarArg(p, 11);                                       \
+    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),         \
+                      bufferArg<const moec::bf16>(p, 1) + at,                  \
+                      bufferArg<const moec::bf16>(p, 2) + at,                  \
+                      bufferArg<const moec::bf16>(p, 6),                       \
+                      bufferArg<const float>(p, 4),                            \
+                      bufferArg<const float>(p, 7), bufferArg<moec::bf16>(p, 3)); \
+  }                                                                            \
+  MOEC_EMU_EXPORT_KERNEL(name)
+
+ATTENTION_DQ_TEST(gradQMma16, attentionGradQMma<16, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma32, attentionGradQMma<32, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma48, attentionGradQMma<48, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma64, attentionGradQMma<64, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma128, attentionGradQMma<128, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQCores8, attentionGradQ<8, 32, 32, 128>)
+ATTENTION_DQ_TEST(gradQCores32, attentionGradQ<32, 32, 32, 128>)
 )cuda";
 
 const EmuModule &attentionModule() {
@@ -97,10 +120,20 @@ struct Result {
   std::vector<float> out, lse;
 };
 
-/// Runs `kernel` on random inputs and the double reference on the same
-/// bf16 values; returns both.
-void runProblem(const Problem &pb, const char *kernel, unsigned seed,
-                Result &got, Result &want) {
+/// Random bf16 inputs of a problem (dout only for the gradient tests: it is
+/// drawn last, so the forward's inputs do not depend on it).
+struct Inputs {
+  std::vector<uint16_t> q, k, v, dout;
+  std::vector<int32_t> mask;
+  float scale = 0;
+  int32_t scaleBits = 0;
+
+  double at(const std::vector<uint16_t> &t, int64_t i) const {
+    return static_cast<double>(moec::bf16ToFloat(t[static_cast<size_t>(i)]));
+  }
+};
+
+Inputs makeInputs(const Problem &pb, unsigned seed, bool withDout) {
   const int64_t D = pb.headDim, B = pb.batch, H = pb.heads, G = pb.kvHeads;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -110,80 +143,120 @@ void runProblem(const Problem &pb, const char *kernel, unsigned seed,
       x = moec::bf16FromFloat(2.0f * uniform(rng));
     return v;
   };
-  std::vector<uint16_t> q = randomBf16(B * pb.sq * H * D);
-  std::vector<uint16_t> k = randomBf16(pb.kvAt + B * pb.rows * G * D);
-  std::vector<uint16_t> v = randomBf16(pb.kvAt + B * pb.rows * G * D);
-  std::vector<int32_t> mask(static_cast<size_t>(B * pb.rows), 1);
+  Inputs in;
+  in.q = randomBf16(B * pb.sq * H * D);
+  in.k = randomBf16(pb.kvAt + B * pb.rows * G * D);
+  in.v = randomBf16(pb.kvAt + B * pb.rows * G * D);
+  in.mask.assign(static_cast<size_t>(B * pb.rows), 1);
   if (pb.keyMask) {
-    for (auto &m : mask)
+    for (auto &m : in.mask)
       m = uniform(rng) > -0.4f; // about 30% padding
     for (int64_t j = 0; j < pb.rows; ++j)
-      mask[static_cast<size_t>(j)] = 0; // batch 0 sees nothing
+      in.mask[static_cast<size_t>(j)] = 0; // batch 0 sees nothing
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  int32_t scaleBits;
-  std::memcpy(&scaleBits, &scale, sizeof scaleBits);
+  if (withDout)
+    in.dout = randomBf16(B * pb.sq * H * D);
+  in.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::memcpy(&in.scaleBits, &in.scale, sizeof in.scaleBits);
+  return in;
+}
 
-  got.out.assign(static_cast<size_t>(B * pb.sq * H * D), 0.0f);
-  std::vector<uint16_t> out(got.out.size(), moec::bf16FromFloat(7.0f));
-  got.lse.assign(static_cast<size_t>(B * H * pb.sq), 5.0f);
+/// Element d of query (or output) row i of head h, and of key (value) row j
+/// of K/V head g.
+int64_t queryIndex(const Problem &pb, int64_t b, int64_t h, int64_t i,
+                   int64_t d) {
+  return ((b * pb.sq + i) * pb.heads + h) * pb.headDim + d;
+}
+int64_t keyIndex(const Problem &pb, int64_t b, int64_t g, int64_t j,
+                 int64_t d) {
+  return pb.kvAt + ((b * pb.rows + j) * pb.kvHeads + g) * pb.headDim + d;
+}
+
+/// The softmax probabilities of query i of head h over the kvLen keys (0
+/// where not visible) and its log-sum-exp; false when it sees no key.
+bool probabilities(const Problem &pb, const Inputs &in, int64_t b, int64_t h,
+                   int64_t i, std::vector<double> &p, double &lse) {
+  const int64_t g = h / (pb.heads / pb.kvHeads);
+  std::vector<double> score(static_cast<size_t>(pb.kvLen), -INFINITY);
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < pb.kvLen; ++j) {
+    if ((pb.causal && j > i + pb.offset) ||
+        !in.mask[static_cast<size_t>(b * pb.rows + j)])
+      continue;
+    double dot = 0;
+    for (int64_t d = 0; d < pb.headDim; ++d)
+      dot += in.at(in.q, queryIndex(pb, b, h, i, d)) *
+             in.at(in.k, keyIndex(pb, b, g, j, d));
+    score[static_cast<size_t>(j)] = dot * in.scale;
+    mx = std::max(mx, dot * in.scale);
+  }
+  p.assign(static_cast<size_t>(pb.kvLen), 0.0);
+  if (mx == -INFINITY)
+    return false;
+  double sum = 0;
+  for (int64_t j = 0; j < pb.kvLen; ++j)
+    sum += std::exp(score[static_cast<size_t>(j)] - mx);
+  lse = mx + std::log(sum);
+  for (int64_t j = 0; j < pb.kvLen; ++j)
+    p[static_cast<size_t>(j)] = std::exp(score[static_cast<size_t>(j)] - lse);
+  return true;
+}
+
+/// A launch of one of the test kernels over `pb`: 128 threads, queries
+/// `tq` a block (heads x `parts` blocks a head), the inputs' buffers and
+/// the scalars testShape reads.
+Launch problemLaunch(const Problem &pb, Inputs &in, int64_t tq, int64_t parts) {
   Launch launch(1, 128);
-  const bool cores = std::strcmp(kernel, "attentionCores8") == 0;
-  const int64_t tq = cores ? 32 : 64;
-  // Past 128 dims a head takes two blocks, each writing half its columns.
-  const int64_t parts = !cores && D > 128 ? 2 : 1;
   launch.config.grid = {static_cast<unsigned>((pb.sq + tq - 1) / tq),
-                        static_cast<unsigned>(H * parts),
-                        static_cast<unsigned>(B)};
-  launch.buffer(0, q).buffer(1, k).buffer(2, v).buffer(3, out);
-  launch.buffer(4, got.lse).buffer(5, mask);
-  const int64_t scalars[] = {B,         pb.sq,      pb.rows,    pb.kvLen,
-                             pb.offset, H,          G,          scaleBits,
+                        static_cast<unsigned>(pb.heads * parts),
+                        static_cast<unsigned>(pb.batch)};
+  launch.buffer(0, in.q).buffer(1, in.k).buffer(2, in.v).buffer(5, in.mask);
+  const int64_t scalars[] = {pb.batch,  pb.sq,      pb.rows,    pb.kvLen,
+                             pb.offset, pb.heads,   pb.kvHeads, in.scaleBits,
                              pb.causal, pb.keyMask, pb.withLse, pb.kvAt};
   for (int i = 0; i < 12; ++i)
     launch.scalar(i, scalars[i]);
+  return launch;
+}
+
+/// Runs `kernel` on random inputs and the double reference on the same
+/// bf16 values; returns both.
+void runProblem(const Problem &pb, const char *kernel, unsigned seed,
+                Result &got, Result &want) {
+  const int64_t D = pb.headDim, B = pb.batch, H = pb.heads, G = pb.kvHeads;
+  Inputs in = makeInputs(pb, seed, false);
+  got.out.assign(static_cast<size_t>(B * pb.sq * H * D), 0.0f);
+  std::vector<uint16_t> out(got.out.size(), moec::bf16FromFloat(7.0f));
+  got.lse.assign(static_cast<size_t>(B * H * pb.sq), 5.0f);
+  const bool cores = std::strcmp(kernel, "attentionCores8") == 0;
+  // Past 128 dims a head takes two blocks, each writing half its columns.
+  Launch launch =
+      problemLaunch(pb, in, cores ? 32 : 64, !cores && D > 128 ? 2 : 1);
+  launch.buffer(3, out).buffer(4, got.lse);
   launch.run(attentionModule(), kernel);
   for (size_t i = 0; i < out.size(); ++i)
     got.out[i] = moec::bf16ToFloat(out[i]);
 
   want.out.assign(got.out.size(), 0.0f);
   want.lse.assign(got.lse.size(), -INFINITY);
-  auto value = [](const std::vector<uint16_t> &t, int64_t i) {
-    return static_cast<double>(moec::bf16ToFloat(t[static_cast<size_t>(i)]));
-  };
+  std::vector<double> p;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < pb.sq; ++i) {
         const int64_t g = h / (H / G);
-        std::vector<double> score(static_cast<size_t>(pb.kvLen), -INFINITY);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < pb.kvLen; ++j) {
-          if ((pb.causal && j > i + pb.offset) ||
-              !mask[static_cast<size_t>(b * pb.rows + j)])
-            continue;
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += value(q, ((b * pb.sq + i) * H + h) * D + d) *
-                   value(k, pb.kvAt + ((b * pb.rows + j) * G + g) * D + d);
-          score[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, dot * scale);
-        }
-        if (mx == -INFINITY)
+        double lse;
+        if (!probabilities(pb, in, b, h, i, p, lse))
           continue; // nothing visible: out 0, lse -inf
-        double sum = 0;
-        std::vector<double> o(static_cast<size_t>(D), 0.0);
-        for (int64_t j = 0; j < pb.kvLen; ++j) {
-          double p = std::exp(score[static_cast<size_t>(j)] - mx);
-          sum += p;
-          for (int64_t d = 0; d < D; ++d)
-            o[static_cast<size_t>(d)] +=
-                p * value(v, pb.kvAt + ((b * pb.rows + j) * G + g) * D + d);
+        for (int64_t d = 0; d < D; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < pb.kvLen; ++j)
+            o += p[static_cast<size_t>(j)] *
+                 in.at(in.v, keyIndex(pb, b, g, j, d));
+          want.out[static_cast<size_t>(queryIndex(pb, b, h, i, d))] =
+              static_cast<float>(o);
         }
-        for (int64_t d = 0; d < D; ++d)
-          want.out[static_cast<size_t>(((b * pb.sq + i) * H + h) * D + d)] =
-              static_cast<float>(o[static_cast<size_t>(d)] / sum);
         want.lse[static_cast<size_t>((b * H + h) * pb.sq + i)] =
-            static_cast<float>(mx + std::log(sum));
+            static_cast<float>(lse);
       }
 }
 
@@ -361,4 +434,117 @@ TEST(EmuAttention, CudaCoreForwardOnBf16) {
   pb.heads = 4;
   pb.kvHeads = 2;
   expectClose(pb, "attentionCores8", 15);
+}
+
+namespace {
+
+/// dq of `kernel` (tq queries a block) against dq in double: with P from
+/// the reference, dO random, delta = <dO, O> and dS = P (dO . v - delta),
+/// dq = scale * sum_j dS_j k_j. lse and delta are the reference's, as the
+/// forward and the delta kernel would give them; rows that see no key have
+/// lse -inf and dq 0.
+void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
+                      unsigned seed) {
+  const int64_t D = pb.headDim, B = pb.batch, H = pb.heads, G = pb.kvHeads;
+  Inputs in = makeInputs(pb, seed, true);
+  std::vector<float> lse(static_cast<size_t>(B * H * pb.sq), -INFINITY);
+  std::vector<float> delta(lse.size(), 0.0f);
+  std::vector<double> want(static_cast<size_t>(B * pb.sq * H * D), 0.0);
+  std::vector<double> p;
+  int masked = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < pb.sq; ++i) {
+        const int64_t g = h / (H / G), row = (b * H + h) * pb.sq + i;
+        double rowLse;
+        if (!probabilities(pb, in, b, h, i, p, rowLse)) {
+          ++masked;
+          continue;
+        }
+        auto dout = [&](int64_t d) {
+          return in.at(in.dout, queryIndex(pb, b, h, i, d));
+        };
+        double rowDelta = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < pb.kvLen; ++j)
+            o += p[static_cast<size_t>(j)] *
+                 in.at(in.v, keyIndex(pb, b, g, j, d));
+          rowDelta += dout(d) * o;
+        }
+        lse[static_cast<size_t>(row)] = static_cast<float>(rowLse);
+        delta[static_cast<size_t>(row)] = static_cast<float>(rowDelta);
+        for (int64_t j = 0; j < pb.kvLen; ++j) {
+          const double pj = p[static_cast<size_t>(j)];
+          if (pj == 0)
+            continue;
+          double dp = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dp += dout(d) * in.at(in.v, keyIndex(pb, b, g, j, d));
+          const double ds = pj * (dp - rowDelta);
+          for (int64_t d = 0; d < D; ++d)
+            want[static_cast<size_t>(queryIndex(pb, b, h, i, d))] +=
+                in.scale * ds * in.at(in.k, keyIndex(pb, b, g, j, d));
+        }
+      }
+  std::vector<uint16_t> dq(want.size(), moec::bf16FromFloat(7.0f));
+  Launch launch = problemLaunch(pb, in, tq, 1);
+  launch.buffer(3, dq).buffer(4, lse).buffer(6, in.dout).buffer(7, delta);
+  launch.run(attentionModule(), kernel);
+  double scale = 0;
+  for (double w : want)
+    scale = std::max(scale, std::fabs(w));
+  ASSERT_GT(scale, 0.05) << "a problem whose dq is all but zero";
+  for (size_t i = 0; i < dq.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << kernel << " dq " << i);
+    // dS is rounded to bf16 for dS K, dq to bf16 when stored.
+    ASSERT_NEAR(moec::bf16ToFloat(dq[i]), want[i],
+                1e-2 * scale + 1e-2 * std::fabs(want[i]));
+  }
+  if (pb.keyMask) {
+    EXPECT_GT(masked, 0) << "batch 0 should have fully masked rows";
+  }
+}
+
+} // namespace
+
+// Lengths that fill no 64-query or 32-key tile, every head dim the
+// tensor-core dq takes a block of.
+TEST(EmuAttention, MmaGradQMatchesTheReference) {
+  expectGradQClose(problem(32, 70, 70), "gradQMma32", 64, 31);
+  expectGradQClose(problem(64, 33, 97), "gradQMma64", 64, 32);
+  expectGradQClose(problem(16, 130, 5), "gradQMma16", 64, 33);
+  expectGradQClose(problem(48, 20, 150), "gradQMma48", 64, 34);
+  expectGradQClose(problem(128, 21, 45), "gradQMma128", 64, 35);
+}
+
+// Causal over a cache with grouped query heads; a key mask with rows that
+// see nothing; K and V rows off 16-byte boundaries (plain loads).
+TEST(EmuAttention, MmaGradQMasksAndCaches) {
+  Problem pb = problem(32, 70, 83);
+  pb.rows = 96;
+  pb.causal = true;
+  pb.heads = 6;
+  pb.kvHeads = 2;
+  expectGradQClose(pb, "gradQMma32", 64, 36);
+  pb = problem(64, 40, 45);
+  pb.keyMask = true;
+  pb.kvAt = 1;
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  expectGradQClose(pb, "gradQMma64", 64, 37);
+  pb = problem(32, 90, 20); // causal, fewer keys: the first rows see none
+  pb.causal = true;
+  expectGradQClose(pb, "gradQMma32", 64, 38);
+}
+
+// The CUDA-core dq that f32 models and other head dims keep, on bf16 here.
+TEST(EmuAttention, CudaCoreGradQOnBf16) {
+  Problem pb = problem(8, 40, 45);
+  pb.causal = true;
+  pb.keyMask = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  expectGradQClose(pb, "gradQCores8", 32, 39);
+  expectGradQClose(problem(32, 50, 70), "gradQCores32", 32, 40);
 }

@@ -2,8 +2,9 @@
 //
 // The attention forward of a bf16 model runs on the tensor cores
 // (attention_mma.cuh) when its head dim is a multiple of 16 up to 128 or of
-// 32 up to 256;
-// anything else runs the CUDA-core kernel (attention.cuh). moe-tile-kernels
+// 32 up to 256, and so does the dq kernel of its backward when the head
+// dim is a multiple of 16 up to 128;
+// anything else runs the CUDA-core kernels (attention.cuh). moe-tile-kernels
 // sizes the tiles for the kernel this picks and the CUDA emitter calls it,
 // so both ask here.
 //
@@ -28,6 +29,15 @@ bool attentionOnTensorCores(AttentionOp op);
 /// dim up to 128, half of it beyond (the O accumulators of a whole head
 /// would spill).
 int64_t attentionMmaOutputColumns(AttentionOp op);
+
+/// Whether the dq kernel of `op` runs moec::attentionGradQMma: q, k, v and
+/// dout are bf16 and the head dim is a multiple of 16 up to 128 (its Q, dO
+/// and dq fragments take HD registers a lane).
+bool attentionGradQOnTensorCores(AttentionGradOp op);
+
+/// The key tile of attentionGradQMma: 32 keys, whose S and dP fragments
+/// take 32 registers a lane.
+constexpr int64_t kAttentionGradQMmaKeys = 32;
 
 } // namespace mlir::moe
 

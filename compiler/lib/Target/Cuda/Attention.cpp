@@ -155,16 +155,26 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     return args + ", " + e.bufferExpr(e.argument(delta), f32, false);
   };
   if (e.escapes(op.getDq())) {
+    // bf16 with a head dim of 16 to 128 in steps of 16 computes dq on the
+    // tensor cores: 16 queries a warp against 32-key tiles (AttentionPath.h);
+    // past 64 dims its Q, dO and dq fragments alone take 128 registers a
+    // lane, so it asks for two blocks an SM, as the forward does.
+    bool mma = attentionGradQOnTensorCores(op);
+    int64_t dqTq = mma ? 16 * (threads / 32) : tq;
+    int64_t dqTk = mma ? kAttentionGradQMmaKeys : tk;
     e.beginKernel("dq");
+    if (mma && geo.headDim > 64)
+      e.setRegisterBudget(255);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
     std::string dq = e.declared(w, op.getDq(), true, "dq");
-    w.line(fill("moec::attentionGradQ<${tiles}>(${inputs}, ${dq});",
-                {{"tiles", tileArgs(geo, tq, tk, threads)},
+    w.line(fill("moec::${kernel}<${tiles}>(${inputs}, ${dq});",
+                {{"kernel", mma ? "attentionGradQMma" : "attentionGradQ"},
+                 {"tiles", tileArgs(geo, dqTq, dqTk, threads)},
                  {"inputs", args},
                  {"dq", dq}}));
-    e.finishKernel(w.str(), GridDim{qs[1], tq}, GridDim{SymDim(geo.heads), 1},
+    e.finishKernel(w.str(), GridDim{qs[1], dqTq}, GridDim{SymDim(geo.heads), 1},
                    GridDim{qs[0], 1}, threads);
   }
   if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
