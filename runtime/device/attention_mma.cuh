@@ -74,12 +74,46 @@ MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
                                int64_t j0, sptr<uint4> Ks, sptr<uint4> Vs,
                                bool async) {
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  stageRowsBf16<HD / 8, TK, THREADS>(s, k, kvStride, b,
-                                     static_cast<int64_t>(g) * HD, j0, Ks,
-                                     async);
-  stageRowsBf16<OD / 8, TK, THREADS>(s, v, kvStride, b,
-                                     static_cast<int64_t>(g) * HD + vCol, j0,
-                                     Vs, async);
+  stageRowsBf16<HD / 8, TK, THREADS>(
+      s, k, kvStride, b, static_cast<int64_t>(g) * HD, j0, Ks, async);
+  stageRowsBf16<OD / 8, TK, THREADS>(
+      s, v, kvStride, b, static_cast<int64_t>(g) * HD + vCol, j0, Vs, async);
+}
+
+/// Runs body(j0, Kt, Vt) over the TK-key tiles of K/V head g of batch b
+/// before jEnd, for a warp whose 16 rows start at iw and see the tile (past
+/// sq, or before the tile when causal, it skips it; the skip is
+/// warp-uniform). Every thread of the block calls it: the tiles are staged
+/// by stageKeysBf16 (V's OD columns from vCol), double-buffered in Ks and
+/// Vs, the next one copied while body works on this one.
+template <int HD, int OD, int TK, int THREADS, typename Body>
+MOEC_DEVICE void forEachKeyTile(const AttentionShape &s, gptr<const bf16> k,
+                                gptr<const bf16> v, int64_t b, int g, int vCol,
+                                int64_t jEnd, int64_t iw, sptr<uint4> Ks,
+                                sptr<uint4> Vs, Body &&body) {
+  constexpr int KSTAGE = TK * (HD / 8 + 1), VSTAGE = TK * (OD / 8 + 1);
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
+  // The same for every thread of the block.
+  const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
+  if (tiles > 0)
+    stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, vCol, 0, Ks, Vs, async);
+  cpAsyncCommit();
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = static_cast<int64_t>(tile) * TK;
+    // The other stage was last read before the previous tile's barrier.
+    if (tile + 1 < tiles)
+      stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, vCol, j0 + TK,
+                                         Ks + (tile + 1) % 2 * KSTAGE,
+                                         Vs + (tile + 1) % 2 * VSTAGE, async);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset))
+      body(j0, Ks + tile % 2 * KSTAGE, Vs + tile % 2 * VSTAGE);
+    // Every warp is done with this stage before the next tile refills it.
+    __syncthreads();
+  }
 }
 
 /// A fragments of rows[0], rows[1] of head h of `x` ([B, Sq, H*HD]; rows
@@ -107,15 +141,14 @@ MOEC_DEVICE void loadRowFragments(const AttentionShape &s, gptr<const bf16> x,
 /// fragments of two 8-row blocks (matrices: rows +0 / +8 by mat / 2,
 /// columns +0 / +8 by mat % 2).
 template <int KB, int SN, int STRIDE>
-MOEC_DEVICE void multiplyByRows(float (&acc)[SN][4],
-                                const uint32_t (&a)[KB][4],
+MOEC_DEVICE void multiplyByRows(float (&acc)[SN][4], const uint32_t (&a)[KB][4],
                                 sptr<const uint4> tile) {
   const int lane = threadIdx.x % 32, mat = lane / 8, r8 = lane % 8;
   for (int kb = 0; kb < KB; ++kb)
     for (int n = 0; n < SN; n += 2) {
       uint32_t f[4];
-      ldmatrixX4(f, tile + (n * 8 + mat / 2 * 8 + r8) * STRIDE + kb * 2 +
-                        mat % 2);
+      ldmatrixX4(f,
+                 tile + (n * 8 + mat / 2 * 8 + r8) * STRIDE + kb * 2 + mat % 2);
       const uint32_t b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
       mma_m16n8k16_bf16(acc[n], a[kb], b0, acc[n]);
       mma_m16n8k16_bf16(acc[n + 1], a[kb], b1, acc[n + 1]);
@@ -188,7 +221,8 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
   constexpr int VSTRIDE = OD / 8 + 1, VSTAGE = TK * VSTRIDE;
   static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
-  static_assert(HD % 16 == 0 && HD <= 256, "head_dim a multiple of 16 up to 256");
+  static_assert(HD % 16 == 0 && HD <= 256,
+                "head_dim a multiple of 16 up to 256");
   static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 128,
                 "output columns a block: a divisor of HD, 16 to 128");
   static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
@@ -202,7 +236,6 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   const int h = blockIdx.y / (HD / OD), g = h / (s.heads / s.kvHeads);
   const int d0 = blockIdx.y % (HD / OD) * OD;
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
-  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
   uint32_t qa[KB][4];
@@ -214,61 +247,40 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
       o[n][r] = 0.0f;
   const float scaleLog2 = s.scale * 1.4426950408889634f;
 
-  const int64_t jEnd = keyEnd<TQ>(s, i0);
-  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
-  // The same for every thread of the block.
-  const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
-  if (tiles > 0)
-    detail::stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, d0, 0, Ks, Vs,
-                                               async);
-  cpAsyncCommit();
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int64_t j0 = static_cast<int64_t>(tile) * TK;
-    // The other stage was last read before the previous tile's barrier.
-    if (tile + 1 < tiles)
-      detail::stageKeysBf16<HD, OD, TK, THREADS>(
-          s, k, v, b, g, d0, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
-          Vs + (tile + 1) % 2 * VSTAGE, async);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * VSTAGE;
-    // Warp-uniform: warps past sq, or (causal) before the tile, skip it.
-    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset)) {
-      float sc[SN][4];
-      for (int n = 0; n < SN; ++n)
-        for (int r = 0; r < 4; ++r)
-          sc[n][r] = 0.0f;
-      detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
-      detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
-      // Row maxima over the quad; a row with nothing visible yet keeps
-      // max -inf and subtracts 0, so that its P and correction are 0.
-      float base[2];
-      for (int half = 0; half < 2; ++half) {
-        float mx = m[half];
+  detail::forEachKeyTile<HD, OD, TK, THREADS>(
+      s, k, v, b, g, d0, keyEnd<TQ>(s, i0), iw, Ks, Vs,
+      [&](int64_t j0, sptr<const uint4> Kt, sptr<const uint4> Vt) {
+        float sc[SN][4];
         for (int n = 0; n < SN; ++n)
-          mx = fmaxf(mx, fmaxf(sc[n][2 * half], sc[n][2 * half + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-        base[half] = mx == kNegInf ? 0.0f : mx;
-        const float correction = exp2f(m[half] - base[half]);
-        m[half] = mx;
-        l[half] *= correction;
-        for (int n = 0; n < DN; ++n) {
-          o[n][2 * half] *= correction;
-          o[n][2 * half + 1] *= correction;
+          for (int r = 0; r < 4; ++r)
+            sc[n][r] = 0.0f;
+        detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
+        detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
+        // Row maxima over the quad; a row with nothing visible yet keeps
+        // max -inf and subtracts 0, so that its P and correction are 0.
+        float base[2];
+        for (int half = 0; half < 2; ++half) {
+          float mx = m[half];
+          for (int n = 0; n < SN; ++n)
+            mx = fmaxf(mx, fmaxf(sc[n][2 * half], sc[n][2 * half + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+          base[half] = mx == kNegInf ? 0.0f : mx;
+          const float correction = exp2f(m[half] - base[half]);
+          m[half] = mx;
+          l[half] *= correction;
+          for (int n = 0; n < DN; ++n) {
+            o[n][2 * half] *= correction;
+            o[n][2 * half + 1] *= correction;
+          }
         }
-      }
-      for (int n = 0; n < SN; ++n)
-        for (int r = 0; r < 4; ++r) {
-          sc[n][r] = exp2f(sc[n][r] - base[r / 2]);
-          l[r / 2] += sc[n][r];
-        }
-      detail::accumulateProducts<SN, DN, VSTRIDE>(o, sc, Vt);
-    }
-    // Every warp is done with this stage before the next tile refills it.
-    __syncthreads();
-  }
+        for (int n = 0; n < SN; ++n)
+          for (int r = 0; r < 4; ++r) {
+            sc[n][r] = exp2f(sc[n][r] - base[r / 2]);
+            l[r / 2] += sc[n][r];
+          }
+        detail::accumulateProducts<SN, DN, VSTRIDE>(o, sc, Vt);
+      });
 
   for (int half = 0; half < 2; ++half) {
     float sum = l[half];
@@ -303,7 +315,8 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
   constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
   constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
   static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
-  static_assert(HD % 16 == 0 && HD <= 128, "head_dim a multiple of 16 up to 128");
+  static_assert(HD % 16 == 0 && HD <= 128,
+                "head_dim a multiple of 16 up to 128");
   static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
   MOEC_SHARED(uint4, Ks, 2 * STAGE);
   MOEC_SHARED(uint4, Vs, 2 * STAGE);
@@ -314,7 +327,6 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
   const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
-  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
   uint32_t qa[KB][4], ga[KB][4];
@@ -336,43 +348,23 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
       acc[n][r] = 0.0f;
   const float scaleLog2 = s.scale * kLog2e;
 
-  const int64_t jEnd = keyEnd<TQ>(s, i0);
-  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
-  const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
-  if (tiles > 0)
-    detail::stageKeysBf16<HD, HD, TK, THREADS>(s, k, v, b, g, 0, 0, Ks, Vs,
-                                               async);
-  cpAsyncCommit();
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int64_t j0 = static_cast<int64_t>(tile) * TK;
-    // The other stage was last read before the previous tile's barrier.
-    if (tile + 1 < tiles)
-      detail::stageKeysBf16<HD, HD, TK, THREADS>(
-          s, k, v, b, g, 0, j0 + TK, Ks + (tile + 1) % 2 * STAGE,
-          Vs + (tile + 1) % 2 * STAGE, async);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    sptr<uint4> Kt = Ks + tile % 2 * STAGE, Vt = Vs + tile % 2 * STAGE;
-    // Warp-uniform: warps past sq, or (causal) before the tile, skip it.
-    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset)) {
-      float sc[SN][4], dp[SN][4];
-      for (int n = 0; n < SN; ++n)
-        for (int r = 0; r < 4; ++r)
-          sc[n][r] = dp[n][r] = 0.0f;
-      detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
-      detail::multiplyByRows<KB, SN, STRIDE>(dp, ga, Vt);
-      detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
-      // dS = P (dP - delta), in place of the scores.
-      for (int n = 0; n < SN; ++n)
-        for (int r = 0; r < 4; ++r)
-          sc[n][r] =
-              exp2f(sc[n][r] - lseLog2[r / 2]) * (dp[n][r] - rowDelta[r / 2]);
-      detail::accumulateProducts<SN, DN, STRIDE>(acc, sc, Kt);
-    }
-    // Every warp is done with this stage before the next tile refills it.
-    __syncthreads();
-  }
+  detail::forEachKeyTile<HD, HD, TK, THREADS>(
+      s, k, v, b, g, 0, keyEnd<TQ>(s, i0), iw, Ks, Vs,
+      [&](int64_t j0, sptr<const uint4> Kt, sptr<const uint4> Vt) {
+        float sc[SN][4], dp[SN][4];
+        for (int n = 0; n < SN; ++n)
+          for (int r = 0; r < 4; ++r)
+            sc[n][r] = dp[n][r] = 0.0f;
+        detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
+        detail::multiplyByRows<KB, SN, STRIDE>(dp, ga, Vt);
+        detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
+        // dS = P (dP - delta), in place of the scores.
+        for (int n = 0; n < SN; ++n)
+          for (int r = 0; r < 4; ++r)
+            sc[n][r] =
+                exp2f(sc[n][r] - lseLog2[r / 2]) * (dp[n][r] - rowDelta[r / 2]);
+        detail::accumulateProducts<SN, DN, STRIDE>(acc, sc, Kt);
+      });
 
   for (int half = 0; half < 2; ++half) {
     const int64_t i = rows[half];
