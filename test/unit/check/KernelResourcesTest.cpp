@@ -30,6 +30,7 @@
 #include <iostream>
 #include <map>
 #include <regex>
+#include <tuple>
 
 using namespace moec;
 
@@ -156,40 +157,30 @@ TEST_P(KernelResources, CompileWithoutSpills) {
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
     }
     // bf16 attention forwards with head dims 16 to 128 (steps of 16) and
-    // 160 to 256 (steps of 32) run on the tensor cores, with ldmatrix and
-    // cp.async; the others stay on CUDA cores.
-    if (calls(source, "moec::attentionForwardMma")) {
-      EXPECT_TRUE(bf16) << k.name;
-      EXPECT_GT(m.mma, 0) << k.name << ": a tensor-core attention without mma";
-      EXPECT_GT(m.ldmatrix, 0) << k.name;
-      EXPECT_GT(m.cpAsync, 0) << k.name;
-    }
-    std::smatch forward;
-    if (std::regex_search(source, forward,
-                          std::regex(R"(moec::attentionForward<(\d+),)"))) {
-      const int headDim = std::stoi(forward[1]);
-      const bool mmaHeadDim = headDim <= 128
-                                  ? headDim % 16 == 0
-                                  : headDim <= 256 && headDim % 32 == 0;
-      EXPECT_FALSE(bf16 && mmaHeadDim)
-          << k.name << ": a bf16 attention of head dim " << headDim
-          << " on CUDA cores";
-    }
-    // So does the dq kernel of the backward, for head dims 16 to 128 in
-    // steps of 16.
-    if (calls(source, "moec::attentionGradQMma")) {
-      EXPECT_TRUE(bf16) << k.name;
-      EXPECT_GT(m.mma, 0) << k.name << ": a tensor-core dq without mma";
-      EXPECT_GT(m.ldmatrix, 0) << k.name;
-      EXPECT_GT(m.cpAsync, 0) << k.name;
-    }
-    std::smatch gradQ;
-    if (std::regex_search(source, gradQ,
-                          std::regex(R"(moec::attentionGradQ<(\d+),)"))) {
-      const int headDim = std::stoi(gradQ[1]);
-      EXPECT_FALSE(bf16 && headDim <= 128 && headDim % 16 == 0)
-          << k.name << ": a bf16 dq of head dim " << headDim
-          << " on CUDA cores";
+    // 160 to 256 (steps of 32), and dq kernels with head dims 16 to 128,
+    // run on the tensor cores, with ldmatrix and cp.async; the others stay
+    // on CUDA cores.
+    for (auto [mmaKernel, coresKernel, widest] :
+         {std::make_tuple("attentionForwardMma", "attentionForward", 256),
+          std::make_tuple("attentionGradQMma", "attentionGradQ", 128)}) {
+      if (calls(source, (std::string("moec::") + mmaKernel).c_str())) {
+        EXPECT_TRUE(bf16) << k.name;
+        EXPECT_GT(m.mma, 0) << k.name << ": " << mmaKernel << " without mma";
+        EXPECT_GT(m.ldmatrix, 0) << k.name;
+        EXPECT_GT(m.cpAsync, 0) << k.name;
+      }
+      std::smatch cores;
+      if (std::regex_search(source, cores,
+                            std::regex(std::string(R"(moec::)") + coresKernel +
+                                       R"(<(\d+),)"))) {
+        const int headDim = std::stoi(cores[1]);
+        const bool mmaHeadDim = headDim <= 128
+                                    ? headDim % 16 == 0
+                                    : headDim <= widest && headDim % 32 == 0;
+        EXPECT_FALSE(bf16 && mmaHeadDim)
+            << k.name << ": " << coresKernel << " of head dim " << headDim
+            << " on CUDA cores in a bf16 model";
+      }
     }
     // The CUDA-core attention kernels read the rows a whole warp shares
     // four floats a load when the head dim (and so every tile) allows.
