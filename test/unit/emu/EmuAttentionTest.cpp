@@ -1,10 +1,10 @@
 //===- EmuAttentionTest.cpp - attention kernels in emu --------------------===//
 //
 // attentionForwardMma (the bf16 tensor-core forward), attentionForward
-// (the CUDA-core one, which bf16 models keep for other head dims) and the
-// dq kernels (attentionGradQMma on the tensor cores, attentionGradQ on CUDA
-// cores) against attention and its gradient written out in double on the
-// same bf16 inputs: causal or not,
+// (the CUDA-core one, which bf16 models keep for other head dims), the dq
+// kernels (attentionGradQMma on the tensor cores, attentionGradQ on CUDA
+// cores) and the dk/dv kernel (attentionGradKV) against attention and its
+// gradients written out in double on the same bf16 inputs: causal or not,
 // with a KV cache offset, grouped-query heads, a key mask, fully masked
 // rows, lengths that fill no tile, and K/V rows that cp.async cannot copy.
 // The kernels run in checking mode, so a read past a tensor or of shared
@@ -93,6 +93,24 @@ ATTENTION_DQ_TEST(gradQMma64, attentionGradQMma<64, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma128, attentionGradQMma<128, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQCores8, attentionGradQ<8, 32, 32, 128>)
 ATTENTION_DQ_TEST(gradQCores32, attentionGradQ<32, 32, 32, 128>)
+
+// dk into buffer 3, dv into buffer 8.
+#define ATTENTION_DKV_TEST(name, ...)                                          \
+  extern "C" __global__ void name(const moec::KernelParams p) {                \
+    const int64_t at = scalarArg(p, 11);                                       \
+    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),         \
+                      bufferArg<const moec::bf16>(p, 1) + at,                  \
+                      bufferArg<const moec::bf16>(p, 2) + at,                  \
+                      bufferArg<const moec::bf16>(p, 6),                       \
+                      bufferArg<const float>(p, 4),                            \
+                      bufferArg<const float>(p, 7),                            \
+                      bufferArg<moec::bf16>(p, 3), bufferArg<moec::bf16>(p, 8)); \
+  }                                                                            \
+  MOEC_EMU_EXPORT_KERNEL(name)
+
+ATTENTION_DKV_TEST(gradKVCores8, attentionGradKV<8, 32, 32, 128>)
+ATTENTION_DKV_TEST(gradKVCores32, attentionGradKV<32, 32, 32, 128>)
+ATTENTION_DKV_TEST(gradKVCores24, attentionGradKV<24, 16, 32, 128>)
 )cuda";
 
 const EmuModule &attentionModule() {
@@ -438,27 +456,33 @@ TEST(EmuAttention, CudaCoreForwardOnBf16) {
 
 namespace {
 
-/// dq of `kernel` (tq queries a block) against dq in double: with P from
-/// the reference, dO random, delta = <dO, O> and dS = P (dO . v - delta),
-/// dq = scale * sum_j dS_j k_j. lse and delta are the reference's, as the
-/// forward and the delta kernel would give them; rows that see no key have
-/// lse -inf and dq 0.
-void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
-                      unsigned seed) {
+/// The gradients of a problem in double, with dO random: P from the
+/// reference, delta = <dO, O>, dS = P (dO . v - delta), dq = scale * sum_j
+/// dS_j k_j, dk_j = scale * sum_i dS_ij q_i and dv_j = sum_i P_ij dO_i over
+/// the query heads of K/V head g; and lse and delta as the forward and the
+/// delta kernel give them (lse -inf for a row that sees no key).
+struct Gradients {
+  std::vector<float> lse, delta;
+  std::vector<double> dq, dk, dv;
+  int masked = 0; // rows that see no key
+};
+
+Gradients referenceGradients(const Problem &pb, const Inputs &in) {
   const int64_t D = pb.headDim, B = pb.batch, H = pb.heads, G = pb.kvHeads;
-  Inputs in = makeInputs(pb, seed, true);
-  std::vector<float> lse(static_cast<size_t>(B * H * pb.sq), -INFINITY);
-  std::vector<float> delta(lse.size(), 0.0f);
-  std::vector<double> want(static_cast<size_t>(B * pb.sq * H * D), 0.0);
+  Gradients r;
+  r.lse.assign(static_cast<size_t>(B * H * pb.sq), -INFINITY);
+  r.delta.assign(r.lse.size(), 0.0f);
+  r.dq.assign(static_cast<size_t>(B * pb.sq * H * D), 0.0);
+  r.dk.assign(static_cast<size_t>(B * pb.rows * G * D), 0.0);
+  r.dv.assign(r.dk.size(), 0.0);
   std::vector<double> p;
-  int masked = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < pb.sq; ++i) {
         const int64_t g = h / (H / G), row = (b * H + h) * pb.sq + i;
         double rowLse;
         if (!probabilities(pb, in, b, h, i, p, rowLse)) {
-          ++masked;
+          ++r.masked;
           continue;
         }
         auto dout = [&](int64_t d) {
@@ -472,8 +496,8 @@ void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
                  in.at(in.v, keyIndex(pb, b, g, j, d));
           rowDelta += dout(d) * o;
         }
-        lse[static_cast<size_t>(row)] = static_cast<float>(rowLse);
-        delta[static_cast<size_t>(row)] = static_cast<float>(rowDelta);
+        r.lse[static_cast<size_t>(row)] = static_cast<float>(rowLse);
+        r.delta[static_cast<size_t>(row)] = static_cast<float>(rowDelta);
         for (int64_t j = 0; j < pb.kvLen; ++j) {
           const double pj = p[static_cast<size_t>(j)];
           if (pj == 0)
@@ -482,28 +506,70 @@ void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
           for (int64_t d = 0; d < D; ++d)
             dp += dout(d) * in.at(in.v, keyIndex(pb, b, g, j, d));
           const double ds = pj * (dp - rowDelta);
-          for (int64_t d = 0; d < D; ++d)
-            want[static_cast<size_t>(queryIndex(pb, b, h, i, d))] +=
+          for (int64_t d = 0; d < D; ++d) {
+            const auto key =
+                static_cast<size_t>(keyIndex(pb, b, g, j, d) - pb.kvAt);
+            r.dq[static_cast<size_t>(queryIndex(pb, b, h, i, d))] +=
                 in.scale * ds * in.at(in.k, keyIndex(pb, b, g, j, d));
+            r.dk[key] +=
+                in.scale * ds * in.at(in.q, queryIndex(pb, b, h, i, d));
+            r.dv[key] += pj * dout(d);
+          }
         }
       }
-  std::vector<uint16_t> dq(want.size(), moec::bf16FromFloat(7.0f));
-  Launch launch = problemLaunch(pb, in, tq, 1);
-  launch.buffer(3, dq).buffer(4, lse).buffer(6, in.dout).buffer(7, delta);
-  launch.run(attentionModule(), kernel);
+  return r;
+}
+
+/// `got` (bf16) within bf16 accuracy of `want`: 1% of the largest value
+/// plus 1% of the element's own (dS is rounded to bf16 for the tensor-core
+/// products, every result to bf16 when stored).
+void expectNearBf16(const std::vector<uint16_t> &got,
+                    const std::vector<double> &want, const char *what) {
   double scale = 0;
   for (double w : want)
     scale = std::max(scale, std::fabs(w));
-  ASSERT_GT(scale, 0.05) << "a problem whose dq is all but zero";
-  for (size_t i = 0; i < dq.size(); ++i) {
-    SCOPED_TRACE(testing::Message() << kernel << " dq " << i);
-    // dS is rounded to bf16 for dS K, dq to bf16 when stored.
-    ASSERT_NEAR(moec::bf16ToFloat(dq[i]), want[i],
+  ASSERT_GT(scale, 0.05) << what << " all but zero";
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << what << " " << i);
+    ASSERT_NEAR(moec::bf16ToFloat(got[i]), want[i],
                 1e-2 * scale + 1e-2 * std::fabs(want[i]));
   }
+}
+
+/// dq of `kernel` (tq queries a block) against referenceGradients, fed the
+/// reference's lse and delta.
+void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
+                      unsigned seed) {
+  Inputs in = makeInputs(pb, seed, true);
+  Gradients want = referenceGradients(pb, in);
+  std::vector<uint16_t> dq(want.dq.size(), moec::bf16FromFloat(7.0f));
+  Launch launch = problemLaunch(pb, in, tq, 1);
+  launch.buffer(3, dq).buffer(4, want.lse).buffer(6, in.dout);
+  launch.buffer(7, want.delta);
+  launch.run(attentionModule(), kernel);
+  expectNearBf16(dq, want.dq, "dq");
   if (pb.keyMask) {
-    EXPECT_GT(masked, 0) << "batch 0 should have fully masked rows";
+    EXPECT_GT(want.masked, 0) << "batch 0 should have fully masked rows";
   }
+}
+
+/// dk and dv of `kernel` (tk keys a block, grid over K/V heads) against
+/// referenceGradients: rows of keys no query sees get 0.
+void expectGradKVClose(const Problem &pb, const char *kernel, int64_t tk,
+                       unsigned seed) {
+  Inputs in = makeInputs(pb, seed, true);
+  Gradients want = referenceGradients(pb, in);
+  std::vector<uint16_t> dk(want.dk.size(), moec::bf16FromFloat(0.0f));
+  std::vector<uint16_t> dv(want.dv.size(), moec::bf16FromFloat(0.0f));
+  Launch launch = problemLaunch(pb, in, 1, 1);
+  launch.config.grid = {static_cast<unsigned>((pb.rows + tk - 1) / tk),
+                        static_cast<unsigned>(pb.kvHeads),
+                        static_cast<unsigned>(pb.batch)};
+  launch.buffer(3, dk).buffer(8, dv).buffer(4, want.lse).buffer(6, in.dout);
+  launch.buffer(7, want.delta);
+  launch.run(attentionModule(), kernel);
+  expectNearBf16(dk, want.dk, "dk");
+  expectNearBf16(dv, want.dv, "dv");
 }
 
 } // namespace
@@ -547,4 +613,24 @@ TEST(EmuAttention, CudaCoreGradQOnBf16) {
   pb.kvHeads = 2;
   expectGradQClose(pb, "gradQCores8", 32, 39);
   expectGradQClose(problem(32, 50, 70), "gradQCores32", 32, 40);
+}
+
+// The CUDA-core dk/dv kernel (every model's): grouped-query heads summed
+// into their K/V head, causal over a cache, a key mask, a head dim that
+// is no multiple of 16 and query tiles of 16.
+TEST(EmuAttention, CudaCoreGradKVOnBf16) {
+  Problem pb = problem(8, 40, 45);
+  pb.causal = true;
+  pb.keyMask = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVCores8", 32, 41);
+  pb = problem(32, 50, 70);
+  pb.heads = 6;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVCores32", 32, 42);
+  pb = problem(24, 30, 90);
+  pb.rows = 96;
+  pb.causal = true;
+  expectGradKVClose(pb, "gradKVCores24", 32, 43);
 }
