@@ -1,4 +1,4 @@
-//===- attention.cuh - scaled dot-product attention -------------*- CUDA -*-===//
+//===- attention.cuh - scaled dot-product attention ------------*- CUDA -*-===//
 //
 // Flash-style attention on CUDA cores: K and V are staged tile by tile in
 // shared memory, each warp owns QPW queries and keeps their running max,
@@ -16,12 +16,13 @@
 // read 32 different banks, not one bank 32 times as rows of HD = 32k
 // floats would; a tile whose rows a warp reads one at a time (the same
 // row for every lane: a broadcast) stays unpadded, so that its rows are
-// 16-byte aligned and read four floats a load (broadcastDots). A thread's per-query (or per-key) accumulators stay in
-// registers: loops over a lane's columns (j) are unrolled, and the main
-// loop over a warp's queries or keys (r) stays rolled, so its body is
-// compiled once, and reaches row r through a select chain (pickRow,
-// putRow); indexing the arrays at run time would put them in local memory
-// (ptxas's stack frame), unrolling the loop would cost compile time.
+// 16-byte aligned and read four floats a load (broadcastDots). A thread's
+// per-query (or per-key) accumulators stay in registers: loops over a
+// lane's columns (j) are unrolled, and the main loop over a warp's queries
+// or keys (r) stays rolled, so its body is compiled once, and reaches row
+// r through a select chain (pickRow, putRow); indexing the arrays at run
+// time would put them in local memory (ptxas's stack frame), unrolling the
+// loop would cost compile time.
 //
 // Layouts: q, out [B, Sq, H*HD]; k, v [B, L, Hkv*HD] (L = rows per batch:
 // Sk, or the cache length); lse, delta [B, H, Sq]. Query head h reads K/V
@@ -264,7 +265,8 @@ MOEC_DEVICE void attentionDelta(const AttentionShape s, gptr<const T> out,
   const int64_t rows = s.batch * s.heads * s.sq;
   if (row >= rows)
     return;
-  const int64_t i = row % s.sq, h = row / s.sq % s.heads, b = row / s.sq / s.heads;
+  const int64_t i = row % s.sq, h = row / s.sq % s.heads,
+                b = row / s.sq / s.heads;
   const int64_t base = (b * s.sq + i) * s.heads * HD + h * HD;
   float sum = 0.0f;
   for (int d = lane; d < HD; d += 32)

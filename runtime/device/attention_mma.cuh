@@ -1,7 +1,7 @@
 //===- attention_mma.cuh - tensor-core attention ---------------*- CUDA -*-===//
 //
-// FlashAttention-2's forward for bf16 models, and the dq kernel of its
-// backward (at the end of this file; attention.cuh has the shapes,
+// FlashAttention-2's forward for bf16 models, and the dq and dk/dv kernels
+// of its backward (at the end of this file; attention.cuh has the shapes,
 // the masks and the CUDA-core kernels). Each warp owns 16 queries and keeps
 // their Q fragments in registers for the whole key loop; S = Q K^T and
 // O += P V run on mma.m16n8k16 with fp32 accumulation. The online softmax
@@ -39,21 +39,21 @@ MOEC_DEVICE uint32_t loadBf16Pair(gptr<const bf16> p) {
                                                 << 16;
 }
 
-/// Stages rows j0 .. j0 + TK - 1 of `src` (batch b), CPR 16-byte chunks of
-/// each from column `col0`, as rows CPR + 1 chunks apart; rows past kvLen
-/// are zero. With `async` the copies are cp.async (the caller commits).
-template <int CPR, int TK, int THREADS>
-MOEC_DEVICE void stageRowsBf16(const AttentionShape &s, gptr<const bf16> src,
-                               int64_t rowStride, int64_t b, int64_t col0,
-                               int64_t j0, sptr<uint4> dst, bool async) {
+/// Stages rows j0 .. j0 + ROWS - 1 of `src` (row r at src + r * rowStride:
+/// the caller offsets it to its batch, head and first column), CPR 16-byte
+/// chunks of each, as rows CPR + 1 chunks apart; rows from rowEnd on are
+/// zero. With `async` the copies are cp.async (the caller commits).
+template <int CPR, int ROWS, int THREADS>
+MOEC_DEVICE void stageRowsBf16(gptr<const bf16> src, int64_t rowStride,
+                               int64_t j0, int64_t rowEnd, sptr<uint4> dst,
+                               bool async) {
   constexpr int STRIDE = CPR + 1;
-  for (int c = threadIdx.x; c < TK * CPR; c += THREADS) {
+  for (int c = threadIdx.x; c < ROWS * CPR; c += THREADS) {
     const int r = c / CPR, ch = c % CPR;
     const int64_t j = j0 + r;
-    const bool valid = j < s.kvLen;
-    // Nothing is read for a row past kvLen, but the address must be valid.
-    const int64_t at =
-        valid ? (b * s.rowsPerBatch + j) * rowStride + col0 + ch * 8 : 0;
+    const bool valid = j < rowEnd;
+    // Nothing is read for a row past rowEnd, but the address must be valid.
+    const int64_t at = valid ? j * rowStride + ch * 8 : 0;
     if (async) {
       cpAsync16(dst + (r * STRIDE + ch), src + at, valid ? 16 : 0);
       continue;
@@ -74,10 +74,35 @@ MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
                                int64_t j0, sptr<uint4> Ks, sptr<uint4> Vs,
                                bool async) {
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  stageRowsBf16<HD / 8, TK, THREADS>(
-      s, k, kvStride, b, static_cast<int64_t>(g) * HD, j0, Ks, async);
-  stageRowsBf16<OD / 8, TK, THREADS>(
-      s, v, kvStride, b, static_cast<int64_t>(g) * HD + vCol, j0, Vs, async);
+  const int64_t head =
+      b * s.rowsPerBatch * kvStride + static_cast<int64_t>(g) * HD;
+  stageRowsBf16<HD / 8, TK, THREADS>(k + head, kvStride, j0, s.kvLen, Ks,
+                                     async);
+  stageRowsBf16<OD / 8, TK, THREADS>(v + (head + vCol), kvStride, j0, s.kvLen,
+                                     Vs, async);
+}
+
+/// Runs stage(tile, buffer) and body(tile, buffer) over `tiles` tiles, two
+/// buffers deep: the next tile is staged (cp.async, or plain stores) while
+/// body works on this one. Every thread of the block calls it; the barriers
+/// order a buffer's staging before its body and its body before it is
+/// staged again.
+template <typename Stage, typename Body>
+MOEC_DEVICE void doubleBuffered(int tiles, Stage &&stage, Body &&body) {
+  if (tiles > 0)
+    stage(0, 0);
+  cpAsyncCommit();
+  for (int tile = 0; tile < tiles; ++tile) {
+    // The other buffer was last read before the previous tile's barrier.
+    if (tile + 1 < tiles)
+      stage(tile + 1, (tile + 1) % 2);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    body(tile, tile % 2);
+    // Every warp is done with this buffer before it is staged again.
+    __syncthreads();
+  }
 }
 
 /// Runs body(j0, Kt, Vt) over the TK-key tiles of K/V head g of batch b
@@ -85,7 +110,7 @@ MOEC_DEVICE void stageKeysBf16(const AttentionShape &s, gptr<const bf16> k,
 /// sq, or before the tile when causal, it skips it; the skip is
 /// warp-uniform). Every thread of the block calls it: the tiles are staged
 /// by stageKeysBf16 (V's OD columns from vCol), double-buffered in Ks and
-/// Vs, the next one copied while body works on this one.
+/// Vs.
 template <int HD, int OD, int TK, int THREADS, typename Body>
 MOEC_DEVICE void forEachKeyTile(const AttentionShape &s, gptr<const bf16> k,
                                 gptr<const bf16> v, int64_t b, int g, int vCol,
@@ -93,45 +118,36 @@ MOEC_DEVICE void forEachKeyTile(const AttentionShape &s, gptr<const bf16> k,
                                 sptr<uint4> Vs, Body &&body) {
   constexpr int KSTAGE = TK * (HD / 8 + 1), VSTAGE = TK * (OD / 8 + 1);
   const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
-  const int tiles = static_cast<int>((jEnd + TK - 1) / TK);
   // The same for every thread of the block.
   const bool async = rowsAligned16(k, kvStride) && rowsAligned16(v, kvStride);
-  if (tiles > 0)
-    stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, vCol, 0, Ks, Vs, async);
-  cpAsyncCommit();
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int64_t j0 = static_cast<int64_t>(tile) * TK;
-    // The other stage was last read before the previous tile's barrier.
-    if (tile + 1 < tiles)
-      stageKeysBf16<HD, OD, TK, THREADS>(s, k, v, b, g, vCol, j0 + TK,
-                                         Ks + (tile + 1) % 2 * KSTAGE,
-                                         Vs + (tile + 1) % 2 * VSTAGE, async);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset))
-      body(j0, Ks + tile % 2 * KSTAGE, Vs + tile % 2 * VSTAGE);
-    // Every warp is done with this stage before the next tile refills it.
-    __syncthreads();
-  }
+  doubleBuffered(
+      static_cast<int>((jEnd + TK - 1) / TK),
+      [&](int tile, int buffer) {
+        stageKeysBf16<HD, OD, TK, THREADS>(
+            s, k, v, b, g, vCol, static_cast<int64_t>(tile) * TK,
+            Ks + buffer * KSTAGE, Vs + buffer * VSTAGE, async);
+      },
+      [&](int tile, int buffer) {
+        const int64_t j0 = static_cast<int64_t>(tile) * TK;
+        if (iw < s.sq && (!s.causal || j0 <= iw + 15 + s.offset))
+          body(j0, Ks + buffer * KSTAGE, Vs + buffer * VSTAGE);
+      });
 }
 
-/// A fragments of rows[0], rows[1] of head h of `x` ([B, Sq, H*HD]; rows
-/// past sq are zero): a[kb][0], a[kb][2] row rows[0], a[kb][1], a[kb][3]
+/// A fragments of rows[0], rows[1] of `x` (row r at x + r * stride, the
+/// caller offsetting it to its batch and head; rows from rowEnd on are
+/// zero), HD columns: a[kb][0], a[kb][2] row rows[0], a[kb][1], a[kb][3]
 /// row rows[1]; a[kb][2], a[kb][3] 8 columns on.
 template <int HD>
-MOEC_DEVICE void loadRowFragments(const AttentionShape &s, gptr<const bf16> x,
-                                  int64_t b, int h, const int64_t (&rows)[2],
+MOEC_DEVICE void loadRowFragments(gptr<const bf16> x, int64_t stride,
+                                  const int64_t (&rows)[2], int64_t rowEnd,
                                   uint32_t (&a)[HD / 16][4]) {
   const int t = threadIdx.x % 4;
-  const int64_t stride = static_cast<int64_t>(s.heads) * HD;
   for (int kb = 0; kb < HD / 16; ++kb)
     for (int r = 0; r < 4; ++r) {
       const int64_t i = rows[r % 2];
       const int d = kb * 16 + (r / 2) * 8 + 2 * t;
-      a[kb][r] = i < s.sq ? loadBf16Pair(x + ((b * s.sq + i) * stride +
-                                              static_cast<int64_t>(h) * HD + d))
-                          : 0u;
+      a[kb][r] = i < rowEnd ? loadBf16Pair(x + (i * stride + d)) : 0u;
     }
 }
 
@@ -208,6 +224,35 @@ MOEC_DEVICE void maskScores(float (&sc)[SN][4], const AttentionShape &s,
     }
 }
 
+/// maskScores for the transposed scores S^T of the dk/dv kernel: rows
+/// keys[0], keys[1] (the warp's keys start at jw), columns queries i0 ..
+/// i0 + 8 SN - 1; -inf also for queries past sq.
+template <int SN>
+MOEC_DEVICE void maskScoresByKey(float (&sc)[SN][4], const AttentionShape &s,
+                                 int64_t b, int64_t i0, int64_t jw,
+                                 const int64_t (&keys)[2], float scaleLog2) {
+  const float kNegInf = __int_as_float(0xff800000);
+  const int t = threadIdx.x % 4;
+  const bool edge = i0 + 8 * SN > s.sq || jw + 16 > s.kvLen || s.keyMask ||
+                    (s.causal && jw + 15 > i0 + s.offset);
+  bool key[2];
+  for (int half = 0; half < 2; ++half)
+    key[half] = !edge || (keys[half] < s.kvLen &&
+                          (!s.keyMask ||
+                           s.keyMask[b * s.rowsPerBatch + keys[half]] != 0));
+  for (int n = 0; n < SN; ++n)
+    for (int e = 0; e < 2; ++e) {
+      const int64_t i = i0 + n * 8 + 2 * t + e;
+      for (int half = 0; half < 2; ++half) {
+        float &x = sc[n][2 * half + e];
+        x = !edge || (key[half] && i < s.sq &&
+                      (!s.causal || keys[half] <= i + s.offset))
+                ? x * scaleLog2
+                : kNegInf;
+      }
+    }
+}
+
 } // namespace detail
 
 /// attentionForward for bf16 on the tensor cores: grid (ceil(Sq / TQ), H *
@@ -238,8 +283,9 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
+  const int64_t head = b * s.sq * qStride + static_cast<int64_t>(h) * HD;
   uint32_t qa[KB][4];
-  detail::loadRowFragments<HD>(s, q, b, h, rows, qa);
+  detail::loadRowFragments<HD>(q + head, qStride, rows, s.sq, qa);
   // Running max (log2 units), this lane's share of the row sums, and O.
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f}, o[DN][4];
   for (int n = 0; n < DN; ++n)
@@ -329,9 +375,10 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
+  const int64_t head = b * s.sq * qStride + static_cast<int64_t>(h) * HD;
   uint32_t qa[KB][4], ga[KB][4];
-  detail::loadRowFragments<HD>(s, q, b, h, rows, qa);
-  detail::loadRowFragments<HD>(s, dout, b, h, rows, ga);
+  detail::loadRowFragments<HD>(q + head, qStride, rows, s.sq, qa);
+  detail::loadRowFragments<HD>(dout + head, qStride, rows, s.sq, ga);
   // Each row's log-sum-exp in log2 units (0 for a row that sees nothing:
   // its scores are all -inf, so P is 0) and its delta.
   float lseLog2[2] = {0.0f, 0.0f}, rowDelta[2] = {0.0f, 0.0f};
@@ -374,6 +421,136 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
     for (int n = 0; n < DN; ++n) {
       dq[at + n * 8] = acc[n][2 * half] * s.scale;
       dq[at + n * 8 + 1] = acc[n][2 * half + 1] * s.scale;
+    }
+  }
+}
+
+/// attentionGradKV for bf16 on the tensor cores: grid (ceil(rows / TK),
+/// Hkv * HD / OD, B), THREADS threads, TK = 16 keys a warp, TQ queries a
+/// tile; each block writes OD of the HD columns of dk and dv. Each warp
+/// keeps the K and V fragments of its 16 keys and their dk and dv
+/// accumulators (OD columns) in registers and runs over the query tiles
+/// of every query head of its K/V head (from the first query that sees
+/// the block's keys when causal): S^T = K Q^T and dP^T = V dO^T on mma,
+/// P^T from the saved log-sum-exp of each query, dS^T = P^T (dP^T -
+/// delta); P^T and dS^T, rounded to bf16, are the A fragments of dv +=
+/// P^T dO and dk += dS^T Q. Q and dO tiles are double-buffered by cp.async
+/// (plain loads when their rows are not 16-byte aligned), each query's lse
+/// and delta beside them.
+template <int HD, int TQ, int TK, int THREADS, int OD = HD>
+MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
+                                    gptr<const bf16> k, gptr<const bf16> v,
+                                    gptr<const bf16> dout,
+                                    gptr<const float> lse,
+                                    gptr<const float> delta, gptr<bf16> dk,
+                                    gptr<bf16> dv) {
+  constexpr int KB = HD / 16, DN = OD / 8, SN = TQ / 8;
+  constexpr int STRIDE = HD / 8 + 1, STAGE = TQ * STRIDE;
+  static_assert(TK == 16 * (THREADS / 32), "each warp owns 16 keys");
+  static_assert(HD % 16 == 0 && HD <= 128,
+                "head_dim a multiple of 16 up to 128");
+  static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 64,
+                "output columns a block: a divisor of HD, 16 to 64");
+  static_assert(TQ % 16 == 0, "query tiles of whole 16-query blocks");
+  MOEC_SHARED(uint4, Qs, 2 * STAGE);
+  MOEC_SHARED(uint4, Gs, 2 * STAGE);
+  MOEC_SHARED(float, Ls, 2 * TQ);
+  MOEC_SHARED(float, Es, 2 * TQ);
+  const float kNegInf = __int_as_float(0xff800000);
+  const float kLog2e = 1.4426950408889634f;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int gr = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.z, j0 = static_cast<int64_t>(blockIdx.x) * TK;
+  const int g = blockIdx.y / (HD / OD), group = s.heads / s.kvHeads;
+  const int d0 = blockIdx.y % (HD / OD) * OD;
+  const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
+  const int64_t kvStride = static_cast<int64_t>(s.kvHeads) * HD;
+  const int64_t jw = j0 + 16 * warp, keys[2] = {jw + gr, jw + gr + 8};
+
+  const int64_t kvHead =
+      b * s.rowsPerBatch * kvStride + static_cast<int64_t>(g) * HD;
+  uint32_t ka[KB][4], va[KB][4];
+  detail::loadRowFragments<HD>(k + kvHead, kvStride, keys, s.kvLen, ka);
+  detail::loadRowFragments<HD>(v + kvHead, kvStride, keys, s.kvLen, va);
+  float dkAcc[DN][4], dvAcc[DN][4];
+  for (int n = 0; n < DN; ++n)
+    for (int r = 0; r < 4; ++r)
+      dkAcc[n][r] = dvAcc[n][r] = 0.0f;
+  const float scaleLog2 = s.scale * kLog2e;
+
+  // Causal, the queries before j0 - offset see none of the block's keys.
+  int64_t iStart = s.causal ? j0 - s.offset : 0;
+  iStart = iStart < 0 ? 0 : iStart / TQ * TQ;
+  const int tilesPerHead =
+      iStart < s.sq ? static_cast<int>((s.sq - iStart + TQ - 1) / TQ) : 0;
+  // Query tile `tile` of the block: query head g * group + tile /
+  // tilesPerHead, first query i0.
+  auto queryTile = [&](int tile, int &h, int64_t &i0) {
+    h = g * group + tile / tilesPerHead;
+    i0 = iStart + static_cast<int64_t>(tile % tilesPerHead) * TQ;
+  };
+  // The same for every thread of the block.
+  const bool async = rowsAligned16(q, qStride) && rowsAligned16(dout, qStride);
+  detail::doubleBuffered(
+      group * tilesPerHead,
+      [&](int tile, int buffer) {
+        int h;
+        int64_t i0;
+        queryTile(tile, h, i0);
+        const int64_t head = b * s.sq * qStride + static_cast<int64_t>(h) * HD;
+        detail::stageRowsBf16<HD / 8, TQ, THREADS>(
+            q + head, qStride, i0, s.sq, Qs + buffer * STAGE, async);
+        detail::stageRowsBf16<HD / 8, TQ, THREADS>(
+            dout + head, qStride, i0, s.sq, Gs + buffer * STAGE, async);
+        // Each query's log-sum-exp in log2 units (0 for a query past sq or
+        // one that sees nothing: its scores here are -inf) and its delta.
+        for (int x = threadIdx.x; x < TQ; x += THREADS) {
+          const int64_t i = i0 + x, row = (b * s.heads + h) * s.sq + i;
+          const float l = i < s.sq ? lse[row] : kNegInf;
+          Ls[buffer * TQ + x] = l == kNegInf ? 0.0f : l * kLog2e;
+          Es[buffer * TQ + x] = i < s.sq ? delta[row] : 0.0f;
+        }
+      },
+      [&](int tile, int buffer) {
+        int h;
+        int64_t i0;
+        queryTile(tile, h, i0);
+        // Warp-uniform: none of the warp's keys, or none visible here.
+        if (jw >= s.kvLen || (s.causal && i0 + TQ - 1 + s.offset < jw))
+          return;
+        const sptr<const uint4> Qt = Qs + buffer * STAGE,
+                                Gt = Gs + buffer * STAGE;
+        float sc[SN][4], dp[SN][4];
+        for (int n = 0; n < SN; ++n)
+          for (int r = 0; r < 4; ++r)
+            sc[n][r] = dp[n][r] = 0.0f;
+        detail::multiplyByRows<KB, SN, STRIDE>(sc, ka, Qt);
+        detail::multiplyByRows<KB, SN, STRIDE>(dp, va, Gt);
+        detail::maskScoresByKey<SN>(sc, s, b, i0, jw, keys, scaleLog2);
+        // P^T into dp, dS^T = P^T (dP^T - delta) into sc.
+        for (int n = 0; n < SN; ++n)
+          for (int r = 0; r < 4; ++r) {
+            const int x = buffer * TQ + n * 8 + 2 * t + r % 2;
+            const float p = exp2f(sc[n][r] - Ls[x]);
+            sc[n][r] = p * (dp[n][r] - Es[x]);
+            dp[n][r] = p;
+          }
+        // Columns d0 .. d0 + OD - 1 of dO and Q: 16-byte chunks d0 / 8 on.
+        detail::accumulateProducts<SN, DN, STRIDE>(dvAcc, dp, Gt + d0 / 8);
+        detail::accumulateProducts<SN, DN, STRIDE>(dkAcc, sc, Qt + d0 / 8);
+      });
+
+  for (int half = 0; half < 2; ++half) {
+    const int64_t j = keys[half];
+    if (j >= s.kvLen)
+      continue;
+    const int64_t at =
+        (b * s.rowsPerBatch + j) * kvStride + g * HD + d0 + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      dk[at + n * 8] = dkAcc[n][2 * half] * s.scale;
+      dk[at + n * 8 + 1] = dkAcc[n][2 * half + 1] * s.scale;
+      dv[at + n * 8] = dvAcc[n][2 * half];
+      dv[at + n * 8 + 1] = dvAcc[n][2 * half + 1];
     }
   }
 }

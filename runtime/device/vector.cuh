@@ -1,4 +1,4 @@
-//===- vector.cuh - 16-byte memory accesses ---------------------*- CUDA -*-===//
+//===- vector.cuh - 16-byte memory accesses --------------------*- CUDA -*-===//
 //
 // Memory-bound kernels move four floats or eight bf16 per instruction
 // (ld/st.global.v4) where every pointer they touch is 16-byte aligned;

@@ -6,35 +6,65 @@
 using namespace mlir;
 using namespace mlir::moe;
 
+namespace {
+
+bool allBf16(std::initializer_list<Value> values) {
+  return llvm::all_of(values, [](Value v) {
+    return isa<BFloat16Type>(getElementTypeOrSelf(v.getType()));
+  });
+}
+
+/// A head dim the tensor-core kernels take: a multiple of 16 up to
+/// `whole`, of 32 up to `split` (each block then computing half the
+/// columns, in whole 16-column blocks).
+bool mmaHeadDim(int64_t headDim, int64_t whole, int64_t split) {
+  return headDim > 0 &&
+         (headDim <= whole ? headDim % 16 == 0
+                           : headDim <= split && headDim % 32 == 0);
+}
+
+} // namespace
+
+int64_t mlir::moe::attentionHeadDim(Value q, uint32_t heads) {
+  int64_t width = cast<RankedTensorType>(q.getType()).getShape().back();
+  return heads > 0 ? width / static_cast<int64_t>(heads) : width;
+}
+
 int64_t mlir::moe::attentionHeadDim(AttentionOp op) {
-  auto type = cast<RankedTensorType>(op.getQ().getType());
-  int64_t heads = static_cast<int64_t>(op.getNumHeads());
-  return heads > 0 ? type.getShape().back() / heads : type.getShape().back();
+  return attentionHeadDim(op.getQ(), op.getNumHeads());
+}
+
+int64_t mlir::moe::attentionHeadDim(AttentionGradOp op) {
+  return attentionHeadDim(op.getQ(), op.getNumHeads());
 }
 
 bool mlir::moe::attentionOnTensorCores(AttentionOp op) {
-  for (Value v : {op.getQ(), op.getK(), op.getV()})
-    if (!isa<BFloat16Type>(getElementTypeOrSelf(v.getType())))
-      return false;
   // Q, O and S fragments of 16 queries take HD / 4 + OD / 2 + TK / 2
   // registers a lane: 112 at 128 dims with 32-key tiles (TileKernels.cpp),
   // 136 at 256 with 16-key tiles and OD = 128.
-  int64_t headDim = attentionHeadDim(op);
-  return headDim > 0 && (headDim <= 128 ? headDim % 16 == 0
-                                        : headDim <= 256 && headDim % 32 == 0);
-}
-
-bool mlir::moe::attentionGradQOnTensorCores(AttentionGradOp op) {
-  for (Value v : {op.getQ(), op.getK(), op.getV(), op.getDout()})
-    if (!isa<BFloat16Type>(getElementTypeOrSelf(v.getType())))
-      return false;
-  auto type = cast<RankedTensorType>(op.getQ().getType());
-  int64_t heads = static_cast<int64_t>(op.getNumHeads());
-  int64_t headDim = heads > 0 ? type.getShape().back() / heads : 0;
-  return headDim > 0 && headDim <= 128 && headDim % 16 == 0;
+  return allBf16({op.getQ(), op.getK(), op.getV()}) &&
+         mmaHeadDim(attentionHeadDim(op), 128, 256);
 }
 
 int64_t mlir::moe::attentionMmaOutputColumns(AttentionOp op) {
   int64_t headDim = attentionHeadDim(op);
   return headDim > 128 ? headDim / 2 : headDim;
+}
+
+bool mlir::moe::attentionGradQOnTensorCores(AttentionGradOp op) {
+  return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
+         mmaHeadDim(attentionHeadDim(op), 128, 128);
+}
+
+bool mlir::moe::attentionGradKVOnTensorCores(AttentionGradOp op) {
+  // K and V fragments, dk and dv accumulators and the S^T and dP^T of a
+  // 32-query tile take HD / 2 + OD + 32 registers a lane: 128 at 64 dims,
+  // 160 at 128 with OD = 64.
+  return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
+         mmaHeadDim(attentionHeadDim(op), 64, 128);
+}
+
+int64_t mlir::moe::attentionGradKVMmaOutputColumns(AttentionGradOp op) {
+  int64_t headDim = attentionHeadDim(op);
+  return headDim > 64 ? headDim / 2 : headDim;
 }

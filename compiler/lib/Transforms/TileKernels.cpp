@@ -190,11 +190,9 @@ private:
   }
 
   void attentionTiles(Operation *op) {
-    int64_t width = lastDim(op->getOperand(0));
-    int64_t heads = static_cast<int64_t>(
-        isa<AttentionOp>(op) ? cast<AttentionOp>(op).getNumHeads()
-                             : cast<AttentionGradOp>(op).getNumHeads());
-    int64_t headDim = heads > 0 ? width / heads : width;
+    int64_t headDim = isa<AttentionOp>(op)
+                          ? attentionHeadDim(cast<AttentionOp>(op))
+                          : attentionHeadDim(cast<AttentionGradOp>(op));
     // The kernels stage Q and dO tiles (tile_q x head_dim) and K and V
     // tiles (tile_k x head_dim) in static shared memory, which is 48 KiB on
     // every architecture, counted here as rows an odd number of floats

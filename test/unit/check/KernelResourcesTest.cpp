@@ -156,13 +156,14 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     if (calls(source, "moec::gemmTileBf16")) {
       EXPECT_GT(m.mma, 0) << k.name << ": a bf16 GEMM without mma";
     }
-    // bf16 attention forwards with head dims 16 to 128 (steps of 16) and
-    // 160 to 256 (steps of 32), and dq kernels with head dims 16 to 128,
-    // run on the tensor cores, with ldmatrix and cp.async; the others stay
-    // on CUDA cores.
-    for (auto [mmaKernel, coresKernel, widest] :
-         {std::make_tuple("attentionForwardMma", "attentionForward", 256),
-          std::make_tuple("attentionGradQMma", "attentionGradQ", 128)}) {
+    // bf16 attention kernels run on the tensor cores, with ldmatrix and
+    // cp.async, for head dims that are multiples of 16 up to `whole` and of
+    // 32 up to `split`: forwards 128 and 256, dq 128 and 128, dk/dv 64 and
+    // 128; the others stay on CUDA cores.
+    for (auto [mmaKernel, coresKernel, whole, split] :
+         {std::make_tuple("attentionForwardMma", "attentionForward", 128, 256),
+          std::make_tuple("attentionGradQMma", "attentionGradQ", 128, 128),
+          std::make_tuple("attentionGradKVMma", "attentionGradKV", 64, 128)}) {
       if (calls(source, (std::string("moec::") + mmaKernel).c_str())) {
         EXPECT_TRUE(bf16) << k.name;
         EXPECT_GT(m.mma, 0) << k.name << ": " << mmaKernel << " without mma";
@@ -174,9 +175,9 @@ TEST_P(KernelResources, CompileWithoutSpills) {
                             std::regex(std::string(R"(moec::)") + coresKernel +
                                        R"(<(\d+),)"))) {
         const int headDim = std::stoi(cores[1]);
-        const bool mmaHeadDim = headDim <= 128
+        const bool mmaHeadDim = headDim <= whole
                                     ? headDim % 16 == 0
-                                    : headDim <= widest && headDim % 32 == 0;
+                                    : headDim <= split && headDim % 32 == 0;
         EXPECT_FALSE(bf16 && mmaHeadDim)
             << k.name << ": " << coresKernel << " of head dim " << headDim
             << " on CUDA cores in a bf16 model";

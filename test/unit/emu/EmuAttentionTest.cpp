@@ -30,7 +30,8 @@ namespace {
 // and for dq: dout (bf16), delta (f32); scalars:
 // batch, sq, rows per batch, kvLen, offset, heads, kvHeads, the scale's
 // float bits, causal, whether there is a key mask, whether lse is written,
-// the element offset of k and v (1 misaligns their rows).
+// the element offset of k and v (1 misaligns their rows), and of q and
+// dout in the gradient kernels.
 const char *const kAttentionKernels = R"cuda(
 using moec::bufferArg;
 using moec::scalarArg;
@@ -55,12 +56,12 @@ MOEC_DEVICE moec::AttentionShape testShape(const moec::KernelParams &p) {
 #define ATTENTION_TEST(name, ...)                                              \
   extern "C" __global__ void name(const moec::KernelParams p) {                \
     const int64_t at = scalarArg(p, 11);                                       \
-    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),               \
-               bufferArg<const moec::bf16>(p, 1) + at,                         \
-               bufferArg<const moec::bf16>(p, 2) + at,                         \
-               bufferArg<moec::bf16>(p, 3),                                    \
-               scalarArg(p, 10) ? bufferArg<float>(p, 4)                       \
-                                : moec::gptr<float>());                        \
+    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),         \
+                      bufferArg<const moec::bf16>(p, 1) + at,                  \
+                      bufferArg<const moec::bf16>(p, 2) + at,                  \
+                      bufferArg<moec::bf16>(p, 3),                             \
+                      scalarArg(p, 10) ? bufferArg<float>(p, 4)                \
+                                       : moec::gptr<float>());                 \
   }                                                                            \
   MOEC_EMU_EXPORT_KERNEL(name)
 
@@ -74,15 +75,17 @@ ATTENTION_TEST(attentionMma192, attentionForwardMma<192, 64, 16, 128, 96>)
 ATTENTION_TEST(attentionMma256, attentionForwardMma<256, 64, 16, 128, 128>)
 ATTENTION_TEST(attentionCores8, attentionForward<8, 32, 32, 128>)
 
+// The inputs of both gradient kernels: (s, q, k, v, dout, lse, delta).
+#define GRADIENT_INPUTS                                                        \
+  testShape(p), bufferArg<const moec::bf16>(p, 0) + scalarArg(p, 12),          \
+      bufferArg<const moec::bf16>(p, 1) + scalarArg(p, 11),                    \
+      bufferArg<const moec::bf16>(p, 2) + scalarArg(p, 11),                    \
+      bufferArg<const moec::bf16>(p, 6) + scalarArg(p, 12),                    \
+      bufferArg<const float>(p, 4), bufferArg<const float>(p, 7)
+
 #define ATTENTION_DQ_TEST(name, ...)                                           \
   extern "C" __global__ void name(const moec::KernelParams p) {                \
-    const int64_t at = scalarArg(p, 11);                                       \
-    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),         \
-                      bufferArg<const moec::bf16>(p, 1) + at,                  \
-                      bufferArg<const moec::bf16>(p, 2) + at,                  \
-                      bufferArg<const moec::bf16>(p, 6),                       \
-                      bufferArg<const float>(p, 4),                            \
-                      bufferArg<const float>(p, 7), bufferArg<moec::bf16>(p, 3)); \
+    moec::__VA_ARGS__(GRADIENT_INPUTS, bufferArg<moec::bf16>(p, 3));           \
   }                                                                            \
   MOEC_EMU_EXPORT_KERNEL(name)
 
@@ -97,17 +100,17 @@ ATTENTION_DQ_TEST(gradQCores32, attentionGradQ<32, 32, 32, 128>)
 // dk into buffer 3, dv into buffer 8.
 #define ATTENTION_DKV_TEST(name, ...)                                          \
   extern "C" __global__ void name(const moec::KernelParams p) {                \
-    const int64_t at = scalarArg(p, 11);                                       \
-    moec::__VA_ARGS__(testShape(p), bufferArg<const moec::bf16>(p, 0),         \
-                      bufferArg<const moec::bf16>(p, 1) + at,                  \
-                      bufferArg<const moec::bf16>(p, 2) + at,                  \
-                      bufferArg<const moec::bf16>(p, 6),                       \
-                      bufferArg<const float>(p, 4),                            \
-                      bufferArg<const float>(p, 7),                            \
-                      bufferArg<moec::bf16>(p, 3), bufferArg<moec::bf16>(p, 8)); \
+    moec::__VA_ARGS__(GRADIENT_INPUTS, bufferArg<moec::bf16>(p, 3),            \
+                      bufferArg<moec::bf16>(p, 8));                            \
   }                                                                            \
   MOEC_EMU_EXPORT_KERNEL(name)
 
+ATTENTION_DKV_TEST(gradKVMma16, attentionGradKVMma<16, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma32, attentionGradKVMma<32, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma48, attentionGradKVMma<48, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma64, attentionGradKVMma<64, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma96, attentionGradKVMma<96, 32, 64, 128, 48>)
+ATTENTION_DKV_TEST(gradKVMma128, attentionGradKVMma<128, 32, 64, 128, 64>)
 ATTENTION_DKV_TEST(gradKVCores8, attentionGradKV<8, 32, 32, 128>)
 ATTENTION_DKV_TEST(gradKVCores32, attentionGradKV<32, 32, 32, 128>)
 ATTENTION_DKV_TEST(gradKVCores24, attentionGradKV<24, 16, 32, 128>)
@@ -132,6 +135,7 @@ struct Problem {
   int heads = 4, kvHeads = 4;
   bool causal = false, keyMask = false, withLse = true;
   int64_t kvAt = 0; // k and v start this many elements into their buffers
+  int64_t qAt = 0;  // and q and dout (the gradient kernels)
 };
 
 struct Result {
@@ -162,7 +166,7 @@ Inputs makeInputs(const Problem &pb, unsigned seed, bool withDout) {
     return v;
   };
   Inputs in;
-  in.q = randomBf16(B * pb.sq * H * D);
+  in.q = randomBf16(pb.qAt + B * pb.sq * H * D);
   in.k = randomBf16(pb.kvAt + B * pb.rows * G * D);
   in.v = randomBf16(pb.kvAt + B * pb.rows * G * D);
   in.mask.assign(static_cast<size_t>(B * pb.rows), 1);
@@ -173,7 +177,7 @@ Inputs makeInputs(const Problem &pb, unsigned seed, bool withDout) {
       in.mask[static_cast<size_t>(j)] = 0; // batch 0 sees nothing
   }
   if (withDout)
-    in.dout = randomBf16(B * pb.sq * H * D);
+    in.dout = randomBf16(pb.qAt + B * pb.sq * H * D);
   in.scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::memcpy(&in.scaleBits, &in.scale, sizeof in.scaleBits);
   return in;
@@ -203,7 +207,7 @@ bool probabilities(const Problem &pb, const Inputs &in, int64_t b, int64_t h,
       continue;
     double dot = 0;
     for (int64_t d = 0; d < pb.headDim; ++d)
-      dot += in.at(in.q, queryIndex(pb, b, h, i, d)) *
+      dot += in.at(in.q, pb.qAt + queryIndex(pb, b, h, i, d)) *
              in.at(in.k, keyIndex(pb, b, g, j, d));
     score[static_cast<size_t>(j)] = dot * in.scale;
     mx = std::max(mx, dot * in.scale);
@@ -231,8 +235,9 @@ Launch problemLaunch(const Problem &pb, Inputs &in, int64_t tq, int64_t parts) {
   launch.buffer(0, in.q).buffer(1, in.k).buffer(2, in.v).buffer(5, in.mask);
   const int64_t scalars[] = {pb.batch,  pb.sq,      pb.rows,    pb.kvLen,
                              pb.offset, pb.heads,   pb.kvHeads, in.scaleBits,
-                             pb.causal, pb.keyMask, pb.withLse, pb.kvAt};
-  for (int i = 0; i < 12; ++i)
+                             pb.causal, pb.keyMask, pb.withLse, pb.kvAt,
+                             pb.qAt};
+  for (int i = 0; i < 13; ++i)
     launch.scalar(i, scalars[i]);
   return launch;
 }
@@ -486,7 +491,7 @@ Gradients referenceGradients(const Problem &pb, const Inputs &in) {
           continue;
         }
         auto dout = [&](int64_t d) {
-          return in.at(in.dout, queryIndex(pb, b, h, i, d));
+          return in.at(in.dout, pb.qAt + queryIndex(pb, b, h, i, d));
         };
         double rowDelta = 0;
         for (int64_t d = 0; d < D; ++d) {
@@ -511,8 +516,8 @@ Gradients referenceGradients(const Problem &pb, const Inputs &in) {
                 static_cast<size_t>(keyIndex(pb, b, g, j, d) - pb.kvAt);
             r.dq[static_cast<size_t>(queryIndex(pb, b, h, i, d))] +=
                 in.scale * ds * in.at(in.k, keyIndex(pb, b, g, j, d));
-            r.dk[key] +=
-                in.scale * ds * in.at(in.q, queryIndex(pb, b, h, i, d));
+            r.dk[key] += in.scale * ds *
+                         in.at(in.q, pb.qAt + queryIndex(pb, b, h, i, d));
             r.dv[key] += pj * dout(d);
           }
         }
@@ -553,17 +558,17 @@ void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
   }
 }
 
-/// dk and dv of `kernel` (tk keys a block, grid over K/V heads) against
-/// referenceGradients: rows of keys no query sees get 0.
+/// dk and dv of `kernel` (tk keys a block, `parts` blocks a K/V head)
+/// against referenceGradients: rows of keys no query sees get 0.
 void expectGradKVClose(const Problem &pb, const char *kernel, int64_t tk,
-                       unsigned seed) {
+                       unsigned seed, int64_t parts = 1) {
   Inputs in = makeInputs(pb, seed, true);
   Gradients want = referenceGradients(pb, in);
   std::vector<uint16_t> dk(want.dk.size(), moec::bf16FromFloat(0.0f));
   std::vector<uint16_t> dv(want.dv.size(), moec::bf16FromFloat(0.0f));
   Launch launch = problemLaunch(pb, in, 1, 1);
   launch.config.grid = {static_cast<unsigned>((pb.rows + tk - 1) / tk),
-                        static_cast<unsigned>(pb.kvHeads),
+                        static_cast<unsigned>(pb.kvHeads * parts),
                         static_cast<unsigned>(pb.batch)};
   launch.buffer(3, dk).buffer(8, dv).buffer(4, want.lse).buffer(6, in.dout);
   launch.buffer(7, want.delta);
@@ -613,6 +618,61 @@ TEST(EmuAttention, CudaCoreGradQOnBf16) {
   pb.kvHeads = 2;
   expectGradQClose(pb, "gradQCores8", 32, 39);
   expectGradQClose(problem(32, 50, 70), "gradQCores32", 32, 40);
+}
+
+// Lengths that fill no 64-key or 32-query tile, every head dim the
+// tensor-core dk/dv takes.
+TEST(EmuAttention, MmaGradKVMatchesTheReference) {
+  expectGradKVClose(problem(32, 70, 70), "gradKVMma32", 64, 51);
+  expectGradKVClose(problem(64, 33, 97), "gradKVMma64", 64, 52);
+  expectGradKVClose(problem(16, 130, 5), "gradKVMma16", 64, 53);
+  expectGradKVClose(problem(48, 20, 150), "gradKVMma48", 64, 54);
+}
+
+// Past 64 dims each K/V head takes two blocks, each computing S^T and dP^T
+// whole and dk, dv for half the columns: causal over a cache with
+// grouped-query heads, and a key mask with Q and dO rows off 16-byte
+// boundaries.
+TEST(EmuAttention, MmaGradKVSplitHeads) {
+  Problem pb = problem(128, 45, 70);
+  pb.rows = 80;
+  pb.causal = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVMma128", 64, 59, 2);
+  pb = problem(96, 33, 50);
+  pb.keyMask = true;
+  pb.qAt = 1;
+  pb.heads = 2;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVMma96", 64, 60, 2);
+}
+
+// Grouped-query heads summed into their K/V head, causal over a cache; a
+// key mask with rows that see nothing; Q and dO rows off 16-byte
+// boundaries; causal with fewer keys than queries.
+TEST(EmuAttention, MmaGradKVMasksAndCaches) {
+  Problem pb = problem(32, 70, 83);
+  pb.rows = 96;
+  pb.causal = true;
+  pb.heads = 6;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVMma32", 64, 55);
+  pb = problem(64, 40, 45);
+  pb.keyMask = true;
+  pb.qAt = 1; // rows off 16-byte boundaries: plain loads
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  expectGradKVClose(pb, "gradKVMma64", 64, 56);
+  pb = problem(32, 90, 20);
+  pb.causal = true;
+  expectGradKVClose(pb, "gradKVMma32", 64, 57);
+  // An offset of 5: warps of keys whose first query tile sees only some of
+  // them, and blocks whose first visible query is not on a tile boundary.
+  pb = problem(16, 100, 105);
+  pb.causal = true;
+  pb.batch = 1;
+  expectGradKVClose(pb, "gradKVMma16", 64, 58);
 }
 
 // The CUDA-core dk/dv kernel (every model's): grouped-query heads summed

@@ -1,12 +1,14 @@
 //===- AttentionPath.h - which kernel runs an attention ---------*- C++ -*-===//
 //
-// The attention forward of a bf16 model runs on the tensor cores
-// (attention_mma.cuh) when its head dim is a multiple of 16 up to 128 or of
-// 32 up to 256, and so does the dq kernel of its backward when the head
-// dim is a multiple of 16 up to 128;
-// anything else runs the CUDA-core kernels (attention.cuh). moe-tile-kernels
-// sizes the tiles for the kernel this picks and the CUDA emitter calls it,
-// so both ask here.
+// The attention kernels of a bf16 model run on the tensor cores
+// (attention_mma.cuh) for these head dims:
+//   forward: multiples of 16 up to 128, of 32 up to 256;
+//   dq:      multiples of 16 up to 128;
+//   dk/dv:   multiples of 16 up to 64, of 32 up to 128.
+// Anything else runs the CUDA-core kernels (attention.cuh). Past the first
+// bound a head takes two blocks, each computing half its output columns.
+// moe-tile-kernels sizes the tiles for the kernel this picks and the CUDA
+// emitter calls it, so both ask here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,8 +19,11 @@
 
 namespace mlir::moe {
 
-/// The head dim of `op`: q's last dimension over its heads.
+/// The head dim of an attention whose queries are `q`: its last dimension
+/// over `heads`.
+int64_t attentionHeadDim(Value q, uint32_t heads);
 int64_t attentionHeadDim(AttentionOp op);
+int64_t attentionHeadDim(AttentionGradOp op);
 
 /// Whether `op` runs moec::attentionForwardMma: q, k and v are bf16 and
 /// the head dim is a multiple of 16 up to 128, or of 32 up to 256 (half of
@@ -38,6 +43,20 @@ bool attentionGradQOnTensorCores(AttentionGradOp op);
 /// The key tile of attentionGradQMma: 32 keys, whose S and dP fragments
 /// take 32 registers a lane.
 constexpr int64_t kAttentionGradQMmaKeys = 32;
+
+/// Whether the dk/dv kernel of `op` runs moec::attentionGradKVMma: q, k, v
+/// and dout are bf16 and the head dim is a multiple of 16 up to 64, or of
+/// 32 up to 128 (half of it a block).
+bool attentionGradKVOnTensorCores(AttentionGradOp op);
+
+/// The dk and dv columns one block of attentionGradKVMma computes: the
+/// head dim up to 64, half of it beyond (its K and V fragments take HD / 2
+/// registers a lane, its dk and dv accumulators as many as its columns).
+int64_t attentionGradKVMmaOutputColumns(AttentionGradOp op);
+
+/// The query tile of attentionGradKVMma: 32 queries, whose S^T and dP^T
+/// fragments take 32 registers a lane.
+constexpr int64_t kAttentionGradKVMmaQueries = 32;
 
 } // namespace mlir::moe
 

@@ -62,10 +62,8 @@ std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
 LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   auto op = cast<AttentionOp>(e.first());
   Geometry geo{static_cast<int64_t>(op.getNumHeads()),
-               static_cast<int64_t>(op.getNumKvHeads()), 0,
+               static_cast<int64_t>(op.getNumKvHeads()), attentionHeadDim(op),
                op.getScale().convertToDouble(), op.getCausal()};
-  geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
-                geo.heads;
   int64_t tq = e.tile(e.tiles().getTileQ()), tk = e.tile(e.tiles().getTileK()),
           threads = e.tile(e.tiles().getThreads());
   e.beginKernel("");
@@ -117,10 +115,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
 LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   auto op = cast<AttentionGradOp>(e.first());
   Geometry geo{static_cast<int64_t>(op.getNumHeads()),
-               static_cast<int64_t>(op.getNumKvHeads()), 0,
+               static_cast<int64_t>(op.getNumKvHeads()), attentionHeadDim(op),
                op.getScale().convertToDouble(), op.getCausal()};
-  geo.headDim = cast<RankedTensorType>(op.getQ().getType()).getShape().back() /
-                geo.heads;
   int64_t tq = e.tile(e.tiles().getTileQ()), tk = e.tile(e.tiles().getTileK()),
           threads = e.tile(e.tiles().getThreads());
   const SymShape &qs = e.shapeOf(op.getQ()), &ks = e.shapeOf(op.getK());
@@ -178,19 +174,36 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                    GridDim{qs[0], 1}, threads);
   }
   if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
+    // bf16 with a head dim of 16 to 64 in steps of 16, or of 96 and 128,
+    // computes dk and dv on the tensor cores: 16 keys a warp against
+    // 32-query tiles; past 64 dims each K/V head takes two blocks of half
+    // its columns, which with the K and V fragments take 160 registers a
+    // lane, so it asks for two blocks an SM.
+    bool mma = attentionGradKVOnTensorCores(op);
+    int64_t columns = mma ? attentionGradKVMmaOutputColumns(op) : geo.headDim;
+    int64_t parts = geo.headDim / columns;
+    int64_t kvTq = mma ? kAttentionGradKVMmaQueries : tq;
+    int64_t kvTk = mma ? 16 * (threads / 32) : tk;
     e.beginKernel("dkv");
+    if (mma && geo.headDim > 64)
+      e.setRegisterBudget(255);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
     std::string dk = e.declared(w, op.getDk(), true, "dk");
     std::string dv = e.declared(w, op.getDv(), true, "dv");
-    w.line(fill("moec::attentionGradKV<${tiles}>(${inputs}, ${dk}, ${dv});",
-                {{"tiles", tileArgs(geo, tq, tk, threads)},
+    std::string tiles = tileArgs(geo, kvTq, kvTk, threads);
+    if (parts > 1)
+      tiles += ", " + std::to_string(columns);
+    w.line(fill("moec::${kernel}<${tiles}>(${inputs}, ${dk}, ${dv});",
+                {{"kernel", mma ? "attentionGradKVMma" : "attentionGradKV"},
+                 {"tiles", tiles},
                  {"inputs", args},
                  {"dk", dk},
                  {"dv", dv}}));
-    e.finishKernel(w.str(), GridDim{ks[1], tk}, GridDim{SymDim(geo.kvHeads), 1},
-                   GridDim{qs[0], 1}, threads);
+    e.finishKernel(w.str(), GridDim{ks[1], kvTk},
+                   GridDim{SymDim(geo.kvHeads * parts), 1}, GridDim{qs[0], 1},
+                   threads);
   }
   return success();
 }
