@@ -18,9 +18,16 @@ namespace moec::detail {
 
 namespace {
 
-/// The root-mean-square size below which float values are compared as if
-/// they had this size.
-constexpr double kSmallestScale = 1e-3;
+/// Values that cancel to almost nothing (the gradient of a key bias is
+/// zero up to rounding) are noise of the size of a few hundred roundings of
+/// the values they were summed from, which are about the size of the
+/// group's largest result: float values are compared as if their
+/// root-mean-square size were at least this many units of roundoff of the
+/// largest size among the group's results, over the tolerance, so that
+/// such noise passes and a small value that is signal (every gradient of a
+/// loss averaged over many tokens is small) is measured against its own
+/// size.
+constexpr double kNoiseRoundings = 100;
 
 bool isFloat(DType d) { return d != DType::I32 && d != DType::I64; }
 
@@ -141,12 +148,29 @@ Tensor stateValue(const StateDesc *state, const std::string &name,
   return t;
 }
 
+/// The root-mean-square size of the finite values of a float `expected`,
+/// or of their change from `before`; 0 for integers.
+double rmsSize(const Tensor &expected, const Tensor *before) {
+  if (!isFloat(expected.dtype()) || expected.numel() == 0)
+    return 0;
+  double sum2 = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double b = expected.at(i);
+    if (std::isfinite(b)) {
+      double change = before ? b - before->at(i) : b;
+      sum2 += change * change;
+    }
+  }
+  return std::sqrt(sum2 / static_cast<double>(expected.numel()));
+}
+
 /// Compares the checked device's `got` with the cpu's `expected`. For a
 /// buffer updated in place, `before` is its value before the group, and
 /// float errors are relative to the change, which a small update (an
-/// optimizer step) would otherwise hide.
+/// optimizer step) would otherwise hide. Float errors are relative to a
+/// root-mean-square size of at least `floorRms`.
 void compare(const Tensor &got, const Tensor &expected, const Tensor *before,
-             BufferComparison &c) {
+             double floorRms, BufferComparison &c) {
   c.dtype = expected.dtype();
   c.shape = expected.shape();
   const int64_t n = expected.numel();
@@ -203,9 +227,11 @@ void compare(const Tensor &got, const Tensor &expected, const Tensor *before,
   }
   // Values that cancel to almost nothing (the gradient of a key bias is
   // zero up to rounding) are measured against a floor, not their noise.
-  double scale = std::max(std::sqrt(ref2), kSmallestScale * std::sqrt(double(n)));
-  c.error = std::sqrt(diff2) / scale;
+  double floor = floorRms * std::sqrt(double(n));
+  double scale = std::max(std::sqrt(ref2), floor);
+  c.error = scale > 0 ? std::sqrt(diff2) / scale : diff2 > 0 ? HUGE_VAL : 0;
   c.trivial = allZero;
+  c.floored = !allZero && std::sqrt(ref2) < floor;
   // In place, both results are rounded to the buffer's dtype at the size
   // of the value, not of the change: allow two units in the last place.
   double rounding = before ? 2 * epsilonOf(c.dtype) * std::sqrt(value2) : 0;
@@ -517,13 +543,36 @@ void ProgramCheck::checkGroup(size_t g) {
   // A group is as precise as its least precise float operand: the f32 sum
   // of two bf16 gradients differs from the cpu's by bf16 rounding.
   double tolerance = 0;
+  bool allF64 = true;
   for (int64_t id : stored)
-    if (planned[id] && isFloat(sub[id]->dtype))
+    if (planned[id] && isFloat(sub[id]->dtype)) {
       tolerance = std::max(tolerance, toleranceFor(sub[id]->dtype, options));
+      allF64 &= sub[id]->dtype == DType::F64;
+    }
   if (multipliesInTf32(bundle, group))
     tolerance = std::max(tolerance, group.kind == "experts_grad"
                                         ? options.tf32RecomputeTolerance
                                         : options.tf32Tolerance);
+  // Kernels compute in fp32 (f64 models in f64), whatever they store.
+  double roundoff = epsilonOf(allF64 ? DType::F64 : DType::F32);
+  double floorFraction =
+      tolerance > 0 ? std::min(1.0, kNoiseRoundings * roundoff / tolerance)
+                    : 1.0;
+  // Both results of every buffer the group stores, and the largest size
+  // among them (the floor is relative to it).
+  std::map<int64_t, std::pair<Tensor, Tensor>> results;
+  double groupSize = 0;
+  for (int64_t id : writes) {
+    if (!stored.count(id))
+      continue;
+    auto old = before.find(id);
+    auto &[got, expected] = results[id];
+    got = subject.download(*sub[id]);
+    expected = reference.download(*ref[id]);
+    groupSize = std::max(
+        groupSize,
+        rmsSize(expected, old == before.end() ? nullptr : &old->second));
+  }
   bool exercised = false;
   const size_t firstComparison = report.comparisons.size();
   for (int64_t id : writes) {
@@ -549,8 +598,9 @@ void ProgramCheck::checkGroup(size_t g) {
       continue;
     }
     auto old = before.find(id);
-    compare(subject.download(*sub[id]), reference.download(*ref[id]),
-            old == before.end() ? nullptr : &old->second, c);
+    const auto &[got, expected] = results.at(id);
+    compare(got, expected, old == before.end() ? nullptr : &old->second,
+            floorFraction * groupSize, c);
     exercised |= !c.trivial;
     report.comparisons.push_back(c);
   }
@@ -576,6 +626,9 @@ std::string describe(const BufferComparison &c) {
                         c.worstIndex, c.worstGot, c.worstExpected);
   if (c.trivial)
     what += "; the expected value is all zeros";
+  else if (c.floored)
+    what += "; below the noise floor of the group's largest result: "
+            "measured against the floor";
   if (c.inPlace)
     what += " (relative to the change in place)";
   if (!c.note.empty())

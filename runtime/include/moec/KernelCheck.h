@@ -70,9 +70,12 @@ struct BufferComparison {
   std::string location;
   DType dtype = DType::F32;
   Shape shape;
-  /// ‖a − b‖ / max(‖b‖, 1e-3·√n) for floats (values that cancel to almost
-  /// nothing are measured against a floor, not their rounding noise); for
-  /// integers the fraction of elements that differ.
+  /// ‖a − b‖ / max(‖b‖, f·s·√n) for floats, s the largest root-mean-square
+  /// size among the buffers the group writes and f = min(1, 100 ε /
+  /// tolerance), ε fp32's roundoff (f64's for f64 groups): values that
+  /// cancel to almost nothing are measured against that noise floor, not
+  /// their rounding noise; for integers the fraction of elements that
+  /// differ.
   double error = 0;
   /// Updated in place (an optimizer step): the float error is relative to
   /// the change, b − before, instead of b.
@@ -86,6 +89,9 @@ struct BufferComparison {
   double worstGot = 0, worstExpected = 0;
   /// The cpu's value is all zeros (the comparison proves little).
   bool trivial = false;
+  /// The cpu's value (or change) is under the noise floor, f·s above, so
+  /// the error is measured against the floor (the comparison proves less).
+  bool floored = false;
   bool passed = false;
   /// Why a comparison passed that differs (router slots of near-tied
   /// tokens), or is empty.

@@ -3,8 +3,10 @@
 // Plants the two classic kernel bugs and expects the check to fail and to
 // name the kernel: an off-by-one in a generated kernel's loop bound, and a
 // missing barrier between filling a shared-memory tile and reading it in
-// the device library's GEMM; and a batch-priority order ranked backwards,
-// which the check's tolerance for near-tied router slots must not hide.
+// the device library's GEMM; a batch-priority order ranked backwards,
+// which the check's tolerance for near-tied router slots must not hide;
+// and gradients 10% off at the small size a mean loss gives them, which
+// the check's floor for values that cancel must not hide.
 //
 //===----------------------------------------------------------------------===//
 
@@ -152,6 +154,34 @@ TEST(PlantedBug, BatchPriorityRankedBackwards) {
                             return c.passed && !c.note.empty();
                           }))
       << "no near-tied slots at 2 x 45 any more: pick a size that has some";
+}
+
+// The attention gradients of moe_lm in bf16 are about 1e-5 (the loss is a
+// mean over the tokens): a 10% error in dq or in dv must fail the check
+// in the attention backward and nowhere else, though the values are far
+// below any absolute floor.
+TEST(PlantedBug, SmallGradientsTenPercentOff) {
+  CompileOptions bf16;
+  bf16.dtype = "bf16";
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe", bf16);
+  KernelCheckOptions backward;
+  backward.programs = {"backward"};
+  for (const char *store : {"dq[at + n * 8] = acc[n][2 * half] * s.scale;",
+                            "dv[at + n * 8] = dvAcc[n][2 * half];"}) {
+    std::string library(deviceLibrarySource()), planted(store);
+    planted.insert(planted.size() - 1, " * 1.1f");
+    ASSERT_TRUE(replaceOnce(library, store, planted))
+        << "attention_mma.cuh changed: update the planted bug";
+    detail::emu::EmuDeviceOptions emu;
+    emu.deviceLibrary = library;
+    KernelCheckReport report = checkOnEmu(bundle, emu, backward);
+    EXPECT_FALSE(report.passed()) << store;
+    for (const BufferComparison &c : report.comparisons) {
+      if (c.passed)
+        continue;
+      EXPECT_EQ(c.kind, "attention_grad") << report.format();
+    }
+  }
 }
 
 } // namespace
