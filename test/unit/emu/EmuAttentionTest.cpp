@@ -577,6 +577,36 @@ void expectGradKVClose(const Problem &pb, const char *kernel, int64_t tk,
   expectNearBf16(dv, want.dv, "dv");
 }
 
+/// Masks and caches for both gradient kernels: causal over a cache with
+/// grouped query heads; a key mask with rows that see nothing and Q, dO,
+/// K and V rows off 16-byte boundaries (plain loads); causal with fewer
+/// keys than queries (the first rows see none); a causal offset of 5,
+/// which starts warps of keys whose first query tile sees some of them and
+/// blocks whose first visible query is inside a tile.
+std::vector<Problem> maskedGradientProblems() {
+  std::vector<Problem> all;
+  Problem pb = problem(32, 70, 83);
+  pb.rows = 96;
+  pb.causal = true;
+  pb.heads = 6;
+  pb.kvHeads = 2;
+  all.push_back(pb);
+  pb = problem(64, 40, 45);
+  pb.keyMask = true;
+  pb.kvAt = pb.qAt = 1;
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  all.push_back(pb);
+  pb = problem(32, 90, 20);
+  pb.causal = true;
+  all.push_back(pb);
+  pb = problem(16, 100, 105);
+  pb.causal = true;
+  pb.batch = 1;
+  all.push_back(pb);
+  return all;
+}
+
 } // namespace
 
 // Lengths that fill no 64-query or 32-key tile, every head dim the
@@ -589,24 +619,11 @@ TEST(EmuAttention, MmaGradQMatchesTheReference) {
   expectGradQClose(problem(128, 21, 45), "gradQMma128", 64, 35);
 }
 
-// Causal over a cache with grouped query heads; a key mask with rows that
-// see nothing; K and V rows off 16-byte boundaries (plain loads).
 TEST(EmuAttention, MmaGradQMasksAndCaches) {
-  Problem pb = problem(32, 70, 83);
-  pb.rows = 96;
-  pb.causal = true;
-  pb.heads = 6;
-  pb.kvHeads = 2;
-  expectGradQClose(pb, "gradQMma32", 64, 36);
-  pb = problem(64, 40, 45);
-  pb.keyMask = true;
-  pb.kvAt = 1;
-  pb.heads = 2;
-  pb.kvHeads = 1;
-  expectGradQClose(pb, "gradQMma64", 64, 37);
-  pb = problem(32, 90, 20); // causal, fewer keys: the first rows see none
-  pb.causal = true;
-  expectGradQClose(pb, "gradQMma32", 64, 38);
+  unsigned seed = 36;
+  for (const Problem &pb : maskedGradientProblems())
+    expectGradQClose(pb, ("gradQMma" + std::to_string(pb.headDim)).c_str(), 64,
+                     seed++);
 }
 
 // The CUDA-core dq that f32 models and other head dims keep, on bf16 here.
@@ -648,31 +665,11 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   expectGradKVClose(pb, "gradKVMma96", 64, 60, 2);
 }
 
-// Grouped-query heads summed into their K/V head, causal over a cache; a
-// key mask with rows that see nothing; Q and dO rows off 16-byte
-// boundaries; causal with fewer keys than queries.
 TEST(EmuAttention, MmaGradKVMasksAndCaches) {
-  Problem pb = problem(32, 70, 83);
-  pb.rows = 96;
-  pb.causal = true;
-  pb.heads = 6;
-  pb.kvHeads = 2;
-  expectGradKVClose(pb, "gradKVMma32", 64, 55);
-  pb = problem(64, 40, 45);
-  pb.keyMask = true;
-  pb.qAt = 1; // rows off 16-byte boundaries: plain loads
-  pb.heads = 2;
-  pb.kvHeads = 1;
-  expectGradKVClose(pb, "gradKVMma64", 64, 56);
-  pb = problem(32, 90, 20);
-  pb.causal = true;
-  expectGradKVClose(pb, "gradKVMma32", 64, 57);
-  // An offset of 5: warps of keys whose first query tile sees only some of
-  // them, and blocks whose first visible query is not on a tile boundary.
-  pb = problem(16, 100, 105);
-  pb.causal = true;
-  pb.batch = 1;
-  expectGradKVClose(pb, "gradKVMma16", 64, 58);
+  unsigned seed = 55;
+  for (const Problem &pb : maskedGradientProblems())
+    expectGradKVClose(pb, ("gradKVMma" + std::to_string(pb.headDim)).c_str(),
+                      64, seed++);
 }
 
 // The CUDA-core dk/dv kernel (every model's): grouped-query heads summed
