@@ -260,6 +260,24 @@ std::string tilesOf(const detail::BundleData &data, const std::string &kernel) {
   return source.substr(at, source.find('\n', at) - at);
 }
 
+/// Whether `group` computes attention products on CUDA cores: one of its
+/// kernels calls attentionForward, attentionGradQ or attentionGradKV (the
+/// tensor-core kernels are named ...Mma).
+bool attentionOnCudaCores(const detail::BundleData &data,
+                          const detail::GroupDesc &group) {
+  for (const detail::LaunchDesc &launch : group.launches) {
+    auto it = data.kernels.find(launch.kernel);
+    if (it == data.kernels.end())
+      continue;
+    for (const char *kernel :
+         {"moec::attentionForward<", "moec::attentionGradQ<",
+          "moec::attentionGradKV<"})
+      if (it->second.source.find(kernel) != std::string::npos)
+        return true;
+  }
+  return false;
+}
+
 /// The FLOP rate a model's matrix products reach at best, and what runs
 /// them.
 std::pair<double, const char *> flopCeiling(const ModelInfo &model,
@@ -333,7 +351,12 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
     }
     for (const Value &v : crossing)
       k.bytes += z.bytes(v.first);
-    double compute = k.flops / flopRate, memory = k.bytes / ceilings.bytesPerSecond;
+    // Attention on CUDA cores (f32 and tf32 models, head dims the
+    // tensor-core kernels do not take) runs at the f32 rate.
+    double rate = attentionOnCudaCores(data, group)
+                      ? std::min(flopRate, ceilings.f32FlopsPerSecond)
+                      : flopRate;
+    double compute = k.flops / rate, memory = k.bytes / ceilings.bytesPerSecond;
     k.seconds = std::max(compute, memory);
     k.computeBound = compute > memory;
     cost.flops += k.flops;
@@ -390,7 +413,9 @@ std::string costReport(const Bundle &bundle, const std::string &program,
       quantity(flopRate, "FLOP/s"), flopUnits,
       quantity(ceilings.bytesPerSecond, "B/s"));
   out += "FLOPs: 2 per multiply-add of every matrix product, 1 per output "
-         "element of other ops. bytes: the values a kernel reads from and "
+         "element of other ops, at the rate above but for attention on CUDA "
+         "cores (f32 and tf32 models, bf16 head dims the tensor-core kernels "
+         "do not take) at the f32 CUDA-core rate. bytes: the values a kernel reads from and "
          "writes for other kernels (the least device-memory traffic it "
          "needs).\n"
          "tiles: gemm, gemm_grad and expert kernels take tile_m x tile_n "
