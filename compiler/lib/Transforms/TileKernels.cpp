@@ -200,16 +200,29 @@ private:
     // warp reads row by row are unpadded. sm_90 starts from larger key
     // tiles.
     int64_t tileQ = 32, tileK = limits.large ? 64 : 32;
-    int64_t stagedRow = headDim % 2 ? headDim : headDim + 1;
-    auto bytes = [&] {
+    auto bytes = [&](int64_t dim) {
+      int64_t stagedRow = dim % 2 ? dim : dim + 1;
       return 4 * (2 * tileQ * stagedRow + 2 * tileK * stagedRow +
                   2 * 4 * std::max(tileQ, tileK) + 2 * tileQ);
     };
-    while (bytes() > 48 * 1024 && (tileK > 8 || tileQ > 4)) {
+    while (bytes(headDim) > kSharedBytes && (tileK > 8 || tileQ > 4)) {
       if (tileK > 8 && tileK >= tileQ)
         tileK /= 2;
       else
         tileQ /= 2;
+    }
+    // The smallest tiles (a query a warp, two keys a warp) and still too
+    // wide: NVRTC would refuse the kernel.
+    if (bytes(headDim) > kSharedBytes) {
+      int64_t widest = headDim;
+      while (widest > 1 && bytes(widest) > kSharedBytes)
+        --widest;
+      op->emitError() << "attention head_dim " << headDim
+                      << " is too wide: its kernels stage query and key rows "
+                         "in 48 KiB of shared memory, which holds "
+                      << tileQ << " queries and " << tileK
+                      << " keys of at most " << widest << " dims";
+      failed = true;
     }
     fields.tileQ = tileQ;
     fields.tileK = tileK;
@@ -227,6 +240,14 @@ private:
       fields.tileK = headDim <= 64 ? 64 : headDim <= 128 ? 32 : 16;
     }
   }
+
+public:
+  /// Set when a group has no tiles that fit (its op has the error).
+  bool failed = false;
+
+private:
+  /// The static shared memory of every kernel.
+  static constexpr int64_t kSharedBytes = 48 * 1024;
 
   MLIRContext *ctx;
   ArchLimits limits;
@@ -248,6 +269,8 @@ struct MoeTileKernelsPass
     for (auto func : getOperation().getOps<func::FuncOp>())
       for (KernelGroup &group : collectGroups(func))
         group.op.setTilesAttr(tiler.tilesFor(group));
+    if (tiler.failed)
+      signalPassFailure();
   }
 };
 

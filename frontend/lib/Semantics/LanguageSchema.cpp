@@ -423,7 +423,7 @@ std::vector<OwnerInfo> buildSchema() {
               1.0),
         range(computed(setting("head_dim", T::Integer, "width of a head"),
                        "d_model / heads"),
-              1.0),
+              1.0, kWidestHeadDim),
     };
     if (!cross)
       settings.push_back(computed(setting("causal", T::Flag,
@@ -535,7 +535,7 @@ std::vector<OwnerInfo> buildSchema() {
                                "width of a head (and of the shared key and "
                                "value)"),
                        "d_model / k"),
-              1.0),
+              1.0, kWidestHeadDim),
         choices(fallback(setting("gate", T::Name,
                                  "raw: each head's output weighted by its "
                                  "router probability (MoA's code); "

@@ -490,6 +490,16 @@ private:
           << "d_model (" << m.dModel << ") is not divisible by " << headsName
           << " (" << heads << "); set head_dim explicitly";
     }
+    // The schema bounds a head_dim that is set; one that d_model gives is
+    // checked here.
+    if (!s.has("head_dim") && defaultHeadDim > kWidestHeadDim) {
+      const SpecValue *at = s.get(headsName);
+      reporter.error(at ? at->range.Start : s.range().Start)
+          << "a head of d_model / " << headsName << " = " << defaultHeadDim
+          << " dims is too wide: attention kernels stage query and key rows "
+             "in 48 KiB of shared memory, which holds at most "
+          << kWidestHeadDim << " dims; set head_dim or more " << headsName;
+    }
     return s.getInt("head_dim", defaultHeadDim);
   }
 

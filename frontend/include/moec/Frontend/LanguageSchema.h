@@ -18,6 +18,12 @@
 
 namespace moec::frontend {
 
+/// The widest attention head the kernels take: moe-tile-kernels shrinks an
+/// attention's query and key tiles until their rows fit the 48 KiB of
+/// static shared memory a kernel has, down to 4 queries by 8 keys, which
+/// hold rows of at most this many dims.
+constexpr int64_t kWidestHeadDim = 509;
+
 enum class SettingType {
   Integer, ///< 4, 2 * d
   Number,  ///< 3e-4, 1 (integers are accepted)
