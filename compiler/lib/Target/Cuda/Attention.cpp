@@ -46,6 +46,19 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
     w.line("s.keyMask = " + e.declared(w, keyMask, false, "keyMask") + ";");
 }
 
+/// The registers a thread of a tensor-core attention kernel (forward, dq,
+/// dk/dv) needs, by head dim: 128 (four blocks an SM) up to 32 dims; 168
+/// (three) up to 64, where the fragments and accumulators of 16 rows take
+/// 112 to 128 a lane and ptxas spills a few bytes at 128 (the forward's
+/// decode variant, dq and dk/dv on sm_90); 255 (two) beyond, as
+/// FlashAttention-2 runs head dim 128.
+void budgetTensorCoreRegisters(GroupEmitter &e, int64_t headDim) {
+  if (headDim > 64)
+    e.setRegisterBudget(255);
+  else if (headDim > 32)
+    e.setRegisterBudget(168);
+}
+
 /// The template arguments every attention kernel takes: head_dim, tile_q,
 /// tile_k, threads.
 std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
@@ -84,15 +97,14 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
                         : std::string("moec::gptr<float>()");
   // bf16 with a head dim of 16 to 128 in steps of 16, or of 160 to 256 in
   // steps of 32, runs on the tensor cores, everything else on CUDA cores
-  // (AttentionPath.h). Above 64 dims
-  // its Q, O and S fragments alone take 112 registers a lane, and three
-  // resident blocks (168 registers) still spill in the decode variant: two
-  // leave it 255, as FlashAttention-2 runs head dim 128. Past 128 dims each
-  // head takes HD / OD blocks, each computing OD of its output columns.
+  // (AttentionPath.h). Above 64 dims its Q, O and S fragments alone take
+  // 112 registers a lane, and three resident blocks (168 registers) still
+  // spill in the decode variant. Past 128 dims each head takes HD / OD
+  // blocks, each computing OD of its output columns.
   bool mma = attentionOnTensorCores(op);
   int64_t parts = mma ? geo.headDim / attentionMmaOutputColumns(op) : 1;
-  if (mma && geo.headDim > 64)
-    e.setRegisterBudget(255);
+  if (mma)
+    budgetTensorCoreRegisters(e, geo.headDim);
   std::string tiles = tileArgs(geo, tq, tk, threads);
   if (parts > 1)
     tiles += ", " + std::to_string(attentionMmaOutputColumns(op));
@@ -153,14 +165,13 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
   if (e.escapes(op.getDq())) {
     // bf16 with a head dim of 16 to 128 in steps of 16 computes dq on the
     // tensor cores: 16 queries a warp against 32-key tiles (AttentionPath.h);
-    // past 64 dims its Q, dO and dq fragments alone take 128 registers a
-    // lane, so it asks for two blocks an SM, as the forward does.
+    // its Q, dO and dq fragments take HD registers a lane.
     bool mma = attentionGradQOnTensorCores(op);
     int64_t dqTq = mma ? 16 * (threads / 32) : tq;
     int64_t dqTk = mma ? kAttentionGradQMmaKeys : tk;
     e.beginKernel("dq");
-    if (mma && geo.headDim > 64)
-      e.setRegisterBudget(255);
+    if (mma)
+      budgetTensorCoreRegisters(e, geo.headDim);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
@@ -178,15 +189,21 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     // computes dk and dv on the tensor cores: 16 keys a warp against
     // 32-query tiles; past 64 dims each K/V head takes two blocks of half
     // its columns, which with the K and V fragments take 160 registers a
-    // lane, so it asks for two blocks an SM.
+    // lane. On CUDA cores a lane keeps 2 x ceil(HD / 32) accumulators for
+    // each of its warp's keys, which past 32 of them spill at 128 registers
+    // (48 at head dim 80, 64 at 48 with sm_90's 64-key tiles).
     bool mma = attentionGradKVOnTensorCores(op);
     int64_t columns = mma ? attentionGradKVMmaOutputColumns(op) : geo.headDim;
     int64_t parts = geo.headDim / columns;
     int64_t kvTq = mma ? kAttentionGradKVMmaQueries : tq;
     int64_t kvTk = mma ? 16 * (threads / 32) : tk;
     e.beginKernel("dkv");
-    if (mma && geo.headDim > 64)
-      e.setRegisterBudget(255);
+    int64_t accumulators =
+        2 * ((geo.headDim + 31) / 32) * (tk / (threads / 32));
+    if (mma)
+      budgetTensorCoreRegisters(e, geo.headDim);
+    else if (accumulators > 32)
+      e.setRegisterBudget(168);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
