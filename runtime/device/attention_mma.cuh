@@ -151,7 +151,14 @@ MOEC_DEVICE void loadRowFragments(gptr<const bf16> x, int64_t stride,
     }
 }
 
-/// acc += A B^T for the warp's 16 rows of A (fragments `a`, KB 16-column
+/// Zero accumulator fragments.
+template <int N> MOEC_DEVICE void clearFragments(float (&acc)[N][4]) {
+  for (int n = 0; n < N; ++n)
+    for (int r = 0; r < 4; ++r)
+      acc[n][r] = 0.0f;
+}
+
+/// acc = A B^T for the warp's 16 rows of A (fragments `a`, KB 16-column
 /// blocks) and the rows of a staged tile as B (SN 8-row blocks, rows
 /// STRIDE chunks apart): S = Q K^T, dP = dO V^T. One ldmatrix gives the B
 /// fragments of two 8-row blocks (matrices: rows +0 / +8 by mat / 2,
@@ -160,6 +167,7 @@ template <int KB, int SN, int STRIDE>
 MOEC_DEVICE void multiplyByRows(float (&acc)[SN][4], const uint32_t (&a)[KB][4],
                                 sptr<const uint4> tile) {
   const int lane = threadIdx.x % 32, mat = lane / 8, r8 = lane % 8;
+  clearFragments(acc);
   for (int kb = 0; kb < KB; ++kb)
     for (int n = 0; n < SN; n += 2) {
       uint32_t f[4];
@@ -288,18 +296,13 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
   detail::loadRowFragments<HD>(q + head, qStride, rows, s.sq, qa);
   // Running max (log2 units), this lane's share of the row sums, and O.
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f}, o[DN][4];
-  for (int n = 0; n < DN; ++n)
-    for (int r = 0; r < 4; ++r)
-      o[n][r] = 0.0f;
+  detail::clearFragments(o);
   const float scaleLog2 = s.scale * 1.4426950408889634f;
 
   detail::forEachKeyTile<HD, OD, TK, THREADS>(
       s, k, v, b, g, d0, keyEnd<TQ>(s, i0), iw, Ks, Vs,
       [&](int64_t j0, sptr<const uint4> Kt, sptr<const uint4> Vt) {
         float sc[SN][4];
-        for (int n = 0; n < SN; ++n)
-          for (int r = 0; r < 4; ++r)
-            sc[n][r] = 0.0f;
         detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
         detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
         // Row maxima over the quad; a row with nothing visible yet keeps
@@ -390,18 +393,13 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
       rowDelta[half] = delta[row];
     }
   float acc[DN][4];
-  for (int n = 0; n < DN; ++n)
-    for (int r = 0; r < 4; ++r)
-      acc[n][r] = 0.0f;
+  detail::clearFragments(acc);
   const float scaleLog2 = s.scale * kLog2e;
 
   detail::forEachKeyTile<HD, HD, TK, THREADS>(
       s, k, v, b, g, 0, keyEnd<TQ>(s, i0), iw, Ks, Vs,
       [&](int64_t j0, sptr<const uint4> Kt, sptr<const uint4> Vt) {
         float sc[SN][4], dp[SN][4];
-        for (int n = 0; n < SN; ++n)
-          for (int r = 0; r < 4; ++r)
-            sc[n][r] = dp[n][r] = 0.0f;
         detail::multiplyByRows<KB, SN, STRIDE>(sc, qa, Kt);
         detail::multiplyByRows<KB, SN, STRIDE>(dp, ga, Vt);
         detail::maskScores<SN>(sc, s, b, j0, iw, rows, scaleLog2);
@@ -473,9 +471,8 @@ MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
   detail::loadRowFragments<HD>(k + kvHead, kvStride, keys, s.kvLen, ka);
   detail::loadRowFragments<HD>(v + kvHead, kvStride, keys, s.kvLen, va);
   float dkAcc[DN][4], dvAcc[DN][4];
-  for (int n = 0; n < DN; ++n)
-    for (int r = 0; r < 4; ++r)
-      dkAcc[n][r] = dvAcc[n][r] = 0.0f;
+  detail::clearFragments(dkAcc);
+  detail::clearFragments(dvAcc);
   const float scaleLog2 = s.scale * kLog2e;
 
   // Causal, the queries before j0 - offset see none of the block's keys.
@@ -521,9 +518,6 @@ MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
         const sptr<const uint4> Qt = Qs + buffer * STAGE,
                                 Gt = Gs + buffer * STAGE;
         float sc[SN][4], dp[SN][4];
-        for (int n = 0; n < SN; ++n)
-          for (int r = 0; r < 4; ++r)
-            sc[n][r] = dp[n][r] = 0.0f;
         detail::multiplyByRows<KB, SN, STRIDE>(sc, ka, Qt);
         detail::multiplyByRows<KB, SN, STRIDE>(dp, va, Gt);
         detail::maskScoresByKey<SN>(sc, s, b, i0, jw, keys, scaleLog2);

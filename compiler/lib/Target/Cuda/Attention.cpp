@@ -60,14 +60,16 @@ void budgetTensorCoreRegisters(GroupEmitter &e, int64_t headDim) {
 }
 
 /// The template arguments every attention kernel takes: head_dim, tile_q,
-/// tile_k, threads.
+/// tile_k, threads, and the output columns a block computes when a head
+/// takes several blocks (`columns` below head_dim).
 std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
-                     int64_t threads) {
-  return fill("${headDim}, ${tq}, ${tk}, ${threads}",
-              {{"headDim", geo.headDim},
-               {"tq", tq},
-               {"tk", tk},
-               {"threads", threads}});
+                     int64_t threads, int64_t columns = 0) {
+  std::string args = fill(
+      "${headDim}, ${tq}, ${tk}, ${threads}",
+      {{"headDim", geo.headDim}, {"tq", tq}, {"tk", tk}, {"threads", threads}});
+  if (columns > 0 && columns < geo.headDim)
+    args += ", " + std::to_string(columns);
+  return args;
 }
 
 } // namespace
@@ -102,12 +104,11 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   // spill in the decode variant. Past 128 dims each head takes HD / OD
   // blocks, each computing OD of its output columns.
   bool mma = attentionOnTensorCores(op);
-  int64_t parts = mma ? geo.headDim / attentionMmaOutputColumns(op) : 1;
+  int64_t columns = mma ? attentionMmaOutputColumns(op) : geo.headDim;
+  int64_t parts = geo.headDim / columns;
   if (mma)
     budgetTensorCoreRegisters(e, geo.headDim);
-  std::string tiles = tileArgs(geo, tq, tk, threads);
-  if (parts > 1)
-    tiles += ", " + std::to_string(attentionMmaOutputColumns(op));
+  std::string tiles = tileArgs(geo, tq, tk, threads, columns);
   w.line(fill("moec::${kernel}<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
               "${lse});",
               {{"kernel", mma ? "attentionForwardMma" : "attentionForward"},
@@ -209,9 +210,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     std::string args = inputs(w);
     std::string dk = e.declared(w, op.getDk(), true, "dk");
     std::string dv = e.declared(w, op.getDv(), true, "dv");
-    std::string tiles = tileArgs(geo, kvTq, kvTk, threads);
-    if (parts > 1)
-      tiles += ", " + std::to_string(columns);
+    std::string tiles = tileArgs(geo, kvTq, kvTk, threads, columns);
     w.line(fill("moec::${kernel}<${tiles}>(${inputs}, ${dk}, ${dv});",
                 {{"kernel", mma ? "attentionGradKVMma" : "attentionGradKV"},
                  {"tiles", tiles},
