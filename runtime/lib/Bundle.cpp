@@ -687,6 +687,19 @@ const ProgramDesc &BundleData::program(const std::string &name) const {
   return it->second;
 }
 
+bool BundleData::groupCalls(const GroupDesc &group,
+                            std::initializer_list<const char *> calls) const {
+  for (const LaunchDesc &launch : group.launches) {
+    auto kernel = kernels.find(launch.kernel);
+    if (kernel == kernels.end())
+      continue;
+    for (const char *call : calls)
+      if (kernel->second.source.find(call) != std::string::npos)
+        return true;
+  }
+  return false;
+}
+
 std::shared_ptr<BundleData> readBundle(nlohmann::json document,
                                        const std::string &origin) {
   auto bundle = std::make_shared<BundleData>();

@@ -6,9 +6,10 @@
 #include "DimExpr.h"
 #include "moec/Bundle.h"
 
+#include <initializer_list>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,11 @@ struct BundleData {
   const ParamInfo *findParam(const std::string &name) const;
   const StateDesc *findState(const std::string &name) const;
   const ProgramDesc &program(const std::string &name) const;
+  /// Whether the source of a kernel `group` launches contains one of
+  /// `calls` (a device-library routine the compiler chose, such as
+  /// "moec::gemmTileTf32<").
+  bool groupCalls(const GroupDesc &group,
+                  std::initializer_list<const char *> calls) const;
 };
 
 /// Validates `document` and builds the bundle data. `knownOps` lists the op

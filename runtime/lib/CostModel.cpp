@@ -260,24 +260,6 @@ std::string tilesOf(const detail::BundleData &data, const std::string &kernel) {
   return source.substr(at, source.find('\n', at) - at);
 }
 
-/// Whether `group` computes attention products on CUDA cores: one of its
-/// kernels calls attentionForward, attentionGradQ or attentionGradKV (the
-/// tensor-core kernels are named ...Mma).
-bool attentionOnCudaCores(const detail::BundleData &data,
-                          const detail::GroupDesc &group) {
-  for (const detail::LaunchDesc &launch : group.launches) {
-    auto it = data.kernels.find(launch.kernel);
-    if (it == data.kernels.end())
-      continue;
-    for (const char *kernel :
-         {"moec::attentionForward<", "moec::attentionGradQ<",
-          "moec::attentionGradKV<"})
-      if (it->second.source.find(kernel) != std::string::npos)
-        return true;
-  }
-  return false;
-}
-
 /// The FLOP rate a model's matrix products reach at best, and what runs
 /// them.
 std::pair<double, const char *> flopCeiling(const ModelInfo &model,
@@ -352,8 +334,11 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
     for (const Value &v : crossing)
       k.bytes += z.bytes(v.first);
     // Attention on CUDA cores (f32 and tf32 models, head dims the
-    // tensor-core kernels do not take) runs at the f32 rate.
-    double rate = attentionOnCudaCores(data, group)
+    // tensor-core kernels do not take; those are named ...Mma) runs at the
+    // f32 rate.
+    double rate = data.groupCalls(group, {"moec::attentionForward<",
+                                          "moec::attentionGradQ<",
+                                          "moec::attentionGradKV<"})
                       ? std::min(flopRate, ceilings.f32FlopsPerSecond)
                       : flopRate;
     double compute = k.flops / rate, memory = k.bytes / ceilings.bytesPerSecond;

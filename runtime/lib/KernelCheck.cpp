@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <set>
 
 namespace moec::detail {
@@ -148,29 +149,24 @@ Tensor stateValue(const StateDesc *state, const std::string &name,
   return t;
 }
 
-/// The root-mean-square size of the finite values of a float `expected`,
-/// or of their change from `before`; 0 for integers.
-double rmsSize(const Tensor &expected, const Tensor *before) {
-  if (!isFloat(expected.dtype()) || expected.numel() == 0)
-    return 0;
-  double sum2 = 0;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    double b = expected.at(i);
-    if (std::isfinite(b)) {
-      double change = before ? b - before->at(i) : b;
-      sum2 += change * change;
-    }
-  }
-  return std::sqrt(sum2 / static_cast<double>(expected.numel()));
-}
+/// The sums a float comparison keeps until its group's floor is known.
+struct FloatSums {
+  int64_t n = 0;
+  /// Of the squared differences, the squared expected values (or their
+  /// changes, in place) and the squared expected values, over the
+  /// elements both results have finite.
+  double diff2 = 0, ref2 = 0, value2 = 0;
+
+  double rmsSize() const { return n ? std::sqrt(ref2 / double(n)) : 0; }
+};
 
 /// Compares the checked device's `got` with the cpu's `expected`. For a
 /// buffer updated in place, `before` is its value before the group, and
 /// float errors are relative to the change, which a small update (an
-/// optimizer step) would otherwise hide. Float errors are relative to a
-/// root-mean-square size of at least `floorRms`.
-void compare(const Tensor &got, const Tensor &expected, const Tensor *before,
-             double floorRms, BufferComparison &c) {
+/// optimizer step) would otherwise hide. Integers get their verdict here;
+/// floats return their sums for judge().
+std::optional<FloatSums> compare(const Tensor &got, const Tensor &expected,
+                                 const Tensor *before, BufferComparison &c) {
   c.dtype = expected.dtype();
   c.shape = expected.shape();
   const int64_t n = expected.numel();
@@ -197,9 +193,10 @@ void compare(const Tensor &got, const Tensor &expected, const Tensor *before,
     c.error = n ? double(differ) / n : 0;
     c.trivial = allZero;
     c.passed = differ == 0;
-    return;
+    return std::nullopt;
   }
-  double diff2 = 0, ref2 = 0, value2 = 0;
+  FloatSums sums;
+  sums.n = n;
   c.inPlace = before != nullptr;
   for (int64_t i = 0; i < n; ++i) {
     double a = got.at(i), b = expected.at(i);
@@ -219,24 +216,33 @@ void compare(const Tensor &got, const Tensor &expected, const Tensor *before,
     }
     double d = a - b;
     double change = before ? b - before->at(i) : b;
-    diff2 += d * d;
-    ref2 += change * change;
-    value2 += b * b;
+    sums.diff2 += d * d;
+    sums.ref2 += change * change;
+    sums.value2 += b * b;
     allZero &= change == 0;
     noteWorst(i, a, b, std::fabs(d));
   }
+  c.trivial = allZero;
+  return sums;
+}
+
+/// The error and verdict of a float comparison: relative to its own
+/// root-mean-square size, or to `floorRms` where that is larger.
+void judge(BufferComparison &c, const FloatSums &sums, double floorRms) {
   // Values that cancel to almost nothing (the gradient of a key bias is
   // zero up to rounding) are measured against a floor, not their noise.
-  double floor = floorRms * std::sqrt(double(n));
-  double scale = std::max(std::sqrt(ref2), floor);
-  c.error = scale > 0 ? std::sqrt(diff2) / scale : diff2 > 0 ? HUGE_VAL : 0;
-  c.trivial = allZero;
-  c.floored = !allZero && std::sqrt(ref2) < floor;
+  double floor = floorRms * std::sqrt(double(sums.n));
+  double scale = std::max(std::sqrt(sums.ref2), floor);
+  c.error = scale > 0        ? std::sqrt(sums.diff2) / scale
+            : sums.diff2 > 0 ? HUGE_VAL
+                             : 0;
+  c.floored = !c.trivial && std::sqrt(sums.ref2) < floor;
   // In place, both results are rounded to the buffer's dtype at the size
   // of the value, not of the change: allow two units in the last place.
-  double rounding = before ? 2 * epsilonOf(c.dtype) * std::sqrt(value2) : 0;
+  double rounding =
+      c.inPlace ? 2 * epsilonOf(c.dtype) * std::sqrt(sums.value2) : 0;
   c.passed = c.nonFinite == 0 &&
-             std::sqrt(diff2) <= c.tolerance * scale + rounding;
+             std::sqrt(sums.diff2) <= c.tolerance * scale + rounding;
 }
 
 double toleranceFor(DType dtype, const KernelCheckOptions &options) {
@@ -251,18 +257,6 @@ double toleranceFor(DType dtype, const KernelCheckOptions &options) {
   default:
     return 0;
   }
-}
-
-/// Whether a kernel of `group` multiplies on tf32 tensor cores (the
-/// compiler's choice under f32_matmul = tf32; 3xTF32 is as precise as fp32).
-bool multipliesInTf32(const BundleData &bundle, const GroupDesc &group) {
-  for (const LaunchDesc &launch : group.launches) {
-    auto kernel = bundle.kernels.find(launch.kernel);
-    if (kernel != bundle.kernels.end() &&
-        kernel->second.source.find("moec::gemmTileTf32<") != std::string::npos)
-      return true;
-  }
-  return false;
 }
 
 /// The check of one program.
@@ -549,7 +543,9 @@ void ProgramCheck::checkGroup(size_t g) {
       tolerance = std::max(tolerance, toleranceFor(sub[id]->dtype, options));
       allF64 &= sub[id]->dtype == DType::F64;
     }
-  if (multipliesInTf32(bundle, group))
+  // A kernel that multiplies on tf32 tensor cores (the compiler's choice
+  // under f32_matmul = tf32; 3xTF32 is as precise as fp32).
+  if (bundle.groupCalls(group, {"moec::gemmTileTf32<"}))
     tolerance = std::max(tolerance, group.kind == "experts_grad"
                                         ? options.tf32RecomputeTolerance
                                         : options.tf32Tolerance);
@@ -558,23 +554,12 @@ void ProgramCheck::checkGroup(size_t g) {
   double floorFraction =
       tolerance > 0 ? std::min(1.0, kNoiseRoundings * roundoff / tolerance)
                     : 1.0;
-  // Both results of every buffer the group stores, and the largest size
-  // among them (the floor is relative to it).
-  std::map<int64_t, std::pair<Tensor, Tensor>> results;
-  double groupSize = 0;
-  for (int64_t id : writes) {
-    if (!stored.count(id))
-      continue;
-    auto old = before.find(id);
-    auto &[got, expected] = results[id];
-    got = subject.download(*sub[id]);
-    expected = reference.download(*ref[id]);
-    groupSize = std::max(
-        groupSize,
-        rmsSize(expected, old == before.end() ? nullptr : &old->second));
-  }
   bool exercised = false;
   const size_t firstComparison = report.comparisons.size();
+  // The float comparisons (their index in the report), judged once the
+  // group's largest result is known.
+  std::vector<std::pair<size_t, FloatSums>> floats;
+  double groupSize = 0;
   for (int64_t id : writes) {
     bool escapes = readAfter(g, id);
     size_t writer = 0;
@@ -598,12 +583,19 @@ void ProgramCheck::checkGroup(size_t g) {
       continue;
     }
     auto old = before.find(id);
-    const auto &[got, expected] = results.at(id);
-    compare(got, expected, old == before.end() ? nullptr : &old->second,
-            floorFraction * groupSize, c);
+    std::optional<FloatSums> sums =
+        compare(subject.download(*sub[id]), reference.download(*ref[id]),
+                old == before.end() ? nullptr : &old->second, c);
     exercised |= !c.trivial;
+    if (sums) {
+      groupSize = std::max(groupSize, sums->rmsSize());
+      floats.emplace_back(report.comparisons.size(), *sums);
+    }
     report.comparisons.push_back(c);
   }
+  // The floor is relative to the largest size among the group's results.
+  for (const auto &[index, sums] : floats)
+    judge(report.comparisons[index], sums, floorFraction * groupSize);
   acceptNearTiedSlots(firstComparison);
   if (exercised)
     for (const LaunchDesc &launch : group.launches)
