@@ -15,6 +15,7 @@
 #include "moec/support/MoeDefs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 #include <optional>
 #include <set>
@@ -260,6 +261,40 @@ std::string tilesOf(const detail::BundleData &data, const std::string &kernel) {
   return source.substr(at, source.find('\n', at) - at);
 }
 
+/// The phase of a kernel named moek_<program>_g<id>_<phase> ("dq"), or
+/// its whole name.
+std::string phaseOf(const std::string &kernel) {
+  for (size_t at = kernel.find("_g"); at != std::string::npos;
+       at = kernel.find("_g", at + 2)) {
+    size_t end = at + 2;
+    while (end < kernel.size() && std::isdigit(uint8_t(kernel[end])))
+      ++end;
+    if (end > at + 2 && end < kernel.size() && kernel[end] == '_')
+      return kernel.substr(end + 1);
+  }
+  return kernel;
+}
+
+/// The tiles of a group's kernels: one list where they all run the same,
+/// else each kernel's by its phase ("dq: ...; dkv: ...").
+std::string groupTiles(const detail::BundleData &data,
+                       const detail::GroupDesc &group) {
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (const detail::LaunchDesc &launch : group.launches)
+    if (std::none_of(kernels.begin(), kernels.end(),
+                     [&](auto &seen) { return seen.first == launch.kernel; }))
+      kernels.emplace_back(launch.kernel, tilesOf(data, launch.kernel));
+  bool same = std::all_of(kernels.begin(), kernels.end(), [&](auto &kernel) {
+    return kernel.second == kernels.front().second;
+  });
+  if (same)
+    return kernels.front().second;
+  std::string tiles;
+  for (const auto &[kernel, fields] : kernels)
+    tiles += (tiles.empty() ? "" : "; ") + phaseOf(kernel) + ": " + fields;
+  return tiles;
+}
+
 /// The FLOP rate a model's matrix products reach at best, and what runs
 /// them.
 std::pair<double, const char *> flopCeiling(const ModelInfo &model,
@@ -297,7 +332,7 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
     k.kind = group.kind;
     if (!group.launches.empty()) {
       k.kernel = group.launches.front().kernel;
-      k.tiles = tilesOf(data, k.kernel);
+      k.tiles = groupTiles(data, group);
     }
     for (const detail::LaunchDesc &launch : group.launches)
       if (launch.gemm)
@@ -400,7 +435,8 @@ std::string costReport(const Bundle &bundle, const std::string &program,
   out += "FLOPs: 2 per multiply-add of every matrix product, 1 per output "
          "element of other ops, at the rate above but for attention on CUDA "
          "cores (f32 and tf32 models, bf16 head dims the tensor-core kernels "
-         "do not take) at the f32 CUDA-core rate. bytes: the values a kernel reads from and "
+         "do not take) at the f32 CUDA-core rate. bytes: the values a kernel "
+         "reads from and "
          "writes for other kernels (the least device-memory traffic it "
          "needs).\n"
          "tiles: gemm, gemm_grad and expert kernels take tile_m x tile_n "
@@ -414,9 +450,12 @@ std::string costReport(const Bundle &bundle, const std::string &program,
          "to 128): 16 queries a warp against 32-key tiles, and the bf16 "
          "tensor-core dk/dv (head dims 16 to 64, 96, 128): 16 keys a warp "
          "against 32-query tiles, two blocks of half the columns a K/V "
-         "head above 64; row kernels run "
+         "head above 64 (block_columns names the columns a block "
+         "computes where a head takes several); row kernels run "
          "rows_per_block rows per block; "
-         "elementwise kernels `items` elements per thread.\n"
+         "elementwise kernels `items` elements per thread. A group whose "
+         "kernels run different tiles lists each kernel's by its phase "
+         "(delta, dq, dkv).\n"
          "GEMM paths: a gemm or gemm_grad launch that fuses nothing, with "
          "operand types cuBLASLt pairs and n, k >= 64, is computed by "
          "cuBLASLt on the cuda device where it loads (its kernel elsewhere); "

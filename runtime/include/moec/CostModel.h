@@ -34,7 +34,8 @@ struct DeviceCeilings {
 };
 
 struct KernelCost {
-  /// The generated kernel (its first launch), its group kind and tiles.
+  /// The generated kernel (its first launch), its group kind and the tiles
+  /// of its kernels (each kernel's by its phase where they differ).
   std::string kernel, kind, tiles;
   /// The ops it fuses, and the spec location of the first.
   std::vector<std::string> ops;

@@ -72,6 +72,20 @@ std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
   return args;
 }
 
+/// The tiles a kernel's header names, as the group's tiles print (fields
+/// in alphabetical order): the tiles it runs, which for the tensor-core
+/// kernels are not the group's, and the output columns a block computes
+/// where a head takes several blocks.
+std::string tilesLine(const Geometry &geo, int64_t tq, int64_t tk,
+                      int64_t threads, int64_t columns = 0) {
+  std::string line = fill(
+      "head_dim=${headDim} threads=${threads} tile_k=${tk} tile_q=${tq}",
+      {{"headDim", geo.headDim}, {"threads", threads}, {"tk", tk}, {"tq", tq}});
+  if (columns > 0 && columns < geo.headDim)
+    line = "block_columns=" + std::to_string(columns) + " " + line;
+  return line;
+}
+
 } // namespace
 
 LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
@@ -108,6 +122,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   int64_t parts = geo.headDim / columns;
   if (mma)
     budgetTensorCoreRegisters(e, geo.headDim);
+  e.setKernelTiles(tilesLine(geo, tq, tk, threads, columns));
   std::string tiles = tileArgs(geo, tq, tk, threads, columns);
   w.line(fill("moec::${kernel}<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
               "${lse});",
@@ -138,6 +153,8 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
 
   // delta = <dout, out> per query row.
   e.beginKernel("delta");
+  e.setKernelTiles(fill("head_dim=${headDim} threads=${threads}",
+                        {{"headDim", geo.headDim}, {"threads", threads}}));
   {
     CodeWriter w;
     w.indent();
@@ -173,6 +190,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     e.beginKernel("dq");
     if (mma)
       budgetTensorCoreRegisters(e, geo.headDim);
+    e.setKernelTiles(tilesLine(geo, dqTq, dqTk, threads));
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
@@ -205,6 +223,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
       budgetTensorCoreRegisters(e, geo.headDim);
     else if (accumulators > 32)
       e.setRegisterBudget(168);
+    e.setKernelTiles(tilesLine(geo, kvTq, kvTk, threads, columns));
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);

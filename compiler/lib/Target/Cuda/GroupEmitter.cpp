@@ -65,6 +65,7 @@ void GroupEmitter::beginKernel(StringRef phase) {
   argOf.clear();
   pendingGemm.reset();
   pendingRegisters.reset();
+  pendingTiles.reset();
 }
 
 int GroupEmitter::argument(int64_t id) {
@@ -168,12 +169,15 @@ void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
   for (Operation *op : grp.ops)
     os << " " << op->getName().getStringRef();
   os << "\n";
-  if (grp.tiles) {
+  if (pendingTiles) {
+    os << "// tiles: " << *pendingTiles << "\n";
+  } else if (grp.tiles) {
     os << "// tiles:";
     for (auto [field, value] : grp.tiles.fields())
       os << " " << field << "=" << value;
     os << "\n";
   }
+  pendingTiles.reset();
   if (pendingGemm)
     os << "// gemm: " << (pendingGemm->library ? "cublaslt" : "generated")
        << " (" << pendingGemm->why << ")\n";

@@ -100,6 +100,11 @@ public:
   /// that many, instead of the 512 resident threads (128 registers) every
   /// other kernel keeps.
   void setRegisterBudget(int64_t registers) { pendingRegisters = registers; }
+  /// The next finished kernel's header names `fields` ("head_dim=64
+  /// tile_q=64 ...") as its tiles instead of the group's: a group whose
+  /// kernels take different tiles (the attention gradient's dq and dk/dv)
+  /// then says which each one runs.
+  void setKernelTiles(std::string fields) { pendingTiles = std::move(fields); }
 
   /// Elementwise ops as expressions: emits `const T vN = ...;` for `op`
   /// given the expressions of its operands and the flat element `index`,
@@ -130,6 +135,7 @@ private:
   bool abiExceeded = false;
   std::optional<GemmPath> pendingGemm;
   std::optional<int64_t> pendingRegisters;
+  std::optional<std::string> pendingTiles;
 
 public:
   ~GroupEmitter();
