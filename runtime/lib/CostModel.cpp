@@ -16,7 +16,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <fmt/format.h>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -99,8 +101,10 @@ bool present(const StepDesc &step, size_t i, bool output) {
   return i < ids.size() && ids[i] >= 0;
 }
 
-/// FLOPs of one plan step.
-double stepFlops(const StepDesc &s, const Sizes &z) {
+/// FLOPs of one plan step, as its kernels compute them; `blocks` gives the
+/// blocks a head takes in each attention kernel (blocksPerHead).
+double stepFlops(const StepDesc &s, const Sizes &z,
+                 const std::map<std::string, double> &blocks) {
   const auto [op, grad] = opKind(s.op);
   auto flag = [&](std::string_view name) {
     auto it = s.attrs.find(std::string(name));
@@ -115,13 +119,25 @@ double stepFlops(const StepDesc &s, const Sizes &z) {
     return 2 * m * k * n * products + m * n * bias;
   }
   if (op == "moe.attention") {
-    // q [B, Sq, H dh], k [B, Sk, Hkv dh]; QK^T and PV forward, those two
-    // recomputed-or-reused plus dQ, dK, dV backward (five products).
+    // q [B, Sq, H dh], k [B, Sk, Hkv dh]. The forward computes QK^T and PV:
+    // 4 FLOPs per pair and head dim, and 2 more for each further block of
+    // a head (every block computes all its scores). The backward's dq
+    // kernel recomputes S and dP, then dQ (6); its dk/dv kernel recomputes
+    // S and dP in each block of a head, then dV and dK (4 a block + 4).
     double heads = s.attrs.value("num_heads", 1.0);
     double batch = z.dim(s.in[0], 0), sq = z.dim(s.in[0], 1);
     double sk = z.dim(s.in[1], 1), dh = z.dim(s.in[0], 2) / heads;
     double pairs = attentionPairs(sq, sk, flag(defs::ops::attention::kCausal));
-    return (grad ? 10 : 4) * batch * heads * pairs * dh;
+    auto blocksIn = [&](const std::string &phase) {
+      auto it = blocks.find(phase);
+      return it == blocks.end() ? 1.0 : it->second;
+    };
+    double perPair = grad ? (present(s, 0, true) ? 6 : 0) +
+                                (present(s, 1, true) || present(s, 2, true)
+                                     ? 4 * blocksIn("dkv") + 4
+                                     : 0)
+                          : 2 * blocksIn("") + 2;
+    return perPair * batch * heads * pairs * dh;
   }
   if (op == "moe.expert_ffn") {
     // x [N, d], expert [N, k], w1 [E, d, f], w3 present for GLU.
@@ -261,8 +277,8 @@ std::string tilesOf(const detail::BundleData &data, const std::string &kernel) {
   return source.substr(at, source.find('\n', at) - at);
 }
 
-/// The phase of a kernel named moek_<program>_g<id>_<phase> ("dq"), or
-/// its whole name.
+/// The phase of a kernel named moek_<program>_g<id>_<phase> ("dq"), or ""
+/// for a group's only kernel.
 std::string phaseOf(const std::string &kernel) {
   for (size_t at = kernel.find("_g"); at != std::string::npos;
        at = kernel.find("_g", at + 2)) {
@@ -272,7 +288,7 @@ std::string phaseOf(const std::string &kernel) {
     if (end > at + 2 && end < kernel.size() && kernel[end] == '_')
       return kernel.substr(end + 1);
   }
-  return kernel;
+  return "";
 }
 
 /// The tiles of a group's kernels: one list where they all run the same,
@@ -290,9 +306,40 @@ std::string groupTiles(const detail::BundleData &data,
   if (same)
     return kernels.front().second;
   std::string tiles;
-  for (const auto &[kernel, fields] : kernels)
-    tiles += (tiles.empty() ? "" : "; ") + phaseOf(kernel) + ": " + fields;
+  for (const auto &[kernel, fields] : kernels) {
+    std::string phase = phaseOf(kernel);
+    tiles += (tiles.empty() ? "" : "; ") + (phase.empty() ? kernel : phase) +
+             ": " + fields;
+  }
   return tiles;
+}
+
+/// A field of a kernel's tiles line ("head_dim=96 ..."), or nullopt.
+std::optional<double> tileField(const std::string &tiles,
+                                const std::string &field) {
+  std::string key = field + "=";
+  for (size_t at = tiles.find(key); at != std::string::npos;
+       at = tiles.find(key, at + 1))
+    if (at == 0 || tiles[at - 1] == ' ')
+      return std::strtod(tiles.c_str() + at + key.size(), nullptr);
+  return std::nullopt;
+}
+
+/// The blocks a head takes in each attention kernel of a group, by phase
+/// ("" for a group's only kernel): head_dim / block_columns where a block
+/// computes some of a head's output columns (each block then computes all
+/// of its scores), else 1.
+std::map<std::string, double> blocksPerHead(const detail::BundleData &data,
+                                            const detail::GroupDesc &group) {
+  std::map<std::string, double> blocks;
+  for (const detail::LaunchDesc &launch : group.launches) {
+    std::string tiles = tilesOf(data, launch.kernel);
+    std::optional<double> dim = tileField(tiles, "head_dim");
+    std::optional<double> columns = tileField(tiles, "block_columns");
+    blocks[phaseOf(launch.kernel)] =
+        dim && columns && *columns > 0 ? *dim / *columns : 1;
+  }
+  return blocks;
 }
 
 /// The FLOP rate a model's matrix products reach at best, and what runs
@@ -342,12 +389,13 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
     for (size_t s : group.steps)
       inGroup.insert(static_cast<int64_t>(s));
     std::set<Value> crossing;
+    std::map<std::string, double> blocks = blocksPerHead(data, group);
     for (size_t s : group.steps) {
       const StepDesc &step = program.steps[s];
       k.ops.push_back(step.op);
       if (k.location.empty())
         k.location = step.loc;
-      k.flops += stepFlops(step, z);
+      k.flops += stepFlops(step, z, blocks);
       std::optional<double> eager = eagerBytes(step, z);
       if (eager)
         k.opByOpBytes += *eager;
@@ -432,8 +480,12 @@ std::string costReport(const Bundle &bundle, const std::string &program,
       data.model.name, dtype, sizesText(sizes), ceilings.name,
       quantity(flopRate, "FLOP/s"), flopUnits,
       quantity(ceilings.bytesPerSecond, "B/s"));
-  out += "FLOPs: 2 per multiply-add of every matrix product, 1 per output "
-         "element of other ops, at the rate above but for attention on CUDA "
+  out += "FLOPs: 2 per multiply-add of every matrix product the kernels "
+         "compute, 1 per output element of other ops (attention: 4 per "
+         "query-key pair and head dim forward, 2 more for each further block "
+         "of a head split by its output columns; 14 backward, the dq and "
+         "dk/dv kernels each recomputing the scores and dP, 4 more for each "
+         "further dk/dv block), at the rate above but for attention on CUDA "
          "cores (f32 and tf32 models, bf16 head dims the tensor-core kernels "
          "do not take) at the f32 CUDA-core rate. bytes: the values a kernel "
          "reads from and "
