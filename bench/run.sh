@@ -109,6 +109,13 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
       t1=$(date +%s.%N)
       echo "| \`moec precompile --arch sm_90\`, $run cache: $line | $(elapsed "$t0" "$t1") |"
     done
+    # The dtype a GPU trains in, with sm_90's tiles.
+    "$moec" compile "$work/m12.moe" --dtype bf16 --arch sm_90 -o "$work/m12-bf16.json"
+    rm -rf "$work/cache"
+    t0=$(date +%s.%N)
+    line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12-bf16.json" --arch sm_90 | head -1)
+    t1=$(date +%s.%N)
+    echo "| bf16 (\`moec compile --dtype bf16 --arch sm_90\`), \`moec precompile --arch sm_90\`, cold cache: $line | $(elapsed "$t0" "$t1") |"
   fi
   t0=$(date +%s.%N)
   params=$(OMP_NUM_THREADS=$threads "$moec" train "$work/m12.json" --steps 0 \

@@ -25,6 +25,15 @@ using PrecompiledKernel = moec::PrecompiledKernel;
 /// `jobs`, or one per hardware thread when 0.
 unsigned compileJobs(unsigned jobs);
 
+/// A kernel's compile time relative to a row or elementwise kernel's, from
+/// its source: more for each tensor-core or CUDA-core tile it calls.
+double compileWeight(const std::string &source);
+
+/// Indices of `weights` in `programs` batches of about equal total weight:
+/// heaviest first, each into the lightest batch so far.
+std::vector<std::vector<size_t>>
+balancedBatches(const std::vector<double> &weights, size_t programs);
+
 /// `kernels` compiled for `arch`, from the process-wide kernel cache where
 /// it has them; the others are compiled `jobs` NVRTC programs at a time (0:
 /// one per hardware thread), several kernels per program, or one per

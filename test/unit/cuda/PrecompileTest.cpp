@@ -206,3 +206,36 @@ TEST(Precompile, ABadArchitectureIsRefused) {
 }
 
 } // namespace
+
+// A kernel's weight counts the tiles it calls: tensor-core tiles most.
+TEST(Precompile, WeighsKernelsByTheTilesTheyCall) {
+  EXPECT_EQ(compileWeight("moec::normRows<float, 128>(s, x, y);"), 1);
+  EXPECT_EQ(compileWeight("moec::gemmTile<64, 64, 16, 256>(0, 0, M, N, K, "
+                          "a, b, store);"),
+            2);
+  EXPECT_EQ(compileWeight("moec::gemmTileBf16Async<64, 64, 16, 256>(...); "
+                          "moec::attentionGradKVMma<64, 32, 64, 128>(...);"),
+            7);
+}
+
+// Heaviest first, each into the lightest batch: two heavy kernels and six
+// light ones over two programs give each program one heavy kernel and
+// three light ones; round robin would have put both heavy ones in one.
+TEST(Precompile, BalancesBatchesByWeight) {
+  std::vector<std::vector<size_t>> batches =
+      balancedBatches({4, 4, 1, 1, 1, 1, 1, 1}, 2);
+  ASSERT_EQ(batches.size(), 2u);
+  for (const std::vector<size_t> &batch : batches) {
+    double total = 0;
+    for (size_t i : batch)
+      total += std::vector<double>{4, 4, 1, 1, 1, 1, 1, 1}[i];
+    EXPECT_EQ(total, 7);
+    EXPECT_EQ(batch.size(), 4u);
+  }
+  std::set<size_t> all;
+  for (const std::vector<size_t> &batch : batches)
+    all.insert(batch.begin(), batch.end());
+  EXPECT_EQ(all.size(), 8u);
+  // More programs than kernels: the extra batches stay empty.
+  EXPECT_EQ(balancedBatches({3, 1}, 4)[0], std::vector<size_t>{0});
+}
