@@ -446,6 +446,7 @@ struct AsyncOperand {
   static constexpr int ROWS = KMAJOR ? O : KT;
   static constexpr int CPR = (KMAJOR ? KT : O) / 8; // chunks per row
   static constexpr int CHUNKS = ROWS * CPR;         // per stage
+  static constexpr int PER_THREAD = (CHUNKS + THREADS - 1) / THREADS;
   static_assert(CPR == 4 || CPR % 8 == 0, "rows of 4 or 8n chunks");
 
   static MOEC_DEVICE int position(int r, int c) {
@@ -453,22 +454,74 @@ struct AsyncOperand {
   }
 
   /// Starts the copies of the tile at (o0, k0) into `stage`; elements
-  /// outside O < OL, k < K are zero-filled.
+  /// outside O < OL, k < K are zero-filled. With `chunked` every chunk
+  /// starts on a 16-byte boundary and is copied by cp.async; without, its
+  /// elements are read one by one through the loader (rows of any length
+  /// or alignment, scaled gathers) and stored at once, in the same layout.
   template <typename Load>
   static MOEC_DEVICE void load(sptr<uint4> stage, const Load &loader,
-                               int64_t o0, int64_t k0, int64_t OL, int64_t K) {
-    for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
-      const int r = c / CPR, ch = c % CPR;
-      const int64_t o = KMAJOR ? o0 + r : o0 + ch * 8;
-      const int64_t k = KMAJOR ? k0 + ch * 8 : k0 + r;
-      int64_t valid = KMAJOR ? (o < OL ? K - k : 0) : (k < K ? OL - o : 0);
+                               int64_t o0, int64_t k0, int64_t OL, int64_t K,
+                               bool chunked) {
+    if (chunked)
+      forEachChunk(o0, k0, OL, K, [&](const Chunk &at) {
+        // Nothing is read for an empty chunk, but the address must be
+        // valid.
+        gptr<const bf16> src = at.valid == 0 ? loader.p
+                               : IS_B        ? loader.address(at.k, at.o)
+                                             : loader.address(at.o, at.k);
+        cpAsync16(stage + position(at.r, at.ch), src,
+                  static_cast<int>(at.valid) * 2);
+      });
+    else
+      forEachChunk(o0, k0, OL, K, [&](const Chunk &at) {
+        stage[position(at.r, at.ch)] = readChunk(loader, at);
+      });
+  }
+
+  /// Chunk c of the tile at (o0, k0): its row and column in the stage, its
+  /// first element (o, k) and how many of its 8 elements lie inside
+  /// O < OL, k < K.
+  struct Chunk {
+    int r, ch;
+    int64_t o, k, valid;
+    MOEC_DEVICE Chunk(int c, int64_t o0, int64_t k0, int64_t OL, int64_t K)
+        : r(c / CPR), ch(c % CPR), o(KMAJOR ? o0 + r : o0 + ch * 8),
+          k(KMAJOR ? k0 + ch * 8 : k0 + r) {
+      valid = KMAJOR ? (o < OL ? K - k : 0) : (k < K ? OL - o : 0);
       valid = valid < 0 ? 0 : valid > 8 ? 8 : valid;
-      // Nothing is read for an empty chunk, but the address must be valid.
-      gptr<const bf16> src = valid == 0 ? loader.p
-                             : IS_B     ? loader.address(k, o)
-                                        : loader.address(o, k);
-      cpAsync16(stage + position(r, ch), src, static_cast<int>(valid) * 2);
     }
+  };
+
+  /// Runs f(chunk) for this thread's chunks of the tile at (o0, k0): c =
+  /// threadIdx.x + i THREADS for i < PER_THREAD, a loop of a known trip
+  /// count, which unrolls into that many copies and no more (a loop from
+  /// threadIdx.x unrolled into remainder copies that cost ptxas time and
+  /// registers).
+  template <typename F>
+  static MOEC_DEVICE void forEachChunk(int64_t o0, int64_t k0, int64_t OL,
+                                       int64_t K, F &&f) {
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; ++i) {
+      const int c = threadIdx.x + i * THREADS;
+      if (CHUNKS % THREADS != 0 && c >= CHUNKS)
+        break;
+      f(Chunk(c, o0, k0, OL, K));
+    }
+  }
+
+  /// A chunk read element by element: its valid elements along the
+  /// contiguous dimension, zeros after them, as bf16 pairs in memory order.
+  template <typename Load>
+  static MOEC_DEVICE uint4 readChunk(const Load &loader, const Chunk &at) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int64_t o = KMAJOR ? at.o : at.o + e;
+      const int64_t k = KMAJOR ? at.k + e : at.k;
+      v[e] = e >= at.valid ? 0.0f : IS_B ? loader(k, o) : loader(o, k);
+    }
+    return uint4{packBf16(v[0], v[1]), packBf16(v[2], v[3]),
+                 packBf16(v[4], v[5]), packBf16(v[6], v[7])};
   }
 
   /// The fragment registers of the 16 (along O) x 16 (along k) block at
@@ -509,27 +562,30 @@ struct AsyncTileFits {
 };
 
 /// The run-time half of gemmTileBf16Async's choice, for loaders that
-/// AsyncTileFits accepts: chunks start on 16-byte boundaries.
+/// AsyncTileFits accepts: whether chunks start on 16-byte boundaries, so
+/// that cp.async copies them (else the pipeline reads them element by
+/// element).
 template <typename LoadA, typename LoadB>
 MOEC_DEVICE bool asyncTileApplies(int64_t m0, int64_t n0, const LoadA &loadA,
                                   const LoadB &loadB) {
   return loadA.chunked() && loadB.chunked() && m0 % 8 == 0 && n0 % 8 == 0;
 }
 
-/// The pipeline of gemmTileBf16Async (see there).
+/// The pipeline of gemmTileBf16Async (see there); `chunked` is
+/// asyncTileApplies.
 template <int TM, int TN, int THREADS, typename LoadA, typename LoadB,
           typename Store>
 MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
                                        int64_t N, int64_t K,
                                        const LoadA &loadA, const LoadB &loadB,
-                                       const Store &store) {
+                                       const Store &store, bool chunked) {
   constexpr int KT = 32;
   constexpr int WARPS_M = AsyncWarps<TN>::M, WARPS_N = AsyncWarps<TN>::N;
   constexpr int FM = TM / (16 * WARPS_M), FN = TN / (8 * WARPS_N);
   using OpA = AsyncOperand<TM, KT, !LoadA::kContiguousFirst, false, THREADS>;
   using OpB = AsyncOperand<TN, KT, LoadB::kContiguousFirst, true, THREADS>;
-  // Three stages where they fit beside gemmTileBf16's arrays (the fallback
-  // is in the same kernel) in 48 KiB of static shared memory.
+  // Three stages where they take at most 36 KiB of the 48 KiB of static
+  // shared memory (the kernel's other arrays share the rest), else two.
   constexpr int STAGE_BYTES = (OpA::CHUNKS + OpB::CHUNKS) * 16;
   constexpr int STAGES = 3 * STAGE_BYTES <= 36 * 1024 ? 3 : 2;
   MOEC_SHARED(uint4, As, STAGES * OpA::CHUNKS);
@@ -544,8 +600,10 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
   const int tiles = static_cast<int>((K + KT - 1) / KT);
   const auto startTile = [&](int kt) {
     const int s = kt % STAGES;
-    OpA::load(As + s * OpA::CHUNKS, loadA, m0, int64_t(kt) * KT, M, K);
-    OpB::load(Bs + s * OpB::CHUNKS, loadB, n0, int64_t(kt) * KT, N, K);
+    OpA::load(As + s * OpA::CHUNKS, loadA, m0, int64_t(kt) * KT, M, K,
+              chunked);
+    OpB::load(Bs + s * OpB::CHUNKS, loadB, n0, int64_t(kt) * KT, N, K,
+              chunked);
   };
 
   // One commit group per k tile, empty past the end, so that waiting for
@@ -593,24 +651,25 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
 /// tiles), read into fragments by ldmatrix from XOR-swizzled rows of
 /// 16-byte chunks (no bank conflicts, no padding), and multiplied by
 /// mma.m16n8k16 in fp32, in increasing k order: the same outputs and store
-/// calls. It applies when both loaders read bf16 from memory (RowMajor,
-/// ColMajor, unscaled GatherRows, GatherCols), with 16-byte aligned base
-/// pointers and leading dimensions a multiple of 8, and (m0, n0) multiples
-/// of 8; anything else runs gemmTileBf16.
+/// calls. It takes loaders of bf16 in memory (RowMajor, ColMajor,
+/// GatherRows, GatherCols); cp.async copies their chunks where the base
+/// pointers are 16-byte aligned, the leading dimensions a multiple of 8,
+/// (m0, n0) multiples of 8 and a gather unscaled, and otherwise the same
+/// pipeline reads them element by element. One mainloop and one epilogue
+/// either way: a second tile for the unaligned case made each GEMM kernel
+/// take a fifth longer to compile. Other loaders run gemmTileBf16.
 template <int TM, int TN, int TK, int THREADS, typename LoadA, typename LoadB,
           typename Store>
 MOEC_DEVICE void gemmTileBf16Async(int64_t m0, int64_t n0, int64_t M,
                                    int64_t N, int64_t K, const LoadA &loadA,
                                    const LoadB &loadB, const Store &store) {
-  if constexpr (detail::AsyncTileFits<TM, TN, THREADS, LoadA, LoadB>::value) {
-    // The same for every thread of the block: all take one branch.
-    if (detail::asyncTileApplies(m0, n0, loadA, loadB)) {
-      detail::gemmTileBf16Pipelined<TM, TN, THREADS>(m0, n0, M, N, K, loadA,
-                                                     loadB, store);
-      return;
-    }
-  }
-  gemmTileBf16<TM, TN, TK, THREADS>(m0, n0, M, N, K, loadA, loadB, store);
+  if constexpr (detail::AsyncTileFits<TM, TN, THREADS, LoadA, LoadB>::value)
+    // The check gives every thread of the block the same answer.
+    detail::gemmTileBf16Pipelined<TM, TN, THREADS>(
+        m0, n0, M, N, K, loadA, loadB, store,
+        detail::asyncTileApplies(m0, n0, loadA, loadB));
+  else
+    gemmTileBf16<TM, TN, TK, THREADS>(m0, n0, M, N, K, loadA, loadB, store);
 }
 
 } // namespace moec

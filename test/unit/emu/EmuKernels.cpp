@@ -443,9 +443,11 @@ __device__ void withLayout(gptr<const T> A, gptr<const T> B, int64_t lda,
 
 // C = A B through the bf16 tiles, one TM x TN tile per block of a 1-D grid.
 // Scalars M, N, K, lda, ldb and `which`: 0 runs gemmTileBf16, 1 the
-// pipeline of gemmTileBf16Async directly, 2 gemmTileBf16Async (which
-// picks). Buffers: A and B as bf16, C, the gather orders of A and B, and
-// applies[blockIdx.x] = whether gemmTileBf16Async's run-time check passes.
+// pipeline of gemmTileBf16Async directly with cp.async, 2
+// gemmTileBf16Async (which picks how the pipeline loads), 3 the pipeline
+// reading every element through the loaders. Buffers: A and B as bf16,
+// C, the gather orders of A and B, and applies[blockIdx.x] = whether
+// gemmTileBf16Async's run-time check passes.
 // LAYOUT: see withLayout.
 template <int TM, int TN, int LAYOUT>
 __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
@@ -469,9 +471,9 @@ __device__ void gemmBf16Tiles(const moec::KernelParams &p) {
     if (which == 0)
       moec::gemmTileBf16<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
                                           store);
-    else if (which == 1)
-      moec::detail::gemmTileBf16Pipelined<TM, TN, 256>(m0, n0, M, N, K,
-                                                       loadA, loadB, store);
+    else if (which == 1 || which == 3)
+      moec::detail::gemmTileBf16Pipelined<TM, TN, 256>(
+          m0, n0, M, N, K, loadA, loadB, store, which == 1);
     else
       moec::gemmTileBf16Async<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
                                                store);

@@ -191,8 +191,9 @@ struct GemmProblem : GemmOperands<uint16_t, float> {
     return static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));
   }
 
-  /// C through tile `which` (0 gemmTileBf16, 1 the pipeline, 2
-  /// gemmTileBf16Async); `applies` gets the pipeline's run-time check.
+  /// C through tile `which` (0 gemmTileBf16, 1 the pipeline with cp.async,
+  /// 2 gemmTileBf16Async, 3 the pipeline reading element by element);
+  /// `applies` gets the pipeline's run-time check.
   std::vector<float> run(const EmuModule &module, int which,
                          std::vector<int32_t> &applies) {
     std::vector<float> C(M * N, -7.0f);
@@ -250,7 +251,8 @@ std::vector<GemmProblem> gemmProblems() {
 // The pipelined tile on ragged and aligned sizes, every operand layout and
 // gathered rows and columns: exactly the fp32 sum of the bf16 products in
 // increasing k order (close to the exact sum), bit for bit what
-// gemmTileBf16 computes, and what gemmTileBf16Async picks.
+// gemmTileBf16 computes, what gemmTileBf16Async picks, and what the
+// pipeline computes reading its chunks element by element.
 TEST(EmuMma, GemmTileBf16AsyncMatchesAReferenceAndTheScalarTile) {
   for (GemmProblem &p : gemmProblems()) {
     std::vector<int32_t> applies;
@@ -271,6 +273,8 @@ TEST(EmuMma, GemmTileBf16AsyncMatchesAReferenceAndTheScalarTile) {
         << p.name() << ": gemmTileBf16 differs";
     EXPECT_EQ(p.run(correctModule(), 2, applies), pipelined)
         << p.name() << ": gemmTileBf16Async differs";
+    EXPECT_EQ(p.run(correctModule(), 3, applies), pipelined)
+        << p.name() << ": the pipeline's element-by-element reads differ";
   }
 }
 
@@ -288,15 +292,23 @@ TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
 }
 
 // Rows of an odd length cannot be copied in 16-byte chunks: the run-time
-// check fails and gemmTileBf16Async runs gemmTileBf16.
-TEST(EmuMma, GemmTileBf16AsyncFallsBackForUnalignedRows) {
-  GemmProblem p("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 70, 53, 12);
-  std::vector<int32_t> applies;
-  std::vector<float> picked = p.run(correctModule(), 2, applies);
-  for (int32_t a : applies)
-    EXPECT_EQ(a, 0);
-  EXPECT_EQ(picked, p.run(correctModule(), 0, applies));
-  for (int64_t m = 0; m < p.M; ++m)
-    for (int64_t n = 0; n < p.N; ++n)
-      ASSERT_EQ(picked[m * p.N + n], p.expected(m, n));
+// check fails and gemmTileBf16Async's pipeline reads them element by
+// element, bit for bit what gemmTileBf16 computes; in check mode too (no
+// read past the operands, none of shared memory before it was written).
+TEST(EmuMma, GemmTileBf16AsyncReadsUnalignedRowsElementByElement) {
+  for (GemmProblem p :
+       {GemmProblem("gemmTilesRows64x64", 0, 64, 64, 37, 53, 70, 70, 53, 12),
+        GemmProblem("gemmTilesCols128x64", 1, 128, 64, 37, 53, 70, 37, 71, 13),
+        GemmProblem("gemmTilesGather64x32", 2, 64, 32, 37, 53, 70, 71, 81,
+                    14)}) {
+    std::vector<int32_t> applies;
+    std::vector<float> picked = p.run(correctModule(), 2, applies);
+    for (int32_t a : applies)
+      EXPECT_EQ(a, 0) << p.name();
+    EXPECT_EQ(picked, p.run(correctModule(), 0, applies)) << p.name();
+    EXPECT_EQ(picked, p.run(checkedModule(), 2, applies)) << p.name();
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t n = 0; n < p.N; ++n)
+        ASSERT_EQ(picked[m * p.N + n], p.expected(m, n)) << p.name();
+  }
 }
