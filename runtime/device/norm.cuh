@@ -83,7 +83,9 @@ MOEC_DEVICE float &lane4(float4 &v, int c) {
 }
 
 /// The vectors of normRowsVector: a float4 (f32 rows) or a float8 (bf16
-/// rows), with Width columns, column c of it and their sum.
+/// rows), with Width columns, column c of it and their sum. at() picks a
+/// member by c: loops over c and over a lane's vectors are unrolled, or
+/// the vectors go to the stack.
 template <typename V> struct Vector;
 template <> struct Vector<float4> {
   static constexpr int Width = 4;
@@ -151,6 +153,7 @@ MOEC_DEVICE void normRowsVector(int64_t rows, float eps, const LoadV &loadV,
     return; // the whole warp leaves together
   V v[kPer];
   float sum = 0.0f;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
     v[j] = q < Q ? loadV(row, q) : Vec::zero();
@@ -158,21 +161,25 @@ MOEC_DEVICE void normRowsVector(int64_t rows, float eps, const LoadV &loadV,
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
   float sq = 0.0f;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c) {
       const float d = Vec::at(v[j], c) - mean;
       sq += d * d;
     }
   }
   const float r = 1.0f / sqrtf(warpSum(sq) / D + eps);
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
     if (q >= Q)
       continue;
     V y, g = detail::paramsVector<V>(gamma, q);
     V b = Rms ? Vec::zero() : detail::paramsVector<V>(beta, q);
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c) {
       float out = (Vec::at(v[j], c) - mean) * r * Vec::at(g, c);
       if (!Rms)
@@ -221,6 +228,7 @@ MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
   const int64_t base = row * Q;
   V v[kPer], g[kPer];
   float sum = 0.0f;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
     v[j] = Vec::zero();
@@ -230,15 +238,18 @@ MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
     v[j] = loadVector(x, base + q);
     g[j] = loadVector(dy, base + q);
     V gm = paramsVector<V>(gamma, q);
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c)
       Vec::at(g[j], c) *= Vec::at(gm, c);
     sum += Vec::sum(v[j]);
   }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
   float sq = 0.0f;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c) {
       const float d = Vec::at(v[j], c) - mean;
       sq += d * d;
@@ -246,9 +257,11 @@ MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
   }
   const float r = 1.0f / sqrtf(warpSum(sq) / D + eps);
   float gSum = 0.0f, gxSum = 0.0f;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (lane + 32 * j >= Q)
       continue;
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c) {
       const float xh = (Vec::at(v[j], c) - mean) * r;
       gSum += Vec::at(g[j], c);
@@ -257,6 +270,7 @@ MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
   }
   const float gMean = Rms ? 0.0f : warpSum(gSum) / D;
   const float gxMean = warpSum(gxSum) / D;
+#pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int q = lane + 32 * j;
     if (q >= Q)
@@ -264,6 +278,7 @@ MOEC_DEVICE void normGradRowVector(int64_t row, float eps, gptr<const T> x,
     V out, dyx = Vec::zero();
     if (contrib)
       dyx = loadVector(dy, base + q);
+#pragma unroll
     for (int c = 0; c < Vec::Width; ++c) {
       const float xh = (Vec::at(v[j], c) - mean) * r;
       Vec::at(out, c) = r * (Vec::at(g[j], c) - gMean - xh * gxMean);
