@@ -199,6 +199,60 @@ MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
       }
 }
 
+/// storeFragments through shared memory, for a tile of TM x TN outputs
+/// whose warps own FM x FN fragments at (wm, wn): the accumulators are
+/// written to `staged` (WORDS floats, free to reuse: every thread of the
+/// block must be past its last read of them), as many rows at a time as
+/// fit, and read back by a rolled loop in which consecutive threads store
+/// consecutive columns of a row. The store's code is in the kernel once
+/// instead of once per fragment element (a quarter of a tensor-core GEMM
+/// kernel's compile time went to its 32 inlined copies), and a warp's
+/// stores cover one row instead of eight. The same calls, with the same
+/// values, as storeFragments; ends with the block synchronized.
+template <int TM, int TN, int THREADS, int WORDS, int FM, int FN,
+          typename Store>
+MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
+                                 sptr<float> staged, int64_t m0, int64_t n0,
+                                 int wm, int wn, int64_t M, int64_t N,
+                                 const Store &store) {
+  // A row stride of 8 mod 32 words puts the 16 lanes of each half warp's
+  // float2 stores (rows g, columns 2 t) in 32 different banks.
+  constexpr int STRIDE = TN + 8;
+  static_assert(TN % 32 == 0 && TM % 16 == 0, "whole fragments");
+  constexpr int ROWS = TM * STRIDE <= WORDS       ? TM
+                       : TM / 2 * STRIDE <= WORDS ? TM / 2
+                       : TM / 4 * STRIDE <= WORDS ? TM / 4
+                                                  : TM / 8;
+  static_assert(ROWS % 16 == 0 && ROWS * STRIDE <= WORDS,
+                "the staging buffer holds whole fragment rows");
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll 1
+  for (int r0 = 0; r0 < TM; r0 += ROWS) {
+    // Unrolled: acc is indexed by constants only.
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+      const int first = wm + i * 16 - r0; // the fragments' first row
+      if (first < 0 || first >= ROWS)
+        continue;
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        sptr<float> at = staged + (first + g) * STRIDE + wn + j * 8 + 2 * t;
+        storeShared2(at, acc[i][j][0], acc[i][j][1]);
+        storeShared2(at + 8 * STRIDE, acc[i][j][2], acc[i][j][3]);
+      }
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int e = threadIdx.x; e < ROWS * TN; e += THREADS) {
+      const int r = e / TN, c = e % TN;
+      const int64_t m = m0 + r0 + r, n = n0 + c;
+      if (m < M && n < N)
+        store(m, n, staged[r * STRIDE + c]);
+    }
+    __syncthreads();
+  }
+}
+
 /// The cache row of token m of a decoding step: position past + m % S of
 /// batch m / S in a cache of maxLen rows a batch. Called, not inlined: a
 /// GEMM epilogue that writes the cache is unrolled over a thread's
@@ -588,14 +642,16 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
   // shared memory (the kernel's other arrays share the rest), else two.
   constexpr int STAGE_BYTES = (OpA::CHUNKS + OpB::CHUNKS) * 16;
   constexpr int STAGES = 3 * STAGE_BYTES <= 36 * 1024 ? 3 : 2;
-  MOEC_SHARED(uint4, As, STAGES * OpA::CHUNKS);
-  MOEC_SHARED(uint4, Bs, STAGES * OpB::CHUNKS);
+  // One array, so that the epilogue can reuse all of it.
+  constexpr int CHUNKS = STAGES * (OpA::CHUNKS + OpB::CHUNKS);
+  MOEC_SHARED(uint4, stages, CHUNKS);
+  const sptr<uint4> As = stages, Bs = stages + STAGES * OpA::CHUNKS;
   float acc[FM][FN][4];
   for (int i = 0; i < FM; ++i)
     for (int j = 0; j < FN; ++j)
       for (int r = 0; r < 4; ++r)
         acc[i][j][r] = 0.0f;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int wm = (warp / WARPS_N) * FM * 16, wn = (warp % WARPS_N) * FN * 8;
   const int tiles = static_cast<int>((K + KT - 1) / KT);
   const auto startTile = [&](int kt) {
@@ -607,20 +663,22 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
   };
 
   // One commit group per k tile, empty past the end, so that waiting for
-  // all but the newest STAGES - 2 groups means tile kt has landed.
-  for (int kt = 0; kt < STAGES - 1; ++kt) {
-    if (kt < tiles)
-      startTile(kt);
-    cpAsyncCommit();
-  }
-  for (int kt = 0; kt < tiles; ++kt) {
-    cpAsyncWait<STAGES - 2>();
-    // Tile kt is visible to all, and every warp is done with tile kt - 1,
-    // whose stage the next copies overwrite.
-    __syncthreads();
+  // all but the newest STAGES - 2 groups means tile kt has landed. The
+  // first STAGES - 1 rounds only start copies: one loop, so that the
+  // loads' code (both paths) is in the kernel once, not also in a prologue.
+#pragma unroll 1
+  for (int kt = 1 - STAGES; kt < tiles; ++kt) {
+    if (kt >= 0) {
+      cpAsyncWait<STAGES - 2>();
+      // Tile kt is visible to all, and every warp is done with tile
+      // kt - 1, whose stage the next copies overwrite.
+      __syncthreads();
+    }
     if (kt + STAGES - 1 < tiles)
       startTile(kt + STAGES - 1);
     cpAsyncCommit();
+    if (kt < 0)
+      continue;
     const int s = kt % STAGES;
     for (int kk = 0; kk < KT; kk += 16) {
       uint32_t a[FM][4], b[FN][2];
@@ -639,9 +697,11 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
           mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
     }
   }
-  // A next call in the same block must not refill stages still being read.
+  // Every warp is done with the stages: the epilogue stages its outputs
+  // there.
   __syncthreads();
-  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
+  storeTileStaged<TM, TN, THREADS, CHUNKS * 4>(acc, sharedAs<float>(stages), m0,
+                                               n0, wm, wn, M, N, store);
 }
 
 } // namespace detail

@@ -56,6 +56,29 @@ MOEC_DEVICE float4 loadShared4(sptr<const float> p) {
 #endif
 }
 
+/// Two floats stored at `p` (8-byte aligned) in one access. Emu's tracking
+/// mode stores them as one float2, so that it checks the alignment.
+MOEC_DEVICE void storeShared2(sptr<float> p, float x, float y) {
+#if defined(MOEC_EMU_TRACK_SHARED)
+  *p.template reinterpretAs<float2>() = make_float2(x, y);
+#elif defined(MOEC_EMU)
+  p[0] = x;
+  p[1] = y;
+#else
+  *reinterpret_cast<float2 *>(p) = make_float2(x, y);
+#endif
+}
+
+/// Shared memory at `p` viewed as U's: a buffer reused for another purpose
+/// once what it held is dead.
+template <typename U, typename T> MOEC_DEVICE sptr<U> sharedAs(sptr<T> p) {
+#if defined(MOEC_EMU_TRACK_SHARED)
+  return p.template reinterpretAs<U>();
+#else
+  return reinterpret_cast<U *>(p);
+#endif
+}
+
 /// Eight floats: what one 16-byte access of bf16 carries.
 struct float8 {
   float4 lo, hi;

@@ -67,18 +67,22 @@ unsigned compileJobs(unsigned jobs) {
 }
 
 // For spreading kernels evenly over NVRTC programs (round robin left one
-// worker idle for a second of a 12-block model's 5): a kernel that calls a
-// tensor-core tile takes NVVM and ptxas about four times as long as a row
-// or elementwise kernel, one with a CUDA-core tile about twice (`moec
-// precompile --mix -v`: 0.2-0.7 s against 0.02-0.1 s).
+// worker idle for a second of a 12-block model's 5): beyond the NVRTC
+// front end's share, which every program pays once, a kernel that calls a
+// tensor-core GEMM tile takes NVVM and ptxas about three times as long as
+// a row or elementwise kernel, a tensor-core attention tile eight times, a
+// CUDA-core GEMM tile two and a half and a CUDA-core attention tile five
+// (`moec precompile --mix -v --jobs 1`, each kernel a program of its own:
+// 0.07-0.11 s for a GEMM, 0.25-0.36 s for an attention tile, against 0.04
+// s for the others, the front end's 0.045 s taken off).
 double compileWeight(const std::string &source) {
   static constexpr std::pair<std::string_view, double> kTiles[] = {
-      {"moec::gemmTileBf16Async<", 3},   {"moec::gemmTileBf16<", 3},
-      {"moec::gemmTileTf32<", 3},        {"moec::gemmTile3xTf32<", 3},
-      {"moec::attentionForwardMma<", 3}, {"moec::attentionGradQMma<", 3},
-      {"moec::attentionGradKVMma<", 3},  {"moec::gemmTile<", 1},
-      {"moec::attentionForward<", 1},    {"moec::attentionGradQ<", 1},
-      {"moec::attentionGradKV<", 1}};
+      {"moec::gemmTileBf16Async<", 2},   {"moec::gemmTileBf16<", 2},
+      {"moec::gemmTileTf32<", 2},        {"moec::gemmTile3xTf32<", 2},
+      {"moec::attentionForwardMma<", 7}, {"moec::attentionGradQMma<", 7},
+      {"moec::attentionGradKVMma<", 7},  {"moec::gemmTile<", 1.5},
+      {"moec::attentionForward<", 4},    {"moec::attentionGradQ<", 4},
+      {"moec::attentionGradKV<", 4}};
   double weight = 1;
   for (auto [call, extra] : kTiles)
     for (size_t at = source.find(call); at != std::string::npos;

@@ -207,15 +207,15 @@ TEST(Precompile, ABadArchitectureIsRefused) {
 
 } // namespace
 
-// A kernel's weight counts the tiles it calls: tensor-core tiles most.
+// A kernel's weight counts the tiles it calls: tensor-core attention most.
 TEST(Precompile, WeighsKernelsByTheTilesTheyCall) {
   EXPECT_EQ(compileWeight("moec::normRows<float, 128>(s, x, y);"), 1);
   EXPECT_EQ(compileWeight("moec::gemmTile<64, 64, 16, 256>(0, 0, M, N, K, "
                           "a, b, store);"),
-            2);
+            2.5);
   EXPECT_EQ(compileWeight("moec::gemmTileBf16Async<64, 64, 16, 256>(...); "
                           "moec::attentionGradKVMma<64, 32, 64, 128>(...);"),
-            7);
+            10);
 }
 
 // Heaviest first, each into the lightest batch: two heavy kernels and six

@@ -488,6 +488,11 @@ extern "C" __global__ void gemmTilesRows64x32(const moec::KernelParams p) {
   gemmBf16Tiles<64, 32, 0>(p);
 }
 MOEC_EMU_EXPORT_KERNEL(gemmTilesRows64x32)
+// Two stages, and an epilogue staged 32 rows at a time.
+extern "C" __global__ void gemmTilesRows128x128(const moec::KernelParams p) {
+  gemmBf16Tiles<128, 128, 0>(p);
+}
+MOEC_EMU_EXPORT_KERNEL(gemmTilesRows128x128)
 extern "C" __global__ void gemmTilesCols128x64(const moec::KernelParams p) {
   gemmBf16Tiles<128, 64, 1>(p);
 }

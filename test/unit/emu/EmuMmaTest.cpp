@@ -243,6 +243,8 @@ std::vector<GemmProblem> gemmProblems() {
   p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 1, 1, 1, 8, 8, 9);
   p.emplace_back("gemmTilesGather64x32", 2, 64, 32, 37, 53, 70, 72, 80, 10);
   p.emplace_back("gemmTilesGatherT64x64", 3, 64, 64, 37, 53, 70, 40, 56, 11);
+  p.emplace_back("gemmTilesRows128x128", 0, 128, 128, 130, 200, 70, 72, 200,
+                 12);
   return p;
 }
 
@@ -283,7 +285,7 @@ TEST(EmuMma, GemmTileBf16AsyncMatchesAReferenceAndTheScalarTile) {
 // copies; and the same results.
 TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
   std::vector<GemmProblem> problems = gemmProblems();
-  for (size_t i : {1, 4, 6, 9, 10}) {
+  for (size_t i : {1, 4, 6, 9, 10, 11}) {
     GemmProblem &p = problems[i];
     std::vector<int32_t> applies;
     std::vector<float> checked = p.run(checkedModule(), 2, applies);
