@@ -291,26 +291,37 @@ std::string phaseOf(const std::string &kernel) {
   return "";
 }
 
-/// The tiles of a group's kernels: one list where they all run the same,
-/// else each kernel's by its phase ("dq: ...; dkv: ...").
-std::string groupTiles(const detail::BundleData &data,
-                       const detail::GroupDesc &group) {
-  std::vector<std::pair<std::string, std::string>> kernels;
+/// One of a group's kernels: its name, phase and tiles line.
+struct KernelTiles {
+  std::string kernel, phase, tiles;
+};
+
+/// A group's distinct kernels, in the order of their first launch.
+std::vector<KernelTiles> kernelTilesOf(const detail::BundleData &data,
+                                       const detail::GroupDesc &group) {
+  std::vector<KernelTiles> kernels;
   for (const detail::LaunchDesc &launch : group.launches)
     if (std::none_of(kernels.begin(), kernels.end(),
-                     [&](auto &seen) { return seen.first == launch.kernel; }))
-      kernels.emplace_back(launch.kernel, tilesOf(data, launch.kernel));
+                     [&](auto &seen) { return seen.kernel == launch.kernel; }))
+      kernels.push_back({launch.kernel, phaseOf(launch.kernel),
+                         tilesOf(data, launch.kernel)});
+  return kernels;
+}
+
+/// The tiles of a group's kernels: one list where they all run the same,
+/// else each kernel's by its phase ("dq: ...; dkv: ...").
+std::string groupTiles(const std::vector<KernelTiles> &kernels) {
+  if (kernels.empty())
+    return "";
   bool same = std::all_of(kernels.begin(), kernels.end(), [&](auto &kernel) {
-    return kernel.second == kernels.front().second;
+    return kernel.tiles == kernels.front().tiles;
   });
   if (same)
-    return kernels.front().second;
+    return kernels.front().tiles;
   std::string tiles;
-  for (const auto &[kernel, fields] : kernels) {
-    std::string phase = phaseOf(kernel);
-    tiles += (tiles.empty() ? "" : "; ") + (phase.empty() ? kernel : phase) +
-             ": " + fields;
-  }
+  for (const KernelTiles &k : kernels)
+    tiles += (tiles.empty() ? "" : "; ") +
+             (k.phase.empty() ? k.kernel : k.phase) + ": " + k.tiles;
   return tiles;
 }
 
@@ -329,15 +340,13 @@ std::optional<double> tileField(const std::string &tiles,
 /// ("" for a group's only kernel): head_dim / block_columns where a block
 /// computes some of a head's output columns (each block then computes all
 /// of its scores), else 1.
-std::map<std::string, double> blocksPerHead(const detail::BundleData &data,
-                                            const detail::GroupDesc &group) {
+std::map<std::string, double>
+blocksPerHead(const std::vector<KernelTiles> &kernels) {
   std::map<std::string, double> blocks;
-  for (const detail::LaunchDesc &launch : group.launches) {
-    std::string tiles = tilesOf(data, launch.kernel);
-    std::optional<double> dim = tileField(tiles, "head_dim");
-    std::optional<double> columns = tileField(tiles, "block_columns");
-    blocks[phaseOf(launch.kernel)] =
-        dim && columns && *columns > 0 ? *dim / *columns : 1;
+  for (const KernelTiles &k : kernels) {
+    std::optional<double> dim = tileField(k.tiles, "head_dim");
+    std::optional<double> columns = tileField(k.tiles, "block_columns");
+    blocks[k.phase] = dim && columns && *columns > 0 ? *dim / *columns : 1;
   }
   return blocks;
 }
@@ -377,10 +386,10 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
   for (const detail::GroupDesc &group : program.groups) {
     KernelCost k;
     k.kind = group.kind;
-    if (!group.launches.empty()) {
-      k.kernel = group.launches.front().kernel;
-      k.tiles = groupTiles(data, group);
-    }
+    std::vector<KernelTiles> kernels = kernelTilesOf(data, group);
+    if (!kernels.empty())
+      k.kernel = kernels.front().kernel;
+    k.tiles = groupTiles(kernels);
     for (const detail::LaunchDesc &launch : group.launches)
       if (launch.gemm)
         k.gemms.push_back(
@@ -389,7 +398,7 @@ ProgramCost programCost(const Bundle &bundle, const std::string &name,
     for (size_t s : group.steps)
       inGroup.insert(static_cast<int64_t>(s));
     std::set<Value> crossing;
-    std::map<std::string, double> blocks = blocksPerHead(data, group);
+    std::map<std::string, double> blocks = blocksPerHead(kernels);
     for (size_t s : group.steps) {
       const StepDesc &step = program.steps[s];
       k.ops.push_back(step.op);

@@ -59,31 +59,26 @@ void budgetTensorCoreRegisters(GroupEmitter &e, int64_t headDim) {
     e.setRegisterBudget(168);
 }
 
-/// The template arguments every attention kernel takes: head_dim, tile_q,
-/// tile_k, threads, and the output columns a block computes when a head
-/// takes several blocks (`columns` below head_dim).
-std::string tileArgs(const Geometry &geo, int64_t tq, int64_t tk,
-                     int64_t threads, int64_t columns = 0) {
+/// Names the tiles an attention kernel runs in its header (fields in
+/// alphabetical order, as the group's tiles print: for the tensor-core
+/// kernels they are not the group's; `block_columns` where a head takes
+/// several blocks) and returns them as the template arguments every
+/// attention kernel takes: head_dim, tile_q, tile_k, threads, and the
+/// output columns a block computes when that is below head_dim.
+std::string kernelTiles(GroupEmitter &e, const Geometry &geo, int64_t tq,
+                        int64_t tk, int64_t threads, int64_t columns = 0) {
+  std::string header = fill(
+      "head_dim=${headDim} threads=${threads} tile_k=${tk} tile_q=${tq}",
+      {{"headDim", geo.headDim}, {"threads", threads}, {"tk", tk}, {"tq", tq}});
   std::string args = fill(
       "${headDim}, ${tq}, ${tk}, ${threads}",
       {{"headDim", geo.headDim}, {"tq", tq}, {"tk", tk}, {"threads", threads}});
-  if (columns > 0 && columns < geo.headDim)
+  if (columns > 0 && columns < geo.headDim) {
+    header = "block_columns=" + std::to_string(columns) + " " + header;
     args += ", " + std::to_string(columns);
+  }
+  e.setKernelTiles(std::move(header));
   return args;
-}
-
-/// The tiles a kernel's header names, as the group's tiles print (fields
-/// in alphabetical order): the tiles it runs, which for the tensor-core
-/// kernels are not the group's, and the output columns a block computes
-/// where a head takes several blocks.
-std::string tilesLine(const Geometry &geo, int64_t tq, int64_t tk,
-                      int64_t threads, int64_t columns = 0) {
-  std::string line = fill(
-      "head_dim=${headDim} threads=${threads} tile_k=${tk} tile_q=${tq}",
-      {{"headDim", geo.headDim}, {"threads", threads}, {"tk", tk}, {"tq", tq}});
-  if (columns > 0 && columns < geo.headDim)
-    line = "block_columns=" + std::to_string(columns) + " " + line;
-  return line;
 }
 
 } // namespace
@@ -122,8 +117,7 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   int64_t parts = geo.headDim / columns;
   if (mma)
     budgetTensorCoreRegisters(e, geo.headDim);
-  e.setKernelTiles(tilesLine(geo, tq, tk, threads, columns));
-  std::string tiles = tileArgs(geo, tq, tk, threads, columns);
+  std::string tiles = kernelTiles(e, geo, tq, tk, threads, columns);
   w.line(fill("moec::${kernel}<${tiles}>(s, ${q}, ${k}, ${v}, ${out}, "
               "${lse});",
               {{"kernel", mma ? "attentionForwardMma" : "attentionForward"},
@@ -190,14 +184,14 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     e.beginKernel("dq");
     if (mma)
       budgetTensorCoreRegisters(e, geo.headDim);
-    e.setKernelTiles(tilesLine(geo, dqTq, dqTk, threads));
+    std::string tiles = kernelTiles(e, geo, dqTq, dqTk, threads);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
     std::string dq = e.declared(w, op.getDq(), true, "dq");
     w.line(fill("moec::${kernel}<${tiles}>(${inputs}, ${dq});",
                 {{"kernel", mma ? "attentionGradQMma" : "attentionGradQ"},
-                 {"tiles", tileArgs(geo, dqTq, dqTk, threads)},
+                 {"tiles", tiles},
                  {"inputs", args},
                  {"dq", dq}}));
     e.finishKernel(w.str(), GridDim{qs[1], dqTq}, GridDim{SymDim(geo.heads), 1},
@@ -223,13 +217,12 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
       budgetTensorCoreRegisters(e, geo.headDim);
     else if (accumulators > 32)
       e.setRegisterBudget(168);
-    e.setKernelTiles(tilesLine(geo, kvTq, kvTk, threads, columns));
+    std::string tiles = kernelTiles(e, geo, kvTq, kvTk, threads, columns);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
     std::string dk = e.declared(w, op.getDk(), true, "dk");
     std::string dv = e.declared(w, op.getDv(), true, "dv");
-    std::string tiles = tileArgs(geo, kvTq, kvTk, threads, columns);
     w.line(fill("moec::${kernel}<${tiles}>(${inputs}, ${dk}, ${dv});",
                 {{"kernel", mma ? "attentionGradKVMma" : "attentionGradKV"},
                  {"tiles", tiles},
