@@ -43,9 +43,11 @@ fi
 
 echo "== building the runtime-only moec in $tree"
 if [ ! -f "$tree/build.ninja" ]; then
+  # The log goes inside the build tree, which the checkout ignores.
+  mkdir -p "$tree"
   cmake -S "$root" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMOEC_BUILD_COMPILER=OFF -DMOEC_PORTABLE=ON -DMOEC_BUILD_TESTS=ON \
-    > "$tree.configure.log" 2>&1 || { cat "$tree.configure.log" >&2; exit 1; }
+    > "$tree/configure.log" 2>&1 || { cat "$tree/configure.log" >&2; exit 1; }
 fi
 tests=(moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests)
 cmake --build "$tree" -j "$jobs" --target moec moec-fake-cuda-driver \

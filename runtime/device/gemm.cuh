@@ -199,16 +199,27 @@ MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
       }
 }
 
+/// The rows storeTileStaged stages at a time: the most that fit in
+/// `words` floats of rows `stride` apart, a multiple of 16 (whole
+/// fragments) that divides tm; 0 if not even 16 fit.
+constexpr int stagedRows(int tm, int stride, int words) {
+  for (int rows = tm - tm % 16; rows >= 16; rows -= 16)
+    if (tm % rows == 0 && rows * stride <= words)
+      return rows;
+  return 0;
+}
+
 /// storeFragments through shared memory, for a tile of TM x TN outputs
 /// whose warps own FM x FN fragments at (wm, wn): the accumulators are
 /// written to `staged` (WORDS floats, free to reuse: every thread of the
 /// block must be past its last read of them), as many rows at a time as
 /// fit, and read back by a rolled loop in which consecutive threads store
-/// consecutive columns of a row. The store's code is in the kernel once
-/// instead of once per fragment element (a quarter of a tensor-core GEMM
-/// kernel's compile time went to its 32 inlined copies), and a warp's
-/// stores cover one row instead of eight. The same calls, with the same
-/// values, as storeFragments; ends with the block synchronized.
+/// consecutive columns of a row, four each. The store's code is in the
+/// kernel four times instead of once per fragment element (a quarter of a
+/// tensor-core GEMM kernel's compile time went to its 32 inlined copies),
+/// and a warp's stores cover one to four rows (tiles 128 to 32 wide)
+/// instead of eight. The same calls, with the same values, as
+/// storeFragments; ends with the block synchronized.
 template <int TM, int TN, int THREADS, int WORDS, int FM, int FN,
           typename Store>
 MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
@@ -219,12 +230,8 @@ MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
   // float2 stores (rows g, columns 2 t) in 32 different banks.
   constexpr int STRIDE = TN + 8;
   static_assert(TN % 32 == 0 && TM % 16 == 0, "whole fragments");
-  constexpr int ROWS = TM * STRIDE <= WORDS       ? TM
-                       : TM / 2 * STRIDE <= WORDS ? TM / 2
-                       : TM / 4 * STRIDE <= WORDS ? TM / 4
-                                                  : TM / 8;
-  static_assert(ROWS % 16 == 0 && ROWS * STRIDE <= WORDS,
-                "the staging buffer holds whole fragment rows");
+  constexpr int ROWS = stagedRows(TM, STRIDE, WORDS);
+  static_assert(ROWS > 0, "the staging buffer holds 16 rows at least");
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll 1
   for (int r0 = 0; r0 < TM; r0 += ROWS) {
@@ -242,21 +249,32 @@ MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
       }
     }
     __syncthreads();
+    // Four columns a thread and iteration: one 16-byte shared load (a
+    // quarter warp reads 128 contiguous bytes) and a quarter of the loop's
+    // index arithmetic per output.
+    constexpr int QUADS = TN / 4;
 #pragma unroll 1
-    for (int e = threadIdx.x; e < ROWS * TN; e += THREADS) {
-      const int r = e / TN, c = e % TN;
+    for (int e = threadIdx.x; e < ROWS * QUADS; e += THREADS) {
+      const int r = e / QUADS, c = e % QUADS * 4;
       const int64_t m = m0 + r0 + r, n = n0 + c;
-      if (m < M && n < N)
-        store(m, n, staged[r * STRIDE + c]);
+      if (m >= M)
+        continue;
+      const float4 v = loadShared4(staged + r * STRIDE + c);
+      const float quad[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (n + q < N)
+          store(m, n + q, quad[q]);
     }
     __syncthreads();
   }
 }
 
 /// The cache row of token m of a decoding step: position past + m % S of
-/// batch m / S in a cache of maxLen rows a batch. Called, not inlined: a
-/// GEMM epilogue that writes the cache is unrolled over a thread's
-/// fragments, and a 64-bit division in each copy made ptxas take seconds.
+/// batch m / S in a cache of maxLen rows a batch. Called, not inlined: an
+/// epilogue unrolled over a thread's outputs (gemmTile, storeFragments)
+/// has a copy of the store per output, and a 64-bit division in each copy
+/// made ptxas take seconds.
 MOEC_DEVICE_CALLED int64_t cacheRow(int64_t m, int64_t S, int64_t maxLen,
                                     int64_t past) {
   return m / S * maxLen + past + m % S;

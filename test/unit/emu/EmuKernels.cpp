@@ -488,6 +488,14 @@ extern "C" __global__ void gemmTilesRows64x32(const moec::KernelParams p) {
   gemmBf16Tiles<64, 32, 0>(p);
 }
 MOEC_EMU_EXPORT_KERNEL(gemmTilesRows64x32)
+// The epilogue's passes: whole 16-row fragments that divide the tile and
+// fit the stages (128 x 64, three stages of 9216 words: all at once;
+// 128 x 128 and 160 x 128, two stages of 8192 and 9216: 32 rows).
+static_assert(moec::stagedRows(128, 72, 9216) == 128, "one pass");
+static_assert(moec::stagedRows(128, 136, 8192) == 32, "four passes");
+static_assert(moec::stagedRows(160, 136, 9216) == 32, "five passes");
+static_assert(moec::stagedRows(64, 72, 1000) == 0, "no room");
+
 // Two stages, and an epilogue staged 32 rows at a time.
 extern "C" __global__ void gemmTilesRows128x128(const moec::KernelParams p) {
   gemmBf16Tiles<128, 128, 0>(p);
