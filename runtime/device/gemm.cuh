@@ -175,30 +175,6 @@ MOEC_DEVICE void gemmTile(int64_t m0, int64_t n0, int64_t M, int64_t N,
     }
 }
 
-/// Stores a warp's m16n8 accumulator fragments (mma.cuh's layout): fragment
-/// (i, j) holds rows m0 + 16 i .. + 15 and columns n0 + 8 j .. + 7; outputs
-/// outside M x N are skipped.
-template <int FM, int FN, typename Store>
-MOEC_DEVICE void storeFragments(const float (&acc)[FM][FN][4], int64_t m0,
-                                int64_t n0, int64_t M, int64_t N, int lane,
-                                const Store &store) {
-  const int g = lane / 4, t = lane % 4;
-  // Unrolled whatever the epilogue's size: a loop left rolled indexes acc
-  // at run time, which puts the accumulators in local memory (the stack
-  // frame ptxas reports) for the whole k loop.
-#pragma unroll
-  for (int i = 0; i < FM; ++i)
-#pragma unroll
-    for (int j = 0; j < FN; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        int64_t m = m0 + i * 16 + g + (r / 2) * 8;
-        int64_t n = n0 + j * 8 + 2 * t + r % 2;
-        if (m < M && n < N)
-          store(m, n, acc[i][j][r]);
-      }
-}
-
 /// The rows storeTileStaged stages at a time: the most that fit in
 /// `words` floats of rows `stride` apart, a multiple of 16 (whole
 /// fragments) that divides tm; 0 if not even 16 fit.
@@ -209,17 +185,29 @@ constexpr int stagedRows(int tm, int stride, int words) {
   return 0;
 }
 
-/// storeFragments through shared memory, for a tile of TM x TN outputs
-/// whose warps own FM x FN fragments at (wm, wn): the accumulators are
-/// written to `staged` (WORDS floats, free to reuse: every thread of the
-/// block must be past its last read of them), as many rows at a time as
-/// fit, and read back by a rolled loop in which consecutive threads store
-/// consecutive columns of a row, four each. The store's code is in the
-/// kernel four times instead of once per fragment element (a quarter of a
-/// tensor-core GEMM kernel's compile time went to its 32 inlined copies),
-/// and a warp's stores cover one to four rows (tiles 128 to 32 wide)
-/// instead of eight. The same calls, with the same values, as
-/// storeFragments; ends with the block synchronized.
+/// Words of shared memory for a tile whose operands take `operandWords`,
+/// with its staged epilogue: the whole tile's outputs where that is more
+/// and fits in 36 KiB (one pass of the epilogue instead of several; at 36
+/// KiB a block an SM of sm_80 or later still holds the two blocks the
+/// kernels' launch bounds ask for), else the operands' own.
+constexpr int sharedWordsWithEpilogue(int tm, int tn, int operandWords) {
+  const int whole = tm * (tn + 8);
+  return whole > operandWords && whole <= 9 * 1024 ? whole : operandWords;
+}
+
+/// The epilogue of the tensor-core tiles: stores a TM x TN tile's outputs,
+/// held by its warps as FM x FN m16n8 accumulator fragments (mma.cuh's
+/// layout) at (wm, wn), fragment (i, j) rows wm + 16 i .. + 15 and columns
+/// wn + 8 j .. + 7, by store(m, n, value) for each output inside M x N.
+/// The fragments are written to `staged` (WORDS floats, free to reuse:
+/// every thread of the block must be past its last read of them), as many
+/// rows at a time as fit, and read back by a rolled loop in which
+/// consecutive threads store consecutive columns of a row, four each. The
+/// store's code is in the kernel four times instead of once per fragment
+/// element (a quarter of a tensor-core GEMM kernel's compile time went to
+/// its 32 inlined copies), and a warp's stores cover one to four rows
+/// (tiles 128 to 32 wide) instead of eight. Ends with the block
+/// synchronized.
 template <int TM, int TN, int THREADS, int WORDS, int FM, int FN,
           typename Store>
 MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
@@ -272,8 +260,8 @@ MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
 
 /// The cache row of token m of a decoding step: position past + m % S of
 /// batch m / S in a cache of maxLen rows a batch. Called, not inlined: an
-/// epilogue unrolled over a thread's outputs (gemmTile, storeFragments)
-/// has a copy of the store per output, and a 64-bit division in each copy
+/// epilogue unrolled over a thread's outputs (gemmTile's) has a copy of
+/// the store per output, and a 64-bit division in each copy
 /// made ptxas take seconds.
 MOEC_DEVICE_CALLED int64_t cacheRow(int64_t m, int64_t S, int64_t maxLen,
                                     int64_t past) {
@@ -304,8 +292,10 @@ MOEC_DEVICE void gemmTileBf16(int64_t m0, int64_t n0, int64_t M, int64_t N,
   // Rows of k pairs, padded by 4 words so that the 8 x 4 lanes of a
   // fragment load hit 32 different banks.
   constexpr int PAIRS = TK / 2, STRIDE = PAIRS + 4;
-  MOEC_SHARED(uint32_t, As, TM * STRIDE);
-  MOEC_SHARED(uint32_t, Bs, TN * STRIDE);
+  // One array, which the epilogue reuses.
+  constexpr int WORDS = sharedWordsWithEpilogue(TM, TN, (TM + TN) * STRIDE);
+  MOEC_SHARED(uint32_t, operands, WORDS);
+  const sptr<uint32_t> As = operands, Bs = operands + TM * STRIDE;
   float acc[FM][FN][4];
   for (int i = 0; i < FM; ++i)
     for (int j = 0; j < FN; ++j)
@@ -354,7 +344,9 @@ MOEC_DEVICE void gemmTileBf16(int64_t m0, int64_t n0, int64_t M, int64_t N,
     }
     __syncthreads();
   }
-  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
+  // The k loop ended with every warp done with the operands.
+  storeTileStaged<TM, TN, THREADS, WORDS>(acc, sharedAs<float>(operands), m0,
+                                          n0, wm, wn, M, N, store);
 }
 
 namespace detail {
@@ -404,8 +396,11 @@ MOEC_DEVICE void gemmTileTf32Impl(int64_t m0, int64_t n0, int64_t M,
   using OpB = Tf32Operand<TN, TK, !LoadB::kContiguousFirst>;
   // tf32 words, or for SPLIT the fp32 values: each warp splits the
   // fragments it reads (half the shared memory of two stored halves).
-  MOEC_SHARED(uint32_t, As, OpA::WORDS);
-  MOEC_SHARED(uint32_t, Bs, OpB::WORDS);
+  // One array, which the epilogue reuses.
+  constexpr int WORDS =
+      sharedWordsWithEpilogue(TM, TN, OpA::WORDS + OpB::WORDS);
+  MOEC_SHARED(uint32_t, operands, WORDS);
+  const sptr<uint32_t> As = operands, Bs = operands + OpA::WORDS;
   float acc[FM][FN][4];
   for (int i = 0; i < FM; ++i)
     for (int j = 0; j < FN; ++j)
@@ -470,7 +465,9 @@ MOEC_DEVICE void gemmTileTf32Impl(int64_t m0, int64_t n0, int64_t M,
     }
     __syncthreads();
   }
-  storeFragments(acc, m0 + wm, n0 + wn, M, N, lane, store);
+  // The k loop ended with every warp done with the operands.
+  storeTileStaged<TM, TN, THREADS, WORDS>(acc, sharedAs<float>(operands), m0,
+                                          n0, wm, wn, M, N, store);
 }
 
 } // namespace detail
