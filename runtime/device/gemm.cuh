@@ -261,8 +261,8 @@ MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
 /// The cache row of token m of a decoding step: position past + m % S of
 /// batch m / S in a cache of maxLen rows a batch. Called, not inlined: an
 /// epilogue unrolled over a thread's outputs (gemmTile's) has a copy of
-/// the store per output, and a 64-bit division in each copy
-/// made ptxas take seconds.
+/// the store per output, and a 64-bit division in each copy made ptxas
+/// take seconds.
 MOEC_DEVICE_CALLED int64_t cacheRow(int64_t m, int64_t S, int64_t maxLen,
                                     int64_t past) {
   return m / S * maxLen + past + m % S;

@@ -494,9 +494,11 @@ MOEC_EMU_EXPORT_KERNEL(gemmTilesRows64x32)
 static_assert(moec::stagedRows(128, 72, 9216) == 128, "one pass");
 static_assert(moec::stagedRows(128, 136, 8192) == 32, "four passes");
 static_assert(moec::stagedRows(160, 136, 9216) == 32, "five passes");
+static_assert(moec::stagedRows(128, 136, 3072) == 16, "eight passes");
 static_assert(moec::stagedRows(64, 72, 1000) == 0, "no room");
 
-// Two stages, and an epilogue staged 32 rows at a time.
+// Two stages and an epilogue staged 32 rows at a time; gemmTileBf16 (which
+// 0) stages 16 rows at a time in its operands' 3072 words.
 extern "C" __global__ void gemmTilesRows128x128(const moec::KernelParams p) {
   gemmBf16Tiles<128, 128, 0>(p);
 }

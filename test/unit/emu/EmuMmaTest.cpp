@@ -291,6 +291,14 @@ TEST(EmuMma, GemmTileBf16AsyncPassesCheckMode) {
     std::vector<float> checked = p.run(checkedModule(), 2, applies);
     EXPECT_EQ(checked, p.run(correctModule(), 1, applies)) << p.name();
   }
+  // gemmTileBf16's epilogue, in eight passes of 16 rows through its
+  // operands' shared memory: no read of shared memory before it was
+  // written, the same results.
+  GemmProblem &wide = problems[11];
+  std::vector<int32_t> applies;
+  EXPECT_EQ(wide.run(checkedModule(), 0, applies),
+            wide.run(correctModule(), 1, applies))
+      << wide.name();
 }
 
 // Rows of an odd length cannot be copied in 16-byte chunks: the run-time
