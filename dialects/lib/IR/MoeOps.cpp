@@ -650,7 +650,7 @@ TopKRouterOp::inferSymbolicShapes(ArrayRef<SymShape> s,
   if (failed(c.minRank(0, "logits", 1)))
     return failure();
   const SymDim &experts = s[0].back();
-  if (experts.isStatic() && getK() > experts.getStatic())
+  if (experts.isStatic() && static_cast<int64_t>(getK()) > experts.getStatic())
     return emitOpError() << "k (" << getK()
                          << ") exceeds the number of experts ("
                          << experts.str() << ")";

@@ -45,7 +45,7 @@ void ModuleEmitter::addParam(std::string name, ArrayRef<int64_t> shape,
   if (tooLarge && !oversizedParam)
     oversizedParam.emplace(name, paramSource);
   params.push_back(
-      {std::move(name), tensor(shape), init, scale, frozen, rowNorm});
+      {std::move(name), tensor(shape), init, scale, frozen, rowNorm, ""});
 }
 
 void ModuleEmitter::addNorm(const std::string &name) {

@@ -404,7 +404,9 @@ std::pair<Tensor, Tensor> droppingRoute(int64_t n, int64_t e, int64_t k) {
 
 TEST(CpuGradients, ExpertMap) {
   const int64_t n = 5, d = 3, h = 4, e = 3, k = 2;
-  auto [expert, slot] = droppingRoute(n, e, k);
+  // References, not structured bindings: a lambda captures them (C++17).
+  const std::pair<Tensor, Tensor> route = droppingRoute(n, e, k);
+  const Tensor &expert = route.first, &slot = route.second;
   Tensor x = randomTensor(F64, {n, d}, 1);
   Tensor w = randomTensor(F64, {e, d, h}, 2);
   Tensor r = randomTensor(F64, {n, k * h}, 3);
@@ -420,7 +422,9 @@ TEST(CpuGradients, ExpertMap) {
 
 TEST(CpuGradients, ExpertReduce) {
   const int64_t n = 5, d = 3, h = 4, e = 3, k = 2;
-  auto [expert, slot] = droppingRoute(n, e, k);
+  // References, not structured bindings: a lambda captures them (C++17).
+  const std::pair<Tensor, Tensor> route = droppingRoute(n, e, k);
+  const Tensor &expert = route.first, &slot = route.second;
   Tensor c = randomTensor(F64, {n, k * h}, 1);
   Tensor gates = randomTensor(F64, {n, k}, 2, 0.2, 1.0);
   Tensor w = randomTensor(F64, {e, h, d}, 3);

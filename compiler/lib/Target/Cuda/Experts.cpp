@@ -181,7 +181,8 @@ void recomputeForGradient(GroupEmitter &e, const Experts &x,
       continue;
     groupedGemm(
         e, x, name, x.f, x.d,
-        [&](CodeWriter &w) {
+        // Structured bindings are captured by copy (C++17).
+        [&, weight = weight, bias = bias, target = target](CodeWriter &w) {
           e.declare(w, "xs", x.x, false);
           e.declare(w, "w", weight, false);
           declareOptional(e, w, "b", bias, x.t);
@@ -293,7 +294,7 @@ void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
       continue;
     perExpertGemm(
         e, x, name, x.d, x.f,
-        [&](CodeWriter &w) {
+        [&, result = result, source = source](CodeWriter &w) {
           e.declare(w, "xs", x.x, false);
           declareScratch(e, w, "src", source, x.operandType, false);
           e.declare(w, "dw", result, true);
@@ -323,7 +324,7 @@ void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
       continue;
     groupedGemm(
         e, x, name, x.d, x.f,
-        [&](CodeWriter &w) {
+        [&, weight = weight, source = source](CodeWriter &w) {
           declareScratch(e, w, "src", source, x.operandType, false);
           e.declare(w, "w", weight, false);
           declareScratch(e, w, "dxk", s.dxk, x.f32, true);

@@ -201,7 +201,8 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 /// at least kMinParallelWork operations, `workPerItem` per iteration.
 template <typename Fn>
 void parallelFor(int64_t n, int64_t workPerItem, Fn &&fn) {
-  bool parallel = n > 1 && n * workPerItem >= kMinParallelWork;
+  // Unused where OpenMP is off (the sanitizer build).
+  [[maybe_unused]] bool parallel = n > 1 && n * workPerItem >= kMinParallelWork;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < n; ++i)
     fn(i);
