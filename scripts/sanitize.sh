@@ -34,10 +34,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 if [ ! -f $build/build.ninja ]; then
   # Assertions on, libstdc++'s too; clang warns about libstdc++ 12's own
-  # deprecated helpers.
+  # deprecated helpers, and that -O1 (no vectorizer) leaves the `omp simd`
+  # loops scalar, which is all this build needs of them.
   flags="-O1 -g1 -D_GLIBCXX_ASSERTIONS"
   cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS_DEBUG="$flags -Wno-deprecated-declarations" \
+    -DCMAKE_CXX_FLAGS_DEBUG="$flags -Wno-deprecated-declarations -Wno-pass-failed" \
     -DCMAKE_C_FLAGS_DEBUG="$flags" \
     -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
     -DMOEC_SANITIZE=address,undefined -DMOEC_FUZZ=ON \

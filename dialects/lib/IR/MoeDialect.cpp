@@ -11,8 +11,17 @@ using namespace mlir::moe;
 #include "moe/IR/MoeDialect.cpp.inc"
 #include "moe/IR/MoeEnums.cpp.inc"
 
+// GCC 12 takes the generated parser's FailureOr<std::optional<int64_t>>
+// results for maybe uninitialized once inlined; they are set before use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define GET_ATTRDEF_CLASSES
 #include "moe/IR/MoeAttrs.cpp.inc"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 void MoeDialect::initialize() {
   addOperations<

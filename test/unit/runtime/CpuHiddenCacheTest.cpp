@@ -99,9 +99,9 @@ TEST(CpuHiddenCache, StagedOperandsAreKeyedByTheirStorage) {
   }
   cpu::HiddenCache cache;
   Tensor y = like(c.inputs[0]);
-  cpu::KernelContext ctx{"moe.expert_ffn", staged, {y.view()},
-                         cpu::Attrs(attrs, "moe.expert_ffn"), &cache};
-  ctx.storedInputs = storedKey;
+  cpu::KernelContext ctx{"moe.expert_ffn", staged,
+                         {y.view()},       cpu::Attrs(attrs, "moe.expert_ffn"),
+                         &cache,           storedKey};
   cpu::lookupKernel("moe.expert_ffn")(ctx);
   EXPECT_TRUE(cache.take(staged, "expert_ffn").empty());
   EXPECT_EQ(cache.take(storedKey, "expert_ffn").size(), 1u);

@@ -274,8 +274,9 @@ TEST(CpuKernels, CastsBetweenF32AndBf16Directly) {
             std::numeric_limits<float>::max(), -0.0f});
   Tensor y = zeros(DType::BF16, {8});
   auto run = [](const Tensor &in, const Tensor &out) {
-    cpu::KernelContext ctx{"moe.cast", {in.view()}, {out.view()},
-                           cpu::Attrs(Json::object(), "moe.cast")};
+    cpu::KernelContext ctx{"moe.cast",   {in.view()},
+                           {out.view()}, cpu::Attrs(Json::object(), "moe.cast"),
+                           nullptr,      {}};
     return cpu::castWithBf16(ctx);
   };
   ASSERT_TRUE(run(x, y));

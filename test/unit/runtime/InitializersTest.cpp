@@ -11,7 +11,7 @@ using namespace moec;
 namespace {
 
 ParamInfo param(const std::string &init, Shape shape, double scale = 1.0) {
-  return {"p", DType::F64, std::move(shape), init, scale, false};
+  return {"p", DType::F64, std::move(shape), init, scale, false, 0, ""};
 }
 
 TEST(Initializers, NormalsHaveUnitMomentsAndIndependentNeighbours) {

@@ -35,7 +35,7 @@ std::vector<Tensor> runKernel(std::string_view op,
     ADD_FAILURE() << "no cpu kernel for " << op;
     return outputs;
   }
-  cpu::KernelContext ctx{op, {}, {}, cpu::Attrs(attrs, op), hidden};
+  cpu::KernelContext ctx{op, {}, {}, cpu::Attrs(attrs, op), hidden, {}};
   for (const Tensor &t : inputs)
     ctx.inputs.push_back(t.empty() ? TensorView() : t.view());
   for (const Tensor &t : outputs) {
