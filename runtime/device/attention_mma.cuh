@@ -10,7 +10,10 @@
 // is register for register the A fragment of P V. K and V tiles are staged
 // as bf16 rows padded by 16 bytes (the eight rows an ldmatrix phase reads
 // then hit eight different bank groups), double-buffered by cp.async when
-// their rows start on 16-byte boundaries, by plain loads otherwise.
+// their rows start on 16-byte boundaries, by plain loads otherwise. The
+// fragments a warp keeps in registers are loaded, and its outputs stored,
+// two bf16 (one 4-byte word) at a time: a fragment's pairs start at even
+// columns of rows of even length.
 //
 // It takes head dims that are multiples of 16 up to 128 and of 32 up to
 // 256: a lane holds HD / 4 registers of Q fragments, OD / 2 of O and TK / 2
@@ -22,7 +25,11 @@
 // half as much again, but O in one block would take 128 registers and
 // spill; FlashAttention-2 keeps Q in shared memory instead, which the
 // 48 KiB of static shared memory leave no room for. It runs
-// attentionForward for anything else (AttentionPath.h).
+// attentionForward for anything else (AttentionPath.h). The backward's
+// kernels split wide heads the same way: dq past 128 dims into two blocks
+// of half the columns (four of a quarter at 256), dk/dv past 64 into two
+// and past 128 into blocks of 64 columns, every block computing the scores
+// and dP whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,12 +39,6 @@
 namespace moec {
 
 namespace detail {
-
-/// Two bf16 at p[0], p[1] as one fragment register (p[0] in the low half).
-MOEC_DEVICE uint32_t loadBf16Pair(gptr<const bf16> p) {
-  return static_cast<uint32_t>(p[0].bits) | static_cast<uint32_t>(p[1].bits)
-                                                << 16;
-}
 
 /// Stages rows j0 .. j0 + ROWS - 1 of `src` (row r at src + r * rowStride:
 /// the caller offsets it to its batch, head and first column), CPR 16-byte
@@ -65,7 +66,7 @@ MOEC_DEVICE void stageRowsBf16(gptr<const bf16> src, int64_t rowStride,
     uint32_t w[4] = {0, 0, 0, 0};
     if (valid)
       for (int i = 0; i < 4; ++i)
-        w[i] = loadBf16Pair(src + (at + 2 * i));
+        w[i] = loadBf16x2(src + (at + 2 * i));
     dst[r * STRIDE + ch] = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
@@ -151,7 +152,7 @@ MOEC_DEVICE void loadRowFragments(gptr<const bf16> x, int64_t stride,
     for (int r = 0; r < 4; ++r) {
       const int64_t i = rows[r % 2];
       const int d = kb * 16 + (r / 2) * 8 + 2 * t;
-      a[kb][r] = i < rowEnd ? loadBf16Pair(x + (i * stride + d)) : 0u;
+      a[kb][r] = i < rowEnd ? loadBf16x2(x + (i * stride + d)) : 0u;
     }
 }
 
@@ -344,32 +345,38 @@ MOEC_DEVICE void attentionForwardMma(const AttentionShape s, gptr<const bf16> q,
       continue;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int64_t at = (b * s.sq + i) * qStride + h * HD + d0 + 2 * t;
-    for (int n = 0; n < DN; ++n) {
-      out[at + n * 8] = o[n][2 * half] * inv;
-      out[at + n * 8 + 1] = o[n][2 * half + 1] * inv;
-    }
+    for (int n = 0; n < DN; ++n)
+      storeBf16x2(out + (at + n * 8), o[n][2 * half] * inv,
+                  o[n][2 * half + 1] * inv);
     if (t == 0 && lse && d0 == 0)
       lse[(b * s.heads + h) * s.sq + i] =
           sum > 0.0f ? (m[half] + log2f(sum)) * 0.6931471805599453f : kNegInf;
   }
 }
 
-/// attentionGradQ for bf16 on the tensor cores: grid (ceil(Sq / TQ), H, B),
-/// THREADS threads, TQ = 16 queries a warp, TK keys a tile. Each warp keeps
-/// the Q and dO fragments of its 16 queries and their dq accumulators in
-/// registers; per key tile S = Q K^T and dP = dO V^T run on mma, P is
-/// recomputed from the saved log-sum-exp, dS = P (dP - delta) is rounded to
-/// bf16 as the A fragment of dq += dS K (as P is for P V in the forward).
-template <int HD, int TQ, int TK, int THREADS>
+/// attentionGradQ for bf16 on the tensor cores: grid (ceil(Sq / TQ), H *
+/// HD / OD, B), THREADS threads, TQ = 16 queries a warp, TK keys a tile;
+/// each block writes OD of the HD columns of dq. Each warp keeps the Q and
+/// dO fragments of its 16 queries and their dq accumulators in registers;
+/// per key tile S = Q K^T and dP = dO V^T run on mma, P is recomputed from
+/// the saved log-sum-exp, dS = P (dP - delta) is rounded to bf16 as the A
+/// fragment of dq += dS K (as P is for P V in the forward). Past 128 dims
+/// a block computes dq for some of the columns (the blocks of a head each
+/// compute S and dP whole, as in the forward): Q and dO fragments of 256
+/// dims take 128 registers a lane, a whole head's accumulators as many
+/// again.
+template <int HD, int TQ, int TK, int THREADS, int OD = HD>
 MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
                                    gptr<const bf16> k, gptr<const bf16> v,
                                    gptr<const bf16> dout, gptr<const float> lse,
                                    gptr<const float> delta, gptr<bf16> dq) {
-  constexpr int KB = HD / 16, DN = HD / 8, SN = TK / 8;
+  constexpr int KB = HD / 16, DN = OD / 8, SN = TK / 8;
   constexpr int STRIDE = HD / 8 + 1, STAGE = TK * STRIDE;
   static_assert(TQ == 16 * (THREADS / 32), "each warp owns 16 queries");
-  static_assert(HD % 16 == 0 && HD <= 128,
-                "head_dim a multiple of 16 up to 128");
+  static_assert(HD % 16 == 0 && HD <= 256,
+                "head_dim a multiple of 16 up to 256");
+  static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 128,
+                "output columns a block: a divisor of HD, 16 to 128");
   static_assert(TK % 16 == 0, "key tiles of whole 16-key blocks");
   MOEC_SHARED(uint4, Ks, 2 * STAGE);
   MOEC_SHARED(uint4, Vs, 2 * STAGE);
@@ -378,7 +385,8 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int gr = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.z, i0 = static_cast<int64_t>(blockIdx.x) * TQ;
-  const int h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  const int h = blockIdx.y / (HD / OD), g = h / (s.heads / s.kvHeads);
+  const int d0 = blockIdx.y % (HD / OD) * OD;
   const int64_t qStride = static_cast<int64_t>(s.heads) * HD;
   const int64_t iw = i0 + 16 * warp, rows[2] = {iw + gr, iw + gr + 8};
 
@@ -412,18 +420,18 @@ MOEC_DEVICE void attentionGradQMma(const AttentionShape s, gptr<const bf16> q,
           for (int r = 0; r < 4; ++r)
             sc[n][r] =
                 exp2f(sc[n][r] - lseLog2[r / 2]) * (dp[n][r] - rowDelta[r / 2]);
-        detail::accumulateProducts<SN, DN, STRIDE>(acc, sc, Kt);
+        // Columns d0 .. d0 + OD - 1 of K: 16-byte chunks d0 / 8 on.
+        detail::accumulateProducts<SN, DN, STRIDE>(acc, sc, Kt + d0 / 8);
       });
 
   for (int half = 0; half < 2; ++half) {
     const int64_t i = rows[half];
     if (i >= s.sq)
       continue;
-    const int64_t at = (b * s.sq + i) * qStride + h * HD + 2 * t;
-    for (int n = 0; n < DN; ++n) {
-      dq[at + n * 8] = acc[n][2 * half] * s.scale;
-      dq[at + n * 8 + 1] = acc[n][2 * half + 1] * s.scale;
-    }
+    const int64_t at = (b * s.sq + i) * qStride + h * HD + d0 + 2 * t;
+    for (int n = 0; n < DN; ++n)
+      storeBf16x2(dq + (at + n * 8), acc[n][2 * half] * s.scale,
+                  acc[n][2 * half + 1] * s.scale);
   }
 }
 
@@ -449,8 +457,8 @@ MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
   constexpr int KB = HD / 16, DN = OD / 8, SN = TQ / 8;
   constexpr int STRIDE = HD / 8 + 1, STAGE = TQ * STRIDE;
   static_assert(TK == 16 * (THREADS / 32), "each warp owns 16 keys");
-  static_assert(HD % 16 == 0 && HD <= 128,
-                "head_dim a multiple of 16 up to 128");
+  static_assert(HD % 16 == 0 && HD <= 256,
+                "head_dim a multiple of 16 up to 256");
   static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 64,
                 "output columns a block: a divisor of HD, 16 to 64");
   static_assert(TQ % 16 == 0, "query tiles of whole 16-query blocks");
@@ -545,10 +553,10 @@ MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
     const int64_t at =
         (b * s.rowsPerBatch + j) * kvStride + g * HD + d0 + 2 * t;
     for (int n = 0; n < DN; ++n) {
-      dk[at + n * 8] = dkAcc[n][2 * half] * s.scale;
-      dk[at + n * 8 + 1] = dkAcc[n][2 * half + 1] * s.scale;
-      dv[at + n * 8] = dvAcc[n][2 * half];
-      dv[at + n * 8 + 1] = dvAcc[n][2 * half + 1];
+      storeBf16x2(dk + (at + n * 8), dkAcc[n][2 * half] * s.scale,
+                  dkAcc[n][2 * half + 1] * s.scale);
+      storeBf16x2(dv + (at + n * 8), dvAcc[n][2 * half],
+                  dvAcc[n][2 * half + 1]);
     }
   }
 }

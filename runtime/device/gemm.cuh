@@ -175,6 +175,13 @@ MOEC_DEVICE void gemmTile(int64_t m0, int64_t n0, int64_t M, int64_t N,
     }
 }
 
+/// Shared memory a tensor-core tile may take for its operands' stages and
+/// its staged epilogue: at 36 KiB a block, an SM of sm_80 or later still
+/// holds the two blocks the kernels' launch bounds ask for, and the
+/// kernel's other arrays have the rest of the 48 KiB of static shared
+/// memory.
+constexpr int kTileSharedBytes = 36 * 1024;
+
 /// The rows storeTileStaged stages at a time: the most that fit in
 /// `words` floats of rows `stride` apart, a multiple of 16 (whole
 /// fragments) that divides tm; 0 if not even 16 fit.
@@ -187,12 +194,12 @@ constexpr int stagedRows(int tm, int stride, int words) {
 
 /// Words of shared memory for a tile whose operands take `operandWords`,
 /// with its staged epilogue: the whole tile's outputs where that is more
-/// and fits in 36 KiB (one pass of the epilogue instead of several; at 36
-/// KiB a block an SM of sm_80 or later still holds the two blocks the
-/// kernels' launch bounds ask for), else the operands' own.
+/// and fits in kTileSharedBytes (one pass of the epilogue instead of
+/// several), else the operands' own.
 constexpr int sharedWordsWithEpilogue(int tm, int tn, int operandWords) {
   const int whole = tm * (tn + 8);
-  return whole > operandWords && whole <= 9 * 1024 ? whole : operandWords;
+  return whole > operandWords && whole * 4 <= kTileSharedBytes ? whole
+                                                               : operandWords;
 }
 
 /// The epilogue of the tensor-core tiles: stores a TM x TN tile's outputs,
@@ -266,12 +273,6 @@ MOEC_DEVICE void storeTileStaged(const float (&acc)[FM][FN][4],
 MOEC_DEVICE_CALLED int64_t cacheRow(int64_t m, int64_t S, int64_t maxLen,
                                     int64_t past) {
   return m / S * maxLen + past + m % S;
-}
-
-/// Two bf16 in one register, `lo` in the low half: an mma operand pair.
-MOEC_DEVICE uint32_t packBf16(float lo, float hi) {
-  return static_cast<uint32_t>(bf16(lo).bits) |
-         static_cast<uint32_t>(bf16(hi).bits) << 16;
 }
 
 /// gemmTile on the tensor cores: the same operands, outputs and store calls,
@@ -653,10 +654,9 @@ MOEC_DEVICE void gemmTileBf16Pipelined(int64_t m0, int64_t n0, int64_t M,
   constexpr int FM = TM / (16 * WARPS_M), FN = TN / (8 * WARPS_N);
   using OpA = AsyncOperand<TM, KT, !LoadA::kContiguousFirst, false, THREADS>;
   using OpB = AsyncOperand<TN, KT, LoadB::kContiguousFirst, true, THREADS>;
-  // Three stages where they take at most 36 KiB of the 48 KiB of static
-  // shared memory (the kernel's other arrays share the rest), else two.
+  // Three stages where they fit in kTileSharedBytes, else two.
   constexpr int STAGE_BYTES = (OpA::CHUNKS + OpB::CHUNKS) * 16;
-  constexpr int STAGES = 3 * STAGE_BYTES <= 36 * 1024 ? 3 : 2;
+  constexpr int STAGES = 3 * STAGE_BYTES <= kTileSharedBytes ? 3 : 2;
   // One array, so that the epilogue can reuse all of it.
   constexpr int CHUNKS = STAGES * (OpA::CHUNKS + OpB::CHUNKS);
   MOEC_SHARED(uint4, stages, CHUNKS);

@@ -3,7 +3,8 @@
 // Memory-bound kernels move four floats or eight bf16 per instruction
 // (ld/st.global.v4) where every pointer they touch is 16-byte aligned;
 // callers test that once with aligned16 and fall back to scalar accesses
-// otherwise. The emu device reads and writes the elements one by one, so
+// otherwise. Pairs of bf16 (an mma fragment's two columns) move as one
+// 4-byte word. The emu device reads and writes the elements one by one, so
 // its checking mode still bounds-checks each of them. Shared-memory rows
 // that a whole warp reads (broadcasts) are read four floats at a time
 // (ld.shared.v4) by loadShared4.
@@ -76,6 +77,39 @@ template <typename U, typename T> MOEC_DEVICE sptr<U> sharedAs(sptr<T> p) {
   return p.template reinterpretAs<U>();
 #else
   return reinterpret_cast<U *>(p);
+#endif
+}
+
+/// Two bf16 in one register, `lo` in the low half: an mma operand pair.
+MOEC_DEVICE uint32_t packBf16(float lo, float hi) {
+  return static_cast<uint32_t>(bf16(lo).bits) |
+         static_cast<uint32_t>(bf16(hi).bits) << 16;
+}
+
+/// p[0] and p[1] as one register, p[0] in the low half, in one 4-byte
+/// access: p must be 4-byte aligned, as every buffer is and as an even
+/// element of a row of even length is. The emu device checks that, then
+/// reads the two one by one (bounds-checked in check mode).
+MOEC_DEVICE uint32_t loadBf16x2(gptr<const bf16> p) {
+#ifdef MOEC_EMU
+  ::moec_emu::checkGlobalAligned(static_cast<const bf16 *>(p), 4,
+                                 "ld.global.b32");
+  return static_cast<uint32_t>(p[0].bits) | static_cast<uint32_t>(p[1].bits)
+                                                << 16;
+#else
+  return *reinterpret_cast<const uint32_t *>(static_cast<const bf16 *>(p));
+#endif
+}
+
+/// Stores `lo` and `hi`, rounded to bf16, into p[0] and p[1] in one 4-byte
+/// access (p as for loadBf16x2).
+MOEC_DEVICE void storeBf16x2(gptr<bf16> p, float lo, float hi) {
+#ifdef MOEC_EMU
+  ::moec_emu::checkGlobalAligned(static_cast<bf16 *>(p), 4, "st.global.b32");
+  p[0] = lo;
+  p[1] = hi;
+#else
+  *reinterpret_cast<uint32_t *>(static_cast<bf16 *>(p)) = packBf16(lo, hi);
 #endif
 }
 

@@ -122,8 +122,9 @@ double stepFlops(const StepDesc &s, const Sizes &z,
     // q [B, Sq, H dh], k [B, Sk, Hkv dh]. The forward computes QK^T and PV:
     // 4 FLOPs per pair and head dim, and 2 more for each further block of
     // a head (every block computes all its scores). The backward's dq
-    // kernel recomputes S and dP, then dQ (6); its dk/dv kernel recomputes
-    // S and dP in each block of a head, then dV and dK (4 a block + 4).
+    // kernel recomputes S and dP in each block of a head, then dQ (4 a
+    // block + 2); its dk/dv kernel recomputes S and dP in each block of a
+    // head, then dV and dK (4 a block + 4).
     double heads = s.attrs.value("num_heads", 1.0);
     double batch = z.dim(s.in[0], 0), sq = z.dim(s.in[0], 1);
     double sk = z.dim(s.in[1], 1), dh = z.dim(s.in[0], 2) / heads;
@@ -132,11 +133,11 @@ double stepFlops(const StepDesc &s, const Sizes &z,
       auto it = blocks.find(phase);
       return it == blocks.end() ? 1.0 : it->second;
     };
-    double perPair = grad ? (present(s, 0, true) ? 6 : 0) +
-                                (present(s, 1, true) || present(s, 2, true)
-                                     ? 4 * blocksIn("dkv") + 4
-                                     : 0)
-                          : 2 * blocksIn("") + 2;
+    double dq = present(s, 0, true) ? 4 * blocksIn("dq") + 2 : 0;
+    double dkv = present(s, 1, true) || present(s, 2, true)
+                     ? 4 * blocksIn("dkv") + 4
+                     : 0;
+    double perPair = grad ? dq + dkv : 2 * blocksIn("") + 2;
     return perPair * batch * heads * pairs * dh;
   }
   if (op == "moe.expert_ffn") {
@@ -492,37 +493,37 @@ std::string costReport(const Bundle &bundle, const std::string &program,
   out += "FLOPs: 2 per multiply-add of every matrix product the kernels "
          "compute, 1 per output element of other ops (attention: 4 per "
          "query-key pair and head dim forward, 2 more for each further block "
-         "of a head split by its output columns; 14 backward, the dq and "
-         "dk/dv kernels each recomputing the scores and dP, 4 more for each "
-         "further dk/dv block), at the rate above but for attention on CUDA "
+         "of a head split by its output columns; 14 backward, the dq and dk/dv "
+         "kernels each recomputing the scores and dP, 4 more for each further "
+         "dq or dk/dv block), at the rate above but for attention on CUDA "
          "cores (f32 and tf32 models, bf16 head dims the tensor-core kernels "
          "do not take) at the f32 CUDA-core rate. bytes: the values a kernel "
-         "reads from and "
-         "writes for other kernels (the least device-memory traffic it "
-         "needs).\n"
+         "reads from and writes for other kernels (the least device-memory "
+         "traffic it needs).\n"
          "tiles: gemm, gemm_grad and expert kernels take tile_m x tile_n "
          "blocks with a k-step of tile_k (tile_n 64, or 32 below N = 64; "
          "tile_m 128 on sm_90 for N >= 128, else 64); attention takes tile_q "
          "queries against tile_k keys, halved until its tiles fit 48 KiB of "
          "shared memory, except the bf16 tensor-core forward: 16 queries a "
-         "warp against 64-key tiles (32 above head dim 64, 16 above 128, "
-         "where a head takes two blocks of half its output columns, both "
-         "computing its scores), the bf16 tensor-core dq (head dims 16 "
-         "to 128): 16 queries a warp against 32-key tiles, and the bf16 "
-         "tensor-core dk/dv (head dims 16 to 64, 96, 128): 16 keys a warp "
-         "against 32-query tiles, two blocks of half the columns a K/V "
-         "head above 64 (block_columns names the columns a block "
-         "computes where a head takes several); row kernels run "
-         "rows_per_block rows per block; "
-         "elementwise kernels `items` elements per thread. A group whose "
-         "kernels run different tiles lists each kernel's by its phase "
-         "(delta, dq, dkv).\n"
+         "warp against 64-key tiles (32 above head dim 64, 16 above 128, where "
+         "a head takes two blocks of half its output columns, both computing "
+         "its scores), the bf16 tensor-core dq (head dims 16 to 128, 160 to "
+         "256 in steps of 32): 16 queries a warp against 32-key tiles (16 "
+         "above 128, where a head takes two blocks of half its columns, four "
+         "of a quarter at 256), and the bf16 tensor-core dk/dv (head dims 16 "
+         "to 64, 96, 128, 192, 256): 16 keys a warp against 32-query tiles, "
+         "two blocks of half the columns a K/V head above 64, blocks of 64 "
+         "columns against 16-query tiles above 128 (block_columns names the "
+         "columns a block computes where a head takes several); row kernels "
+         "run rows_per_block rows per block; elementwise kernels `items` "
+         "elements per thread. A group whose kernels run different tiles lists "
+         "each kernel's by its phase (delta, dq, dkv).\n"
          "GEMM paths: a gemm or gemm_grad launch that fuses nothing, with "
-         "operand types cuBLASLt pairs and n, k >= 64, is computed by "
-         "cuBLASLt on the cuda device where it loads (its kernel elsewhere); "
-         "the others, and the grouped expert GEMMs (gather fused into the "
-         "loads, gates and combine into the epilogue), are moec's "
-         "kernels.\n\n";
+         "operand types cuBLASLt pairs and n, k >= 64, is computed by cuBLASLt "
+         "on the cuda device where it loads (its kernel elsewhere); the "
+         "others, and the grouped expert GEMMs (gather fused into the loads, "
+         "gates and combine into the epilogue), are moec's kernels.\n"
+         "\n";
   ProgramCost cost = programCost(bundle, program, sizes, ceilings);
   out += fmt::format("program {}: {} kernels\n", program, cost.kernels.size());
   out += fmt::format("{:<24} {:<12} {:>14} {:>14} {:>9} {:>7} {:>10}  {}\n",

@@ -52,19 +52,43 @@ int64_t mlir::moe::attentionMmaOutputColumns(AttentionOp op) {
 }
 
 bool mlir::moe::attentionGradQOnTensorCores(AttentionGradOp op) {
+  // Q and dO fragments, dq accumulators and the S and dP of a key tile
+  // take HD / 2 + OD / 2 + TK registers a lane: 128 at 128 dims with
+  // 32-key tiles, 184 at 224 with 16-key tiles and OD = 112; at 256, OD =
+  // 128 spilled (208), OD = 64 does not.
   return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
-         mmaHeadDim(attentionHeadDim(op), 128, 128);
+         mmaHeadDim(attentionHeadDim(op), 128, 256);
+}
+
+int64_t mlir::moe::attentionGradQMmaOutputColumns(AttentionGradOp op) {
+  int64_t headDim = attentionHeadDim(op);
+  if (headDim > 224)
+    return headDim / 4;
+  return headDim > 128 ? headDim / 2 : headDim;
+}
+
+int64_t mlir::moe::attentionGradQMmaKeys(AttentionGradOp op) {
+  return attentionHeadDim(op) > 128 ? 16 : 32;
 }
 
 bool mlir::moe::attentionGradKVOnTensorCores(AttentionGradOp op) {
   // K and V fragments, dk and dv accumulators and the S^T and dP^T of a
-  // 32-query tile take HD / 2 + OD + 32 registers a lane: 128 at 64 dims,
-  // 160 at 128 with OD = 64.
+  // query tile take HD / 2 + OD + TQ registers a lane: 128 at 64 dims,
+  // 160 at 128 with OD = 64 and 32-query tiles, 208 at 256 with OD = 64
+  // and 16-query tiles.
+  int64_t headDim = attentionHeadDim(op);
   return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
-         mmaHeadDim(attentionHeadDim(op), 64, 128);
+         (mmaHeadDim(headDim, 64, 128) ||
+          (headDim > 128 && headDim <= 256 && headDim % 64 == 0));
 }
 
 int64_t mlir::moe::attentionGradKVMmaOutputColumns(AttentionGradOp op) {
   int64_t headDim = attentionHeadDim(op);
+  if (headDim > 128)
+    return 64;
   return headDim > 64 ? headDim / 2 : headDim;
+}
+
+int64_t mlir::moe::attentionGradKVMmaQueries(AttentionGradOp op) {
+  return attentionHeadDim(op) > 128 ? 16 : 32;
 }

@@ -172,3 +172,16 @@ inline gptr<T> bufferArg(const Params &p, int i) {
 
 } // namespace moec
 #endif // MOEC_EMU_CHECK
+
+namespace moec_emu {
+
+/// Fails unless global address `p` is `bytes`-aligned, as the GPU's
+/// `what` (a vector access the emu does element by element) needs it.
+inline void checkGlobalAligned(const void *p, unsigned bytes,
+                               const char *what) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes)
+    detail::fail("%s: global address %p is not %u-byte aligned", what, p,
+                 bytes);
+}
+
+} // namespace moec_emu

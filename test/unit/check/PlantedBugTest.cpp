@@ -166,8 +166,9 @@ TEST(PlantedBug, SmallGradientsTenPercentOff) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe", bf16);
   KernelCheckOptions backward;
   backward.programs = {"backward"};
-  for (const char *store : {"dq[at + n * 8] = acc[n][2 * half] * s.scale;",
-                            "dv[at + n * 8] = dvAcc[n][2 * half];"}) {
+  for (const char *store :
+       {"storeBf16x2(dq + (at + n * 8), acc[n][2 * half] * s.scale,",
+        "storeBf16x2(dv + (at + n * 8), dvAcc[n][2 * half],"}) {
     std::string library(deviceLibrarySource()), planted(store);
     planted.insert(planted.size() - 1, " * 1.1f");
     ASSERT_TRUE(replaceOnce(library, store, planted))

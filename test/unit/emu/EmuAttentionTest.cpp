@@ -30,8 +30,8 @@ namespace {
 // and for dq: dout (bf16), delta (f32); scalars:
 // batch, sq, rows per batch, kvLen, offset, heads, kvHeads, the scale's
 // float bits, causal, whether there is a key mask, whether lse is written,
-// the element offset of k and v (1 misaligns their rows), and of q and
-// dout in the gradient kernels.
+// the element offset of k and v (2 takes their rows off 16-byte
+// boundaries), and of q and dout in the gradient kernels.
 const char *const kAttentionKernels = R"cuda(
 using moec::bufferArg;
 using moec::scalarArg;
@@ -94,6 +94,8 @@ ATTENTION_DQ_TEST(gradQMma32, attentionGradQMma<32, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma48, attentionGradQMma<48, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma64, attentionGradQMma<64, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma128, attentionGradQMma<128, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma192, attentionGradQMma<192, 64, 16, 128, 96>)
+ATTENTION_DQ_TEST(gradQMma256, attentionGradQMma<256, 64, 16, 128, 64>)
 ATTENTION_DQ_TEST(gradQCores8, attentionGradQ<8, 32, 32, 128>)
 ATTENTION_DQ_TEST(gradQCores32, attentionGradQ<32, 32, 32, 128>)
 
@@ -111,6 +113,8 @@ ATTENTION_DKV_TEST(gradKVMma48, attentionGradKVMma<48, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma64, attentionGradKVMma<64, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma96, attentionGradKVMma<96, 32, 64, 128, 48>)
 ATTENTION_DKV_TEST(gradKVMma128, attentionGradKVMma<128, 32, 64, 128, 64>)
+ATTENTION_DKV_TEST(gradKVMma192, attentionGradKVMma<192, 16, 64, 128, 64>)
+ATTENTION_DKV_TEST(gradKVMma256, attentionGradKVMma<256, 16, 64, 128, 64>)
 ATTENTION_DKV_TEST(gradKVCores8, attentionGradKV<8, 32, 32, 128>)
 ATTENTION_DKV_TEST(gradKVCores32, attentionGradKV<32, 32, 32, 128>)
 ATTENTION_DKV_TEST(gradKVCores24, attentionGradKV<24, 16, 32, 128>)
@@ -350,7 +354,7 @@ TEST(EmuAttention, MmaForwardWideHeads) {
   expectClose(pb, "attentionMma128", 17);
   pb = problem(128, 40, 45);
   pb.keyMask = true;
-  pb.kvAt = 1; // rows off 16-byte boundaries: plain loads
+  pb.kvAt = 2; // rows off 16-byte boundaries: plain loads
   expectClose(pb, "attentionMma128", 18);
 }
 
@@ -368,7 +372,7 @@ TEST(EmuAttention, MmaForwardSplitHeads) {
   expectClose(pb, "attentionMma256", 19);
   pb = problem(256, 17, 23);
   pb.keyMask = true;
-  pb.kvAt = 1;
+  pb.kvAt = 2;
   pb.heads = 2;
   pb.kvHeads = 2;
   expectClose(pb, "attentionMma256", 20);
@@ -437,16 +441,31 @@ TEST(EmuAttention, MmaForwardFullyMaskedRows) {
   expectClose(pb, "attentionMma32", 13);
 }
 
-// K and V one element into their buffers: rows are not 16-byte aligned, so
-// the kernel stages them with plain loads instead of cp.async.
+// K and V two elements into their buffers: rows are not 16-byte aligned,
+// so the kernel stages them with plain loads instead of cp.async. One
+// element in, they are not even 4-byte aligned, which the tensor-core
+// kernels' two-bf16 fragment loads need (every buffer is 64-byte aligned
+// and these rows have an even length): the emu reports it.
 TEST(EmuAttention, MmaForwardMisalignedKeys) {
   Problem pb = problem(32, 70, 90);
-  pb.kvAt = 1;
+  pb.kvAt = 2;
   pb.causal = true;
   pb.kvHeads = 2;
   expectClose(pb, "attentionMma32", 14);
   pb.kvAt = 8; // aligned again
   expectClose(pb, "attentionMma32", 14);
+
+  pb.kvAt = 1;
+  Inputs in = makeInputs(pb, 14, false);
+  std::vector<uint16_t> out(
+      static_cast<size_t>(pb.batch * pb.sq * pb.heads * pb.headDim));
+  std::vector<float> lse(static_cast<size_t>(pb.batch * pb.heads * pb.sq));
+  Launch launch = problemLaunch(pb, in, 64, 1);
+  launch.buffer(3, out).buffer(4, lse);
+  const std::string error = launch.error(attentionModule(), "attentionMma32");
+  EXPECT_NE(error.find("ld.global.b32: global address"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("is not 4-byte aligned"), std::string::npos) << error;
 }
 
 // The CUDA-core kernel that bf16 models keep for other head dims.
@@ -541,14 +560,14 @@ void expectNearBf16(const std::vector<uint16_t> &got,
   }
 }
 
-/// dq of `kernel` (tq queries a block) against referenceGradients, fed the
-/// reference's lse and delta.
+/// dq of `kernel` (tq queries a block, `parts` blocks a head) against
+/// referenceGradients, fed the reference's lse and delta.
 void expectGradQClose(const Problem &pb, const char *kernel, int64_t tq,
-                      unsigned seed) {
+                      unsigned seed, int64_t parts = 1) {
   Inputs in = makeInputs(pb, seed, true);
   Gradients want = referenceGradients(pb, in);
   std::vector<uint16_t> dq(want.dq.size(), moec::bf16FromFloat(7.0f));
-  Launch launch = problemLaunch(pb, in, tq, 1);
+  Launch launch = problemLaunch(pb, in, tq, parts);
   launch.buffer(3, dq).buffer(4, want.lse).buffer(6, in.dout);
   launch.buffer(7, want.delta);
   launch.run(attentionModule(), kernel);
@@ -593,7 +612,7 @@ std::vector<Problem> maskedGradientProblems() {
   all.push_back(pb);
   pb = problem(64, 40, 45);
   pb.keyMask = true;
-  pb.kvAt = pb.qAt = 1;
+  pb.kvAt = pb.qAt = 2;
   pb.heads = 2;
   pb.kvHeads = 1;
   all.push_back(pb);
@@ -626,6 +645,26 @@ TEST(EmuAttention, MmaGradQMasksAndCaches) {
                      seed++);
 }
 
+// Past 128 dims each head takes several blocks, each computing S and dP
+// whole and dq for some of the columns (16-key tiles): 256 in four blocks,
+// causal over a cache with grouped-query heads, and 192 in two, with a key
+// mask and Q, dO, K and V rows off 16-byte boundaries.
+TEST(EmuAttention, MmaGradQSplitHeads) {
+  Problem pb = problem(256, 21, 40);
+  pb.rows = 48;
+  pb.causal = true;
+  pb.heads = 4;
+  pb.kvHeads = 2;
+  pb.batch = 1;
+  expectGradQClose(pb, "gradQMma256", 64, 44, 4);
+  pb = problem(192, 30, 35);
+  pb.keyMask = true;
+  pb.kvAt = pb.qAt = 2;
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  expectGradQClose(pb, "gradQMma192", 64, 45, 2);
+}
+
 // The CUDA-core dq that f32 models and other head dims keep, on bf16 here.
 TEST(EmuAttention, CudaCoreGradQOnBf16) {
   Problem pb = problem(8, 40, 45);
@@ -647,9 +686,9 @@ TEST(EmuAttention, MmaGradKVMatchesTheReference) {
 }
 
 // Past 64 dims each K/V head takes two blocks, each computing S^T and dP^T
-// whole and dk, dv for half the columns: causal over a cache with
-// grouped-query heads, and a key mask with Q and dO rows off 16-byte
-// boundaries.
+// whole and dk, dv for half the columns (past 128 dims, blocks of 64
+// columns): causal over a cache with grouped-query heads, and a key mask
+// with Q and dO rows off 16-byte boundaries.
 TEST(EmuAttention, MmaGradKVSplitHeads) {
   Problem pb = problem(128, 45, 70);
   pb.rows = 80;
@@ -659,10 +698,24 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   expectGradKVClose(pb, "gradKVMma128", 64, 59, 2);
   pb = problem(96, 33, 50);
   pb.keyMask = true;
-  pb.qAt = 1;
+  pb.qAt = 2;
   pb.heads = 2;
   pb.kvHeads = 2;
   expectGradKVClose(pb, "gradKVMma96", 64, 60, 2);
+  // Past 128 dims, blocks of 64 columns against 16-query tiles.
+  pb = problem(256, 37, 45);
+  pb.rows = 50;
+  pb.causal = true;
+  pb.heads = 2;
+  pb.kvHeads = 1;
+  pb.batch = 1;
+  expectGradKVClose(pb, "gradKVMma256", 64, 61, 4);
+  pb = problem(192, 20, 33);
+  pb.keyMask = true;
+  pb.kvAt = pb.qAt = 2;
+  pb.heads = 2;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVMma192", 64, 62, 3);
 }
 
 TEST(EmuAttention, MmaGradKVMasksAndCaches) {

@@ -3,10 +3,12 @@
 // The attention kernels of a bf16 model run on the tensor cores
 // (attention_mma.cuh) for these head dims:
 //   forward: multiples of 16 up to 128, of 32 up to 256;
-//   dq:      multiples of 16 up to 128;
-//   dk/dv:   multiples of 16 up to 64, of 32 up to 128.
+//   dq:      multiples of 16 up to 128, of 32 up to 256;
+//   dk/dv:   multiples of 16 up to 64, of 32 up to 128, of 64 up to 256.
 // Anything else runs the CUDA-core kernels (attention.cuh). Past the first
-// bound a head takes two blocks, each computing half its output columns.
+// bound a head takes several blocks, each computing some of its output
+// columns (and all of its scores): two of half the columns, but for dq at
+// 256 dims four of 64 and for dk/dv past 128 dims blocks of 64 columns.
 // moe-tile-kernels sizes the tiles for the kernel this picks and the CUDA
 // emitter calls it, so both ask here.
 //
@@ -36,27 +38,37 @@ bool attentionOnTensorCores(AttentionOp op);
 int64_t attentionMmaOutputColumns(AttentionOp op);
 
 /// Whether the dq kernel of `op` runs moec::attentionGradQMma: q, k, v and
-/// dout are bf16 and the head dim is a multiple of 16 up to 128 (its Q, dO
-/// and dq fragments take HD registers a lane).
+/// dout are bf16 and the head dim is a multiple of 16 up to 128, or of 32
+/// up to 256 (half of it a block).
 bool attentionGradQOnTensorCores(AttentionGradOp op);
 
-/// The key tile of attentionGradQMma: 32 keys, whose S and dP fragments
-/// take 32 registers a lane.
-constexpr int64_t kAttentionGradQMmaKeys = 32;
+/// The dq columns one block of attentionGradQMma computes: the head dim up
+/// to 128, half of it up to 224, a quarter at 256 (its Q and dO fragments
+/// take HD / 2 registers a lane, its dq accumulators half as many as its
+/// columns).
+int64_t attentionGradQMmaOutputColumns(AttentionGradOp op);
+
+/// The key tile of attentionGradQMma: 32 keys, 16 past 128 dims (its S and
+/// dP fragments take as many registers a lane as the tile has keys, and
+/// two stages of K and V tiles of 256 dims 33 KiB of shared memory).
+int64_t attentionGradQMmaKeys(AttentionGradOp op);
 
 /// Whether the dk/dv kernel of `op` runs moec::attentionGradKVMma: q, k, v
-/// and dout are bf16 and the head dim is a multiple of 16 up to 64, or of
-/// 32 up to 128 (half of it a block).
+/// and dout are bf16 and the head dim is a multiple of 16 up to 64, of 32
+/// up to 128 (half of it a block), or of 64 up to 256 (64 columns a
+/// block).
 bool attentionGradKVOnTensorCores(AttentionGradOp op);
 
 /// The dk and dv columns one block of attentionGradKVMma computes: the
-/// head dim up to 64, half of it beyond (its K and V fragments take HD / 2
-/// registers a lane, its dk and dv accumulators as many as its columns).
+/// head dim up to 64, half of it up to 128, 64 beyond (its K and V
+/// fragments take HD / 2 registers a lane, its dk and dv accumulators as
+/// many as its columns).
 int64_t attentionGradKVMmaOutputColumns(AttentionGradOp op);
 
-/// The query tile of attentionGradKVMma: 32 queries, whose S^T and dP^T
-/// fragments take 32 registers a lane.
-constexpr int64_t kAttentionGradKVMmaQueries = 32;
+/// The query tile of attentionGradKVMma: 32 queries, 16 past 128 dims
+/// (its S^T and dP^T fragments take as many registers a lane as the tile
+/// has queries).
+int64_t attentionGradKVMmaQueries(AttentionGradOp op);
 
 } // namespace mlir::moe
 

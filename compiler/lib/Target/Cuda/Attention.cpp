@@ -175,16 +175,19 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
     return args + ", " + e.bufferExpr(e.argument(delta), f32, false);
   };
   if (e.escapes(op.getDq())) {
-    // bf16 with a head dim of 16 to 128 in steps of 16 computes dq on the
-    // tensor cores: 16 queries a warp against 32-key tiles (AttentionPath.h);
-    // its Q, dO and dq fragments take HD registers a lane.
+    // bf16 with a head dim of 16 to 128 in steps of 16, or of 32 up to
+    // 256, computes dq on the tensor cores: 16 queries a warp against
+    // 32-key tiles (16 past 128 dims, where each head takes two blocks of
+    // half its columns, four of a quarter at 256; AttentionPath.h).
     bool mma = attentionGradQOnTensorCores(op);
+    int64_t columns = mma ? attentionGradQMmaOutputColumns(op) : geo.headDim;
+    int64_t parts = geo.headDim / columns;
     int64_t dqTq = mma ? 16 * (threads / 32) : tq;
-    int64_t dqTk = mma ? kAttentionGradQMmaKeys : tk;
+    int64_t dqTk = mma ? attentionGradQMmaKeys(op) : tk;
     e.beginKernel("dq");
     if (mma)
       budgetTensorCoreRegisters(e, geo.headDim);
-    std::string tiles = kernelTiles(e, geo, dqTq, dqTk, threads);
+    std::string tiles = kernelTiles(e, geo, dqTq, dqTk, threads, columns);
     CodeWriter w;
     w.indent();
     std::string args = inputs(w);
@@ -194,21 +197,23 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                  {"tiles", tiles},
                  {"inputs", args},
                  {"dq", dq}}));
-    e.finishKernel(w.str(), GridDim{qs[1], dqTq}, GridDim{SymDim(geo.heads), 1},
-                   GridDim{qs[0], 1}, threads);
+    e.finishKernel(w.str(), GridDim{qs[1], dqTq},
+                   GridDim{SymDim(geo.heads * parts), 1}, GridDim{qs[0], 1},
+                   threads);
   }
   if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
-    // bf16 with a head dim of 16 to 64 in steps of 16, or of 96 and 128,
-    // computes dk and dv on the tensor cores: 16 keys a warp against
-    // 32-query tiles; past 64 dims each K/V head takes two blocks of half
-    // its columns, which with the K and V fragments take 160 registers a
-    // lane. On CUDA cores a lane keeps 2 x ceil(HD / 32) accumulators for
-    // each of its warp's keys, which past 32 of them spill at 128 registers
-    // (48 at head dim 80, 64 at 48 with sm_90's 64-key tiles).
+    // bf16 with a head dim of 16 to 64 in steps of 16, of 96 and 128, or
+    // of 192 and 256, computes dk and dv on the tensor cores: 16 keys a
+    // warp against 32-query tiles; past 64 dims each K/V head takes two
+    // blocks of half its columns, which with the K and V fragments take
+    // 160 registers a lane, past 128 blocks of 64 columns against 16-query
+    // tiles (AttentionPath.h). On CUDA cores a lane keeps 2 x ceil(HD / 32)
+    // accumulators for each of its warp's keys, which past 32 of them spill at
+    // 128 registers (48 at head dim 80, 64 at 48 with sm_90's 64-key tiles).
     bool mma = attentionGradKVOnTensorCores(op);
     int64_t columns = mma ? attentionGradKVMmaOutputColumns(op) : geo.headDim;
     int64_t parts = geo.headDim / columns;
-    int64_t kvTq = mma ? kAttentionGradKVMmaQueries : tq;
+    int64_t kvTq = mma ? attentionGradKVMmaQueries(op) : tq;
     int64_t kvTk = mma ? 16 * (threads / 32) : tk;
     e.beginKernel("dkv");
     int64_t accumulators =
