@@ -20,6 +20,7 @@
 #include "moec/support/MoeDefs.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -201,9 +202,14 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 /// at least kMinParallelWork operations, `workPerItem` per iteration.
 template <typename Fn>
 void parallelFor(int64_t n, int64_t workPerItem, Fn &&fn) {
-  // Unused where OpenMP is off (the sanitizer build).
-  [[maybe_unused]] bool parallel = n > 1 && n * workPerItem >= kMinParallelWork;
+  // Targets built without OpenMP (the sanitizer build, tools that include
+  // this header) run the loop as it is, without an unknown pragma.
+#ifdef _OPENMP
+  const bool parallel = n > 1 && n * workPerItem >= kMinParallelWork;
 #pragma omp parallel for schedule(static) if (parallel)
+#else
+  (void)workPerItem;
+#endif
   for (int64_t i = 0; i < n; ++i)
     fn(i);
 }
@@ -224,22 +230,40 @@ template <typename Fn> double laneSum(int64_t n, Fn &&term) {
          ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/// out[c] = sum over rows r, ascending, of term(r, c), accumulated in
-/// double. Parallel over blocks of columns only, so the order of every sum is
-/// fixed whatever the thread count.
-template <typename T, typename Fn>
-void columnReduce(int64_t rows, int64_t width, T *out, Fn &&term) {
+/// outs[i][c] = sum over rows r, ascending, of terms(r, c)[i] for N sums
+/// in one pass over the rows (terms returns std::array<double, N>; a null
+/// outs[i] is not stored), accumulated in double. Parallel over blocks of
+/// columns only, so the order of every sum is fixed whatever the thread
+/// count.
+template <size_t N, typename T, typename Fn>
+void columnReduceEach(int64_t rows, int64_t width,
+                      const std::array<T *, N> &outs, Fn &&terms) {
   constexpr int64_t kBlock = 64;
   int64_t blocks = (width + kBlock - 1) / kBlock;
-  parallelFor(blocks, kBlock * rows, [&](int64_t blk) {
-    int64_t c0 = blk * kBlock, c1 = std::min(width, c0 + kBlock);
-    double acc[kBlock] = {};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = c0; c < c1; ++c)
-        acc[c - c0] += term(r, c);
-    for (int64_t c = c0; c < c1; ++c)
-      out[c] = static_cast<T>(acc[c - c0]);
-  });
+  parallelFor(blocks, kBlock * rows * static_cast<int64_t>(N),
+              [&](int64_t blk) {
+                int64_t c0 = blk * kBlock, c1 = std::min(width, c0 + kBlock);
+                double acc[N][kBlock] = {};
+                for (int64_t r = 0; r < rows; ++r)
+                  for (int64_t c = c0; c < c1; ++c) {
+                    const std::array<double, N> t = terms(r, c);
+                    for (size_t i = 0; i < N; ++i)
+                      acc[i][c - c0] += t[i];
+                  }
+                for (size_t i = 0; i < N; ++i)
+                  if (outs[i])
+                    for (int64_t c = c0; c < c1; ++c)
+                      outs[i][c] = static_cast<T>(acc[i][c - c0]);
+              });
+}
+
+/// out[c] = sum over rows r, ascending, of term(r, c) (see
+/// columnReduceEach).
+template <typename T, typename Fn>
+void columnReduce(int64_t rows, int64_t width, T *out, Fn &&term) {
+  columnReduceEach<1>(
+      rows, width, std::array<T *, 1>{out},
+      [&](int64_t r, int64_t c) { return std::array<double, 1>{term(r, c)}; });
 }
 
 /// out[c] = sum over rows of in[r * width + c] (see columnReduce).

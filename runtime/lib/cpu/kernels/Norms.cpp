@@ -8,6 +8,7 @@
 #include "Common.h"
 #include "Kernels.h"
 
+#include <array>
 #include <cmath>
 
 namespace moec::cpu {
@@ -104,13 +105,17 @@ template <typename T> void layerNormGrad(KernelContext &ctx) {
       dxr[c] = static_cast<T>(rstd[r] * (gc - meanG - xh * meanGXh));
     }
   });
-  if (dgamma.present())
-    columnReduce(rs.rows, d, dgamma.as<T>(), [&](int64_t r, int64_t c) {
-      return static_cast<double>(g[r * d + c]) * (xp[r * d + c] - mu[r]) *
-             rstd[r];
-    });
-  if (dbeta.present())
-    columnSums(g, rs.rows, d, dbeta.as<T>());
+  // dgamma and dbeta in one pass over dy.
+  if (dgamma.present() || dbeta.present())
+    columnReduceEach<2>(
+        rs.rows, d,
+        std::array<T *, 2>{dgamma.present() ? dgamma.as<T>() : nullptr,
+                           dbeta.present() ? dbeta.as<T>() : nullptr},
+        [&](int64_t r, int64_t c) {
+          const double gc = g[r * d + c];
+          return std::array<double, 2>{gc * (xp[r * d + c] - mu[r]) * rstd[r],
+                                       gc};
+        });
 }
 
 template <typename T> void rmsNorm(KernelContext &ctx) {
