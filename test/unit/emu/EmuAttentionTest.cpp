@@ -626,6 +626,24 @@ std::vector<Problem> maskedGradientProblems() {
   return all;
 }
 
+/// Head dims past 128 for both gradient kernels: 256, causal over a cache
+/// with grouped-query heads; 192 with a key mask and Q, dO, K and V rows
+/// off 16-byte boundaries.
+std::vector<Problem> wideGradientProblems() {
+  Problem causal = problem(256, 21, 40);
+  causal.rows = 48;
+  causal.causal = true;
+  causal.heads = 4;
+  causal.kvHeads = 2;
+  causal.batch = 1;
+  Problem masked = problem(192, 30, 35);
+  masked.keyMask = true;
+  masked.kvAt = masked.qAt = 2;
+  masked.heads = 2;
+  masked.kvHeads = 1;
+  return {causal, masked};
+}
+
 } // namespace
 
 // Lengths that fill no 64-query or 32-key tile, every head dim the
@@ -646,23 +664,13 @@ TEST(EmuAttention, MmaGradQMasksAndCaches) {
 }
 
 // Past 128 dims each head takes several blocks, each computing S and dP
-// whole and dq for some of the columns (16-key tiles): 256 in four blocks,
-// causal over a cache with grouped-query heads, and 192 in two, with a key
-// mask and Q, dO, K and V rows off 16-byte boundaries.
+// whole and dq for some of the columns (16-key tiles): four at 256, two at
+// 192.
 TEST(EmuAttention, MmaGradQSplitHeads) {
-  Problem pb = problem(256, 21, 40);
-  pb.rows = 48;
-  pb.causal = true;
-  pb.heads = 4;
-  pb.kvHeads = 2;
-  pb.batch = 1;
-  expectGradQClose(pb, "gradQMma256", 64, 44, 4);
-  pb = problem(192, 30, 35);
-  pb.keyMask = true;
-  pb.kvAt = pb.qAt = 2;
-  pb.heads = 2;
-  pb.kvHeads = 1;
-  expectGradQClose(pb, "gradQMma192", 64, 45, 2);
+  unsigned seed = 44;
+  for (const Problem &pb : wideGradientProblems())
+    expectGradQClose(pb, ("gradQMma" + std::to_string(pb.headDim)).c_str(), 64,
+                     seed++, pb.headDim == 256 ? 4 : 2);
 }
 
 // The CUDA-core dq that f32 models and other head dims keep, on bf16 here.
@@ -703,19 +711,11 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   pb.kvHeads = 2;
   expectGradKVClose(pb, "gradKVMma96", 64, 60, 2);
   // Past 128 dims, blocks of 64 columns against 16-query tiles.
-  pb = problem(256, 37, 45);
-  pb.rows = 50;
-  pb.causal = true;
-  pb.heads = 2;
-  pb.kvHeads = 1;
-  pb.batch = 1;
-  expectGradKVClose(pb, "gradKVMma256", 64, 61, 4);
-  pb = problem(192, 20, 33);
-  pb.keyMask = true;
-  pb.kvAt = pb.qAt = 2;
-  pb.heads = 2;
-  pb.kvHeads = 2;
-  expectGradKVClose(pb, "gradKVMma192", 64, 62, 3);
+  unsigned seed = 61;
+  for (const Problem &wide : wideGradientProblems())
+    expectGradKVClose(wide,
+                      ("gradKVMma" + std::to_string(wide.headDim)).c_str(), 64,
+                      seed++, wide.headDim / 64);
 }
 
 TEST(EmuAttention, MmaGradKVMasksAndCaches) {
