@@ -27,9 +27,8 @@
 // 48 KiB of static shared memory leave no room for. It runs
 // attentionForward for anything else (AttentionPath.h). The backward's
 // kernels split wide heads the same way: dq past 128 dims into two blocks
-// of half the columns (four of a quarter at 256), dk/dv past 64 into two
-// and past 128 into blocks of 64 columns, every block computing the scores
-// and dP whole.
+// of half the columns (four of a quarter at 256), dk/dv past 112 into
+// blocks of 64 columns, every block computing the scores and dP whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -459,8 +458,9 @@ MOEC_DEVICE void attentionGradKVMma(const AttentionShape s, gptr<const bf16> q,
   static_assert(TK == 16 * (THREADS / 32), "each warp owns 16 keys");
   static_assert(HD % 16 == 0 && HD <= 256,
                 "head_dim a multiple of 16 up to 256");
-  static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 64,
-                "output columns a block: a divisor of HD, 16 to 64");
+  static_assert(OD % 16 == 0 && HD % OD == 0 && OD <= 112,
+                "output columns a block: a divisor of HD, 16 to 112 (the "
+                "dk and dv accumulators take OD registers a lane)");
   static_assert(TQ % 16 == 0, "query tiles of whole 16-query blocks");
   MOEC_SHARED(uint4, Qs, 2 * STAGE);
   MOEC_SHARED(uint4, Gs, 2 * STAGE);

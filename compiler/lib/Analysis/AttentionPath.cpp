@@ -73,20 +73,18 @@ int64_t mlir::moe::attentionGradQMmaKeys(AttentionGradOp op) {
 
 bool mlir::moe::attentionGradKVOnTensorCores(AttentionGradOp op) {
   // K and V fragments, dk and dv accumulators and the S^T and dP^T of a
-  // query tile take HD / 2 + OD + TQ registers a lane: 128 at 64 dims,
-  // 160 at 128 with OD = 64 and 32-query tiles, 208 at 256 with OD = 64
-  // and 16-query tiles.
+  // query tile take HD / 2 + OD + TQ registers a lane: 200 at 112 dims
+  // whole with 32-query tiles (ptxas: 242-254, no spills), 224 at 128
+  // whole, which spills, so 160 there with OD = 64; 208 at 256 with OD =
+  // 64 and 16-query tiles.
   int64_t headDim = attentionHeadDim(op);
   return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
-         (mmaHeadDim(headDim, 64, 128) ||
-          (headDim > 128 && headDim <= 256 && headDim % 64 == 0));
+         (mmaHeadDim(headDim, 128, 128) || headDim == 192 || headDim == 256);
 }
 
 int64_t mlir::moe::attentionGradKVMmaOutputColumns(AttentionGradOp op) {
   int64_t headDim = attentionHeadDim(op);
-  if (headDim > 128)
-    return 64;
-  return headDim > 64 ? headDim / 2 : headDim;
+  return headDim <= 112 ? headDim : 64;
 }
 
 int64_t mlir::moe::attentionGradKVMmaQueries(AttentionGradOp op) {

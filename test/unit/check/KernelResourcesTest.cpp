@@ -7,8 +7,8 @@
 // generated code costs) and fails on any spill. Each kernel's instruction
 // mix, counted in its PTX, shows the intended hardware paths: tensor cores
 // in every bf16 GEMM and bf16 attention forward and dq (head dims 16 to
-// 128 in steps of 16, 160 to 256 in steps of 32) and dk/dv (16 to 64 in
-// steps of 16, 96, 128, 192, 256) and in every f32 GEMM under f32_matmul tf32
+// 128 in steps of 16, 160 to 256 in steps of 32) and dk/dv (16 to 128 in
+// steps of 16, 192, 256) and in every f32 GEMM under f32_matmul tf32
 // or tf32x3, none elsewhere in f32 models, the cp.async / ldmatrix pipeline in
 // bf16 models, 16-byte accesses in the optimizer kernels, in norms and their
 // gradients (f32 rows of a multiple of 4 columns, bf16 of 8), in the
@@ -159,12 +159,12 @@ TEST_P(KernelResources, CompileWithoutSpills) {
     // bf16 attention kernels run on the tensor cores, with ldmatrix and
     // cp.async, for head dims that are multiples of 16 up to `whole`, of
     // 32 up to `split` and of 64 up to `wide`: forwards and dq 128, 256
-    // and 256, dk/dv 64, 128 and 256; the others stay on CUDA cores.
+    // and 256, dk/dv 128, 128 and 256; the others stay on CUDA cores.
     for (auto [mmaKernel, coresKernel, whole, split, wide] :
          {std::make_tuple("attentionForwardMma", "attentionForward", 128, 256,
                           256),
           std::make_tuple("attentionGradQMma", "attentionGradQ", 128, 256, 256),
-          std::make_tuple("attentionGradKVMma", "attentionGradKV", 64, 128,
+          std::make_tuple("attentionGradKVMma", "attentionGradKV", 128, 128,
                           256)}) {
       if (calls(source, (std::string("moec::") + mmaKernel).c_str())) {
         EXPECT_TRUE(bf16) << k.name;

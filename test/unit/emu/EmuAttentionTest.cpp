@@ -111,7 +111,9 @@ ATTENTION_DKV_TEST(gradKVMma16, attentionGradKVMma<16, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma32, attentionGradKVMma<32, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma48, attentionGradKVMma<48, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma64, attentionGradKVMma<64, 32, 64, 128>)
-ATTENTION_DKV_TEST(gradKVMma96, attentionGradKVMma<96, 32, 64, 128, 48>)
+ATTENTION_DKV_TEST(gradKVMma80, attentionGradKVMma<80, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma96, attentionGradKVMma<96, 32, 64, 128>)
+ATTENTION_DKV_TEST(gradKVMma112, attentionGradKVMma<112, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma128, attentionGradKVMma<128, 32, 64, 128, 64>)
 ATTENTION_DKV_TEST(gradKVMma192, attentionGradKVMma<192, 16, 64, 128, 64>)
 ATTENTION_DKV_TEST(gradKVMma256, attentionGradKVMma<256, 16, 64, 128, 64>)
@@ -685,18 +687,26 @@ TEST(EmuAttention, CudaCoreGradQOnBf16) {
 }
 
 // Lengths that fill no 64-key or 32-query tile, every head dim the
-// tensor-core dk/dv takes.
+// tensor-core dk/dv takes in one block; at 96 a key mask with Q and dO
+// rows off 16-byte boundaries.
 TEST(EmuAttention, MmaGradKVMatchesTheReference) {
   expectGradKVClose(problem(32, 70, 70), "gradKVMma32", 64, 51);
   expectGradKVClose(problem(64, 33, 97), "gradKVMma64", 64, 52);
   expectGradKVClose(problem(16, 130, 5), "gradKVMma16", 64, 53);
   expectGradKVClose(problem(48, 20, 150), "gradKVMma48", 64, 54);
+  expectGradKVClose(problem(80, 45, 70), "gradKVMma80", 64, 63);
+  expectGradKVClose(problem(112, 70, 33), "gradKVMma112", 64, 64);
+  Problem pb = problem(96, 33, 50);
+  pb.keyMask = true;
+  pb.qAt = 2;
+  pb.heads = 2;
+  pb.kvHeads = 2;
+  expectGradKVClose(pb, "gradKVMma96", 64, 60);
 }
 
-// Past 64 dims each K/V head takes two blocks, each computing S^T and dP^T
-// whole and dk, dv for half the columns (past 128 dims, blocks of 64
-// columns): causal over a cache with grouped-query heads, and a key mask
-// with Q and dO rows off 16-byte boundaries.
+// Past 112 dims each K/V head takes blocks of 64 columns, each computing
+// S^T and dP^T whole and dk, dv for its columns: at 128, causal over a
+// cache with grouped-query heads; past 128, against 16-query tiles.
 TEST(EmuAttention, MmaGradKVSplitHeads) {
   Problem pb = problem(128, 45, 70);
   pb.rows = 80;
@@ -704,13 +714,6 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   pb.heads = 4;
   pb.kvHeads = 2;
   expectGradKVClose(pb, "gradKVMma128", 64, 59, 2);
-  pb = problem(96, 33, 50);
-  pb.keyMask = true;
-  pb.qAt = 2;
-  pb.heads = 2;
-  pb.kvHeads = 2;
-  expectGradKVClose(pb, "gradKVMma96", 64, 60, 2);
-  // Past 128 dims, blocks of 64 columns against 16-query tiles.
   unsigned seed = 61;
   for (const Problem &wide : wideGradientProblems())
     expectGradKVClose(wide,

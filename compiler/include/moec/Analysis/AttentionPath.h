@@ -4,11 +4,11 @@
 // (attention_mma.cuh) for these head dims:
 //   forward: multiples of 16 up to 128, of 32 up to 256;
 //   dq:      multiples of 16 up to 128, of 32 up to 256;
-//   dk/dv:   multiples of 16 up to 64, of 32 up to 128, of 64 up to 256.
-// Anything else runs the CUDA-core kernels (attention.cuh). Past the first
-// bound a head takes several blocks, each computing some of its output
-// columns (and all of its scores): two of half the columns, but for dq at
-// 256 dims four of 64 and for dk/dv past 128 dims blocks of 64 columns.
+//   dk/dv:   multiples of 16 up to 128, and 192 and 256.
+// Anything else runs the CUDA-core kernels (attention.cuh). Past 128 dims
+// (for dk/dv past 112) a head takes several blocks, each computing some of
+// its output columns (and all of its scores): the forward and dq two of
+// half the columns (dq four of 64 at 256), dk/dv blocks of 64 columns.
 // moe-tile-kernels sizes the tiles for the kernel this picks and the CUDA
 // emitter calls it, so both ask here.
 //
@@ -39,7 +39,7 @@ int64_t attentionMmaOutputColumns(AttentionOp op);
 
 /// Whether the dq kernel of `op` runs moec::attentionGradQMma: q, k, v and
 /// dout are bf16 and the head dim is a multiple of 16 up to 128, or of 32
-/// up to 256 (half of it a block).
+/// up to 256 (some of it a block).
 bool attentionGradQOnTensorCores(AttentionGradOp op);
 
 /// The dq columns one block of attentionGradQMma computes: the head dim up
@@ -54,15 +54,13 @@ int64_t attentionGradQMmaOutputColumns(AttentionGradOp op);
 int64_t attentionGradQMmaKeys(AttentionGradOp op);
 
 /// Whether the dk/dv kernel of `op` runs moec::attentionGradKVMma: q, k, v
-/// and dout are bf16 and the head dim is a multiple of 16 up to 64, of 32
-/// up to 128 (half of it a block), or of 64 up to 256 (64 columns a
-/// block).
+/// and dout are bf16 and the head dim is a multiple of 16 up to 128, or
+/// 192 or 256 (64 columns a block past 112).
 bool attentionGradKVOnTensorCores(AttentionGradOp op);
 
 /// The dk and dv columns one block of attentionGradKVMma computes: the
-/// head dim up to 64, half of it up to 128, 64 beyond (its K and V
-/// fragments take HD / 2 registers a lane, its dk and dv accumulators as
-/// many as its columns).
+/// head dim up to 112, 64 beyond (its K and V fragments take HD / 2
+/// registers a lane, its dk and dv accumulators as many as its columns).
 int64_t attentionGradKVMmaOutputColumns(AttentionGradOp op);
 
 /// The query tile of attentionGradKVMma: 32 queries, 16 past 128 dims

@@ -202,14 +202,14 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                    threads);
   }
   if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
-    // bf16 with a head dim of 16 to 64 in steps of 16, of 96 and 128, or
-    // of 192 and 256, computes dk and dv on the tensor cores: 16 keys a
-    // warp against 32-query tiles; past 64 dims each K/V head takes two
-    // blocks of half its columns, which with the K and V fragments take
-    // 160 registers a lane, past 128 blocks of 64 columns against 16-query
-    // tiles (AttentionPath.h). On CUDA cores a lane keeps 2 x ceil(HD / 32)
-    // accumulators for each of its warp's keys, which past 32 of them spill at
-    // 128 registers (48 at head dim 80, 64 at 48 with sm_90's 64-key tiles).
+    // bf16 with a head dim of 16 to 128 in steps of 16, or of 192 and 256,
+    // computes dk and dv on the tensor cores: 16 keys a warp against 32-query
+    // tiles; past 112 dims each K/V head takes blocks of 64 columns (against
+    // 16-query tiles past 128), which with the K and V fragments take 160
+    // registers a lane at 128 (AttentionPath.h). On CUDA cores a lane keeps 2 x
+    // ceil(HD / 32) accumulators for each of its warp's keys, which past 32 of
+    // them spill at 128 registers (48 at head dim 80, 64 at 48 with sm_90's
+    // 64-key tiles).
     bool mma = attentionGradKVOnTensorCores(op);
     int64_t columns = mma ? attentionGradKVMmaOutputColumns(op) : geo.headDim;
     int64_t parts = geo.headDim / columns;
