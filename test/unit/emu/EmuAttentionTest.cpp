@@ -334,6 +334,24 @@ Problem problem(int64_t headDim, int64_t sq, int64_t kvLen) {
   return pb;
 }
 
+/// Head dims past 128 (the MoA paper's big model has 256): 256, causal
+/// over a cache with grouped-query heads; 192 with a key mask and Q, dO, K
+/// and V rows off 16-byte boundaries.
+std::vector<Problem> wideHeadProblems() {
+  Problem causal = problem(256, 21, 40);
+  causal.rows = 48;
+  causal.causal = true;
+  causal.heads = 4;
+  causal.kvHeads = 2;
+  causal.batch = 1;
+  Problem masked = problem(192, 30, 35);
+  masked.keyMask = true;
+  masked.kvAt = masked.qAt = 2;
+  masked.heads = 2;
+  masked.kvHeads = 1;
+  return {causal, masked};
+}
+
 } // namespace
 
 // Lengths that fill no 64-query or 64-key tile.
@@ -365,12 +383,7 @@ TEST(EmuAttention, MmaForwardWideHeads) {
 // writes lse. Causal over a cache with grouped query heads, a key mask with
 // rows off 16-byte boundaries, and 192 (96 columns a block).
 TEST(EmuAttention, MmaForwardSplitHeads) {
-  Problem pb = problem(256, 21, 40);
-  pb.rows = 48;
-  pb.causal = true;
-  pb.heads = 4;
-  pb.kvHeads = 2;
-  pb.batch = 1;
+  Problem pb = wideHeadProblems()[0];
   expectClose(pb, "attentionMma256", 19);
   pb = problem(256, 17, 23);
   pb.keyMask = true;
@@ -628,24 +641,6 @@ std::vector<Problem> maskedGradientProblems() {
   return all;
 }
 
-/// Head dims past 128 for both gradient kernels: 256, causal over a cache
-/// with grouped-query heads; 192 with a key mask and Q, dO, K and V rows
-/// off 16-byte boundaries.
-std::vector<Problem> wideGradientProblems() {
-  Problem causal = problem(256, 21, 40);
-  causal.rows = 48;
-  causal.causal = true;
-  causal.heads = 4;
-  causal.kvHeads = 2;
-  causal.batch = 1;
-  Problem masked = problem(192, 30, 35);
-  masked.keyMask = true;
-  masked.kvAt = masked.qAt = 2;
-  masked.heads = 2;
-  masked.kvHeads = 1;
-  return {causal, masked};
-}
-
 } // namespace
 
 // Lengths that fill no 64-query or 32-key tile, every head dim the
@@ -670,7 +665,7 @@ TEST(EmuAttention, MmaGradQMasksAndCaches) {
 // 192.
 TEST(EmuAttention, MmaGradQSplitHeads) {
   unsigned seed = 44;
-  for (const Problem &pb : wideGradientProblems())
+  for (const Problem &pb : wideHeadProblems())
     expectGradQClose(pb, ("gradQMma" + std::to_string(pb.headDim)).c_str(), 64,
                      seed++, pb.headDim == 256 ? 4 : 2);
 }
@@ -715,7 +710,7 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   pb.kvHeads = 2;
   expectGradKVClose(pb, "gradKVMma128", 64, 59, 2);
   unsigned seed = 61;
-  for (const Problem &wide : wideGradientProblems())
+  for (const Problem &wide : wideHeadProblems())
     expectGradKVClose(wide,
                       ("gradKVMma" + std::to_string(wide.headDim)).c_str(), 64,
                       seed++, wide.headDim / 64);
