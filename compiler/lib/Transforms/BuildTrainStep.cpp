@@ -186,17 +186,18 @@ FailureOr<unsigned> optimizerOf(ParamOp param, ArrayRef<Optimizer> optimizers) {
 }
 
 /// The moments of `param` (declared next to it once, whichever step
-/// declares them first).
-SmallVector<StateOp, 2> declareMoments(OpBuilder &b, ModuleOp module,
+/// declares them first). `symbols` is the module's table, kept up to date:
+/// a lookup in the module itself scans every op, quadratic in deep models.
+SmallVector<StateOp, 2> declareMoments(OpBuilder &b, SymbolTable &symbols,
                                        ParamOp param, unsigned count) {
   const char *momentNames[] = {"opt.m.", "opt.v."};
-  MLIRContext *ctx = module.getContext();
+  MLIRContext *ctx = param.getContext();
   SmallVector<StateOp, 2> list;
   b.setInsertionPointAfter(param);
   auto type = cast<RankedTensorType>(param.getType());
   for (unsigned m = 0; m < count; ++m) {
     std::string name = (momentNames[m] + param.getSymName()).str();
-    if (auto existing = module.lookupSymbol<StateOp>(name)) {
+    if (auto existing = symbols.lookup<StateOp>(name)) {
       list.push_back(existing);
       continue;
     }
@@ -204,6 +205,7 @@ SmallVector<StateOp, 2> declareMoments(OpBuilder &b, ModuleOp module,
         param.getLoc(), b.getStringAttr(name), TypeAttr::get(type),
         toDimsAttr(ctx, symShapeOf(type)),
         FlatSymbolRefAttr::get(param.getSymNameAttr())));
+    symbols.insert(list.back());
     b.setInsertionPointAfter(list.back());
   }
   return list;
@@ -256,8 +258,9 @@ LogicalResult buildTrainStep(ModuleOp module, func::FuncOp backward,
 
   // Declare the optimizer moments next to their parameters.
   SmallVector<SmallVector<StateOp, 2>> moments;
+  SymbolTable symbols(module);
   for (auto [arg, index] : llvm::zip(paramArgs, optimizerIndex))
-    moments.push_back(declareMoments(b, module,
+    moments.push_back(declareMoments(b, symbols,
                                      params.boundParam(backward, arg),
                                      optimizers[index].numMoments()));
 

@@ -18,8 +18,7 @@ namespace detail {
 /// PTX wants 16-byte aligned addresses for both. Tracked shared pointers
 /// are checked by the 16-byte access itself; raw ones are checked here.
 inline void checkAligned16(const void *p, const char *space, const char *what) {
-  if (reinterpret_cast<uintptr_t>(p) % 16)
-    fail("%s: %s address %p is not 16-byte aligned", what, space, p);
+  checkAligned(p, 16, space, what);
 }
 #ifdef MOEC_EMU_TRACK_SHARED
 template <typename T>

@@ -175,13 +175,22 @@ inline gptr<T> bufferArg(const Params &p, int i) {
 
 namespace moec_emu {
 
-/// Fails unless global address `p` is `bytes`-aligned, as the GPU's
-/// `what` (a vector access the emu does element by element) needs it.
+namespace detail {
+
+/// Fails unless `p`, an address in `space`, is `bytes`-aligned, as the
+/// GPU's `what` (a vector access or copy the emu does piece by piece) needs
+/// it.
+inline void checkAligned(const void *p, unsigned bytes, const char *space,
+                         const char *what) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes)
+    fail("%s: %s address %p is not %u-byte aligned", what, space, p, bytes);
+}
+
+} // namespace detail
+
 inline void checkGlobalAligned(const void *p, unsigned bytes,
                                const char *what) {
-  if (reinterpret_cast<uintptr_t>(p) % bytes)
-    detail::fail("%s: global address %p is not %u-byte aligned", what, p,
-                 bytes);
+  detail::checkAligned(p, bytes, "global", what);
 }
 
 } // namespace moec_emu
