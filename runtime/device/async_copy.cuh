@@ -1,4 +1,4 @@
-//===- async_copy.cuh - asynchronous global-to-shared copies ----*- CUDA -*-===//
+//===- async_copy.cuh - asynchronous global-to-shared copies ---*- CUDA -*-===//
 //
 // cp.async (sm_80+): a thread starts 16-byte copies from global to shared
 // memory that bypass its registers, groups the copies started so far with

@@ -1,4 +1,4 @@
-//===- batchnorm.cuh - batch normalisation over rows ------------*- CUDA -*-===//
+//===- batchnorm.cuh - batch normalisation over rows -----------*- CUDA -*-===//
 //
 // moe.batch_norm's column statistics over up to ~1e5 rows: a grid of
 // 32-column strips times `chunks` row chunks, each thread a Welford

@@ -1,4 +1,4 @@
-//===- cvloss.cuh - MoA's coefficient-of-variation loss ---------*- CUDA -*-===//
+//===- cvloss.cuh - MoA's coefficient-of-variation loss --------*- CUDA -*-===//
 //
 // One block. Warp w sums the gates of every assignment to expert w, w + W,
 // ... with a fixed lane split and warpSum, so the importance, the loss and

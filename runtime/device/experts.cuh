@@ -1,4 +1,4 @@
-//===- experts.cuh - gathered expert FFNs -----------------------*- CUDA -*-===//
+//===- experts.cuh - gathered expert FFNs ----------------------*- CUDA -*-===//
 //
 // Experts run as grouped GEMMs over the kept (token, choice) assignments,
 // sorted by expert: the dispatch kernel turns the router's capacity

@@ -1,4 +1,4 @@
-//===- gate.cuh - the X-MoE gate's row scaling and finite fill --*- CUDA -*-===//
+//===- gate.cuh - the X-MoE gate's row scaling and finite fill -*- CUDA -*-===//
 //
 // Row scaling (moe.normalize_rows, moe.rescale_rows and the gradient):
 // rows are short (16 wide in X-MoE), so each takes an aligned group of

@@ -1,4 +1,4 @@
-//===- gemm.cuh - tiled matrix products -------------------------*- CUDA -*-===//
+//===- gemm.cuh - tiled matrix products ------------------------*- CUDA -*-===//
 //
 // One block computes a TM x TN tile of C = A B with A(m, k) and B(k, n)
 // read through loader functors, so the same code multiplies row-major,

@@ -1,4 +1,4 @@
-//===- losses.cuh - cross-entropy -------------------------------*- CUDA -*-===//
+//===- losses.cuh - cross-entropy ------------------------------*- CUDA -*-===//
 //
 // One block per row of logits. The forward leaves each row's loss in scratch
 // and the last block adds them in row order; the backward divides by the

@@ -1,4 +1,4 @@
-//===- mae.cuh - the MAE layer's summary, head mixture, sampling -*- CUDA -*-===//
+//===- mae.cuh - MAE's summary, head mixture and sampling ------*- CUDA -*-===//
 //
 // moe.window_mean and its gradient: one thread per (sequence, feature)
 // column walks the sequence with a compensated f32 running sum, so a

@@ -1,4 +1,4 @@
-//===- math.cuh - pointwise functions ---------------------------*- CUDA -*-===//
+//===- math.cuh - pointwise functions --------------------------*- CUDA -*-===//
 //
 // Activations and their derivatives (the formulas of moe.activation), the
 // Philox-4x32-10 generator (bit-identical to runtime/lib/Philox.cpp, so

@@ -1,4 +1,4 @@
-//===- mma.cuh - tensor-core tiles ------------------------------*- CUDA -*-===//
+//===- mma.cuh - tensor-core tiles -----------------------------*- CUDA -*-===//
 //
 // Warp-wide matrix multiply-accumulate on 16x8 output tiles with the PTX
 // fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16" and

@@ -1,4 +1,4 @@
-//===- norm.cuh - layer and RMS norms ---------------------------*- CUDA -*-===//
+//===- norm.cuh - layer and RMS norms --------------------------*- CUDA -*-===//
 //
 // One warp per row: the row's D values live in registers (D / 32 per lane),
 // statistics come from xor-butterfly warp sums (a fixed order). The input

@@ -1,4 +1,4 @@
-//===- optim.cuh - optimizer updates and the gradient norm ------*- CUDA -*-===//
+//===- optim.cuh - optimizer updates and the gradient norm -----*- CUDA -*-===//
 
 #ifndef MOEC_DEVICE_OPTIM_CUH
 #define MOEC_DEVICE_OPTIM_CUH

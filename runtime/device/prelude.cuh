@@ -1,4 +1,4 @@
-//===- prelude.cuh - what every generated kernel starts with ----*- CUDA -*-===//
+//===- prelude.cuh - what every generated kernel starts with ---*- CUDA -*-===//
 //
 // Part of the device library: CUDA C++ that NVRTC compiles for sm_80/sm_90
 // and that the emu device compiles for the host (with MOEC_EMU defined and

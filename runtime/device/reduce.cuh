@@ -1,4 +1,4 @@
-//===- reduce.cuh - deterministic reductions --------------------*- CUDA -*-===//
+//===- reduce.cuh - deterministic reductions -------------------*- CUDA -*-===//
 //
 // Warp and block reductions with a fixed combination tree, and the "last
 // block" ticket: each block stores its partial result, and the block that

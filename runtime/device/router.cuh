@@ -1,4 +1,4 @@
-//===- router.cuh - the fused tokens-choose router --------------*- CUDA -*-===//
+//===- router.cuh - the fused tokens-choose router -------------*- CUDA -*-===//
 //
 // One kernel for moe.linear (router logits) + moe.topk_router + moe.z_loss +
 // moe.switch_loss + moe.expert_load. One warp per token computes the logits,

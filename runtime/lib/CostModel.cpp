@@ -191,7 +191,8 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
     double heads = s.attrs.value("num_heads", 1.0);
     const int64_t q = s.in[0], k = s.in[1], v = s.in[2];
     double perElement = z.elementBytes(q);
-    double scores = z.dim(q, 0) * heads * z.dim(q, 1) * z.dim(k, 1) * perElement;
+    double scores =
+        z.dim(q, 0) * heads * z.dim(q, 1) * z.dim(k, 1) * perElement;
     double forward = (bytesOf(q) + bytesOf(k) + scores) + 2 * scores +
                      (scores + bytesOf(v) + bytesOf(q));
     // dV = P^T dO, dP = dO V^T, dS from P and dP, dQ = dS K, dK = dS^T Q.
@@ -211,10 +212,10 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
     double assignments = z.elements(s.in[1]);
     double in = assignments * z.dim(w, 1) * perElement;
     double out = assignments * z.dim(w, 2) * perElement;
-    double forward =
-        map ? (bytesOf(x) + in) + (in + bytesOf(w) + out)
-            : (bytesOf(x) + bytesOf(w) + out) +
-                  (out + bytesOf(s.in[3]) + out) + (out + out / z.dim(s.in[1], -1));
+    double forward = map ? (bytesOf(x) + in) + (in + bytesOf(w) + out)
+                         : (bytesOf(x) + bytesOf(w) + out) +
+                               (out + bytesOf(s.in[3]) + out) +
+                               (out + out / z.dim(s.in[1], -1));
     return grad ? 2 * forward : forward;
   }
   return std::nullopt;
@@ -510,14 +511,14 @@ std::string costReport(const Bundle &bundle, const std::string &program,
          "its scores), the bf16 tensor-core dq (head dims 16 to 128, 160 to "
          "256 in steps of 32): 16 queries a warp against 32-key tiles (16 "
          "above 128, where a head takes two blocks of half its columns, four "
-         "of a quarter at 256), and the bf16 tensor-core dk/dv (head dims 16 "
-         "to 128, 192, 256): 16 keys a warp against 32-query tiles, blocks of "
-         "64 columns a K/V head above 112, against 16-query tiles above 128 "
-         "(block_columns names the columns a block computes where a head "
-         "takes several); row kernels "
-         "run rows_per_block rows per block; elementwise kernels `items` "
-         "elements per thread. A group whose kernels run different tiles lists "
-         "each kernel's by its phase (delta, dq, dkv).\n"
+         "of a quarter at 256), and the bf16 tensor-core dk/dv (the same head "
+         "dims): 16 keys a warp against 32-query tiles, blocks of 64 columns "
+         "a K/V head above 112 (80 at 160, 32 at 224), against 16-query "
+         "tiles above 128 (block_columns names the columns a block computes "
+         "where a head takes several); row kernels run rows_per_block rows "
+         "per block; elementwise kernels `items` elements per thread. A "
+         "group whose kernels run different tiles lists each kernel's by its "
+         "phase (delta, dq, dkv).\n"
          "GEMM paths: a gemm or gemm_grad launch that fuses nothing, with "
          "operand types cuBLASLt pairs and n, k >= 64, is computed by cuBLASLt "
          "on the cuda device where it loads (its kernel elsewhere); the "

@@ -75,16 +75,23 @@ bool mlir::moe::attentionGradKVOnTensorCores(AttentionGradOp op) {
   // K and V fragments, dk and dv accumulators and the S^T and dP^T of a
   // query tile take HD / 2 + OD + TQ registers a lane: 200 at 112 dims
   // whole with 32-query tiles (ptxas: 242-254, no spills), 224 at 128
-  // whole, which spills, so 160 there with OD = 64; 208 at 256 with OD =
-  // 64 and 16-query tiles.
-  int64_t headDim = attentionHeadDim(op);
+  // whole, which spills, so 160 there with OD = 64; with 16-query tiles
+  // 176 at 160 with OD = 80 and at 192 with OD = 64, 208 at 256 with OD =
+  // 64; at 224, OD = 112 spilled (240), OD = 32 does not (160).
   return allBf16({op.getQ(), op.getK(), op.getV(), op.getDout()}) &&
-         (mmaHeadDim(headDim, 128, 128) || headDim == 192 || headDim == 256);
+         mmaHeadDim(attentionHeadDim(op), 128, 256);
 }
 
 int64_t mlir::moe::attentionGradKVMmaOutputColumns(AttentionGradOp op) {
   int64_t headDim = attentionHeadDim(op);
-  return headDim <= 112 ? headDim : 64;
+  if (headDim <= 112)
+    return headDim;
+  // The widest whole 16-column block of at most 80 columns that divides
+  // the head: 64 at 128, 192 and 256, 80 at 160, 32 at 224.
+  int64_t columns = 80;
+  while (headDim % columns)
+    columns -= 16;
+  return columns;
 }
 
 int64_t mlir::moe::attentionGradKVMmaQueries(AttentionGradOp op) {

@@ -1,4 +1,4 @@
-//===- async_copy.h - emu prelude: cp.async and ldmatrix ---------*- C++ -*-===//
+//===- async_copy.h - emu prelude: cp.async and ldmatrix --------*- C++ -*-===//
 //
 // One part of the emu prelude (see prelude.h): runtime/CMakeLists.txt
 // joins the parts, in the order it lists them, into the one header that

@@ -1,4 +1,4 @@
-//===- builtins.h - emu prelude: qualifiers and built-in types ---*- C++ -*-===//
+//===- builtins.h - emu prelude: qualifiers and built-in types --*- C++ -*-===//
 //
 // One part of the emu prelude (see prelude.h): runtime/CMakeLists.txt
 // joins the parts, in the order it lists them, into the one header that

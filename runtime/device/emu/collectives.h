@@ -1,4 +1,4 @@
-//===- collectives.h - emu prelude: barriers and warp collectives ---*- C++ -*-===//
+//===- collectives.h - emu prelude: barriers, warp collectives --*- C++ -*-===//
 //
 // One part of the emu prelude (see prelude.h): runtime/CMakeLists.txt
 // joins the parts, in the order it lists them, into the one header that

@@ -1,4 +1,4 @@
-//===- end.h - emu prelude: the end ------------------------------*- C++ -*-===//
+//===- end.h - emu prelude: the end -----------------------------*- C++ -*-===//
 //
 // Closes the include guard that prelude.h opens; the last part.
 //

@@ -1,4 +1,4 @@
-//===- intrinsics.h - emu prelude: cuda synchronization and warp intrinsics ---*- C++ -*-===//
+//===- intrinsics.h - emu prelude: sync and warp intrinsics -----*- C++ -*-===//
 //
 // One part of the emu prelude (see prelude.h): runtime/CMakeLists.txt
 // joins the parts, in the order it lists them, into the one header that

@@ -94,7 +94,9 @@ ATTENTION_DQ_TEST(gradQMma32, attentionGradQMma<32, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma48, attentionGradQMma<48, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma64, attentionGradQMma<64, 64, 32, 128>)
 ATTENTION_DQ_TEST(gradQMma128, attentionGradQMma<128, 64, 32, 128>)
+ATTENTION_DQ_TEST(gradQMma160, attentionGradQMma<160, 64, 16, 128, 80>)
 ATTENTION_DQ_TEST(gradQMma192, attentionGradQMma<192, 64, 16, 128, 96>)
+ATTENTION_DQ_TEST(gradQMma224, attentionGradQMma<224, 64, 16, 128, 112>)
 ATTENTION_DQ_TEST(gradQMma256, attentionGradQMma<256, 64, 16, 128, 64>)
 ATTENTION_DQ_TEST(gradQCores8, attentionGradQ<8, 32, 32, 128>)
 ATTENTION_DQ_TEST(gradQCores32, attentionGradQ<32, 32, 32, 128>)
@@ -115,7 +117,9 @@ ATTENTION_DKV_TEST(gradKVMma80, attentionGradKVMma<80, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma96, attentionGradKVMma<96, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma112, attentionGradKVMma<112, 32, 64, 128>)
 ATTENTION_DKV_TEST(gradKVMma128, attentionGradKVMma<128, 32, 64, 128, 64>)
+ATTENTION_DKV_TEST(gradKVMma160, attentionGradKVMma<160, 16, 64, 128, 80>)
 ATTENTION_DKV_TEST(gradKVMma192, attentionGradKVMma<192, 16, 64, 128, 64>)
+ATTENTION_DKV_TEST(gradKVMma224, attentionGradKVMma<224, 16, 64, 128, 32>)
 ATTENTION_DKV_TEST(gradKVMma256, attentionGradKVMma<256, 16, 64, 128, 64>)
 ATTENTION_DKV_TEST(gradKVCores8, attentionGradKV<8, 32, 32, 128>)
 ATTENTION_DKV_TEST(gradKVCores32, attentionGradKV<32, 32, 32, 128>)
@@ -336,7 +340,7 @@ Problem problem(int64_t headDim, int64_t sq, int64_t kvLen) {
 
 /// Head dims past 128 (the MoA paper's big model has 256): 256, causal
 /// over a cache with grouped-query heads; 192 with a key mask and Q, dO, K
-/// and V rows off 16-byte boundaries.
+/// and V rows off 16-byte boundaries; 160 causal, 224 with a key mask.
 std::vector<Problem> wideHeadProblems() {
   Problem causal = problem(256, 21, 40);
   causal.rows = 48;
@@ -349,7 +353,20 @@ std::vector<Problem> wideHeadProblems() {
   masked.kvAt = masked.qAt = 2;
   masked.heads = 2;
   masked.kvHeads = 1;
-  return {causal, masked};
+  Problem causal160 = problem(160, 19, 19);
+  causal160.causal = true;
+  causal160.batch = 1;
+  Problem masked224 = problem(224, 17, 21); // batch 1 sees keys, 0 none
+  masked224.keyMask = true;
+  return {causal, masked, causal160, masked224};
+}
+
+/// The blocks a head takes in the dq and dk/dv kernels above
+/// (AttentionPath.h): dq half the columns a block (a quarter at 256),
+/// dk/dv 64 columns (80 at 160, 32 at 224).
+int64_t gradQBlocks(int64_t headDim) { return headDim == 256 ? 4 : 2; }
+int64_t gradKVBlocks(int64_t headDim) {
+  return headDim / (headDim == 160 ? 80 : headDim == 224 ? 32 : 64);
 }
 
 } // namespace
@@ -661,13 +678,13 @@ TEST(EmuAttention, MmaGradQMasksAndCaches) {
 }
 
 // Past 128 dims each head takes several blocks, each computing S and dP
-// whole and dq for some of the columns (16-key tiles): four at 256, two at
-// 192.
+// whole and dq for some of the columns (16-key tiles): four at 256, two
+// below.
 TEST(EmuAttention, MmaGradQSplitHeads) {
   unsigned seed = 44;
   for (const Problem &pb : wideHeadProblems())
     expectGradQClose(pb, ("gradQMma" + std::to_string(pb.headDim)).c_str(), 64,
-                     seed++, pb.headDim == 256 ? 4 : 2);
+                     seed++, gradQBlocks(pb.headDim));
 }
 
 // The CUDA-core dq that f32 models and other head dims keep, on bf16 here.
@@ -713,7 +730,7 @@ TEST(EmuAttention, MmaGradKVSplitHeads) {
   for (const Problem &wide : wideHeadProblems())
     expectGradKVClose(wide,
                       ("gradKVMma" + std::to_string(wide.headDim)).c_str(), 64,
-                      seed++, wide.headDim / 64);
+                      seed++, gradKVBlocks(wide.headDim));
 }
 
 TEST(EmuAttention, MmaGradKVMasksAndCaches) {

@@ -1,14 +1,12 @@
 //===- AttentionPath.h - which kernel runs an attention ---------*- C++ -*-===//
 //
-// The attention kernels of a bf16 model run on the tensor cores
-// (attention_mma.cuh) for these head dims:
-//   forward: multiples of 16 up to 128, of 32 up to 256;
-//   dq:      multiples of 16 up to 128, of 32 up to 256;
-//   dk/dv:   multiples of 16 up to 128, and 192 and 256.
-// Anything else runs the CUDA-core kernels (attention.cuh). Past 128 dims
-// (for dk/dv past 112) a head takes several blocks, each computing some of
-// its output columns (and all of its scores): the forward and dq two of
-// half the columns (dq four of 64 at 256), dk/dv blocks of 64 columns.
+// The attention kernels of a bf16 model (forward, dq and dk/dv) run on the
+// tensor cores (attention_mma.cuh) for head dims that are multiples of 16
+// up to 128 or of 32 up to 256; anything else runs the CUDA-core kernels
+// (attention.cuh). Past 128 dims (for dk/dv past 112) a head takes several
+// blocks, each computing some of its output columns (and all of its
+// scores): the forward and dq two of half the columns (dq four of 64 at
+// 256), dk/dv blocks of 64 columns (80 at 160, 32 at 224).
 // moe-tile-kernels sizes the tiles for the kernel this picks and the CUDA
 // emitter calls it, so both ask here.
 //
@@ -54,13 +52,15 @@ int64_t attentionGradQMmaOutputColumns(AttentionGradOp op);
 int64_t attentionGradQMmaKeys(AttentionGradOp op);
 
 /// Whether the dk/dv kernel of `op` runs moec::attentionGradKVMma: q, k, v
-/// and dout are bf16 and the head dim is a multiple of 16 up to 128, or
-/// 192 or 256 (64 columns a block past 112).
+/// and dout are bf16 and the head dim is a multiple of 16 up to 128, or of
+/// 32 up to 256 (some of it a block past 112).
 bool attentionGradKVOnTensorCores(AttentionGradOp op);
 
 /// The dk and dv columns one block of attentionGradKVMma computes: the
-/// head dim up to 112, 64 beyond (its K and V fragments take HD / 2
-/// registers a lane, its dk and dv accumulators as many as its columns).
+/// head dim up to 112; beyond, the widest multiple of 16 up to 80 that
+/// divides it: 64 at 128, 192 and 256, 80 at 160, 32 at 224 (its K and V
+/// fragments take HD / 2 registers a lane, its dk and dv accumulators as
+/// many as its columns).
 int64_t attentionGradKVMmaOutputColumns(AttentionGradOp op);
 
 /// The query tile of attentionGradKVMma: 32 queries, 16 past 128 dims

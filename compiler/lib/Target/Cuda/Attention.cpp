@@ -202,11 +202,12 @@ LogicalResult mlir::moe::cuda::emitAttentionGradGroup(GroupEmitter &e) {
                    threads);
   }
   if (e.escapes(op.getDk()) || e.escapes(op.getDv())) {
-    // bf16 with a head dim of 16 to 128 in steps of 16, or of 192 and 256,
-    // computes dk and dv on the tensor cores: 16 keys a warp against 32-query
-    // tiles; past 112 dims each K/V head takes blocks of 64 columns (against
-    // 16-query tiles past 128), which with the K and V fragments take 160
-    // registers a lane at 128 (AttentionPath.h). On CUDA cores a lane keeps 2 x
+    // bf16 with a head dim of 16 to 128 in steps of 16, or of 160 to 256 in
+    // steps of 32, computes dk and dv on the tensor cores: 16 keys a warp
+    // against 32-query tiles; past 112 dims each K/V head takes blocks of
+    // 64 columns (80 at 160, 32 at 224; against 16-query tiles past 128),
+    // which with the K and V fragments take 160 registers a lane at 128
+    // (AttentionPath.h). On CUDA cores a lane keeps 2 x
     // ceil(HD / 32) accumulators for each of its warp's keys, which past 32 of
     // them spill at 128 registers (48 at head dim 80, 64 at 48 with sm_90's
     // 64-key tiles).
