@@ -39,13 +39,13 @@ JsonReader JsonReader::at(size_t index) const {
                     fmt::format("{}[{}]", path, index));
 }
 
-JsonReader JsonReader::object() const {
+const JsonReader &JsonReader::object() const {
   if (!value.is_object())
     fail("expected an object, got " + describe());
   return *this;
 }
 
-JsonReader JsonReader::array() const {
+const JsonReader &JsonReader::array() const {
   if (!value.is_array())
     fail("expected an array, got " + describe());
   return *this;

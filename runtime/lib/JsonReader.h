@@ -33,8 +33,9 @@ public:
   JsonReader field(const std::string &key) const;
   JsonReader at(size_t index) const;
 
-  JsonReader object() const;
-  JsonReader array() const;
+  /// *this, after checking that it is an object (array).
+  const JsonReader &object() const;
+  const JsonReader &array() const;
   size_t size() const;
   std::string string() const;
   int64_t integer() const;

@@ -21,22 +21,45 @@ namespace {
 /// No real kernel comes near this; anything larger is not ours.
 constexpr size_t kMaxEntryBytes = size_t(1) << 30;
 
-/// SHA-256 of a translation unit, in hex. Generated units begin with the
-/// device library (most of their bytes), whose share of the hash is
-/// computed once per process: the same digest, at a fraction of the cost
-/// on a warm start.
+/// The SHA-256 state after the device library, which generated units begin
+/// with (most of their bytes): computed once per process, so that a warm
+/// start hashes only each kernel's own source.
+const Sha256 &libraryHash() {
+  static const Sha256 hash = [] {
+    Sha256 h;
+    h.update(deviceLibrarySource());
+    return h;
+  }();
+  return hash;
+}
+
+/// SHA-256 of the unit the device library followed by `rest` forms, in hex.
+std::string digestAfterLibrary(std::string_view rest) {
+  Sha256 hash = libraryHash();
+  hash.update(rest);
+  return hexDigest(hash.digest());
+}
+
+/// SHA-256 of a translation unit, in hex.
 std::string unitDigest(const std::string &unit) {
   std::string_view library = deviceLibrarySource();
-  static const Sha256 afterLibrary = [&] {
-    Sha256 hash;
-    hash.update(library);
-    return hash;
-  }();
   if (unit.compare(0, library.size(), library) != 0)
     return sha256Hex(unit);
-  Sha256 hash = afterLibrary;
-  hash.update(unit.data() + library.size(), unit.size() - library.size());
-  return hexDigest(hash.digest());
+  return digestAfterLibrary(std::string_view(unit).substr(library.size()));
+}
+
+std::string keyText(const std::string &digest, size_t unitBytes,
+                    const std::string &name, const std::string &arch,
+                    const std::vector<std::string> &options,
+                    const std::string &nvrtcIdentity) {
+  std::string text =
+      fmt::format("moec kernel cache key, format {}\n"
+                  "moec {}\nnvrtc {}\narch {}\nname {}\n",
+                  kCacheEntryFormat, kVersion, nvrtcIdentity, arch, name);
+  for (const std::string &option : options)
+    text += "option " + option + "\n";
+  text += fmt::format("source {} ({} bytes)\n", digest, unitBytes);
+  return text;
 }
 
 } // namespace
@@ -45,14 +68,18 @@ std::string kernelKeyText(const std::string &source, const std::string &name,
                           const std::string &arch,
                           const std::vector<std::string> &options,
                           const std::string &nvrtcIdentity) {
-  std::string text =
-      fmt::format("moec kernel cache key, format {}\n"
-                  "moec {}\nnvrtc {}\narch {}\nname {}\n",
-                  kCacheEntryFormat, kVersion, nvrtcIdentity, arch, name);
-  for (const std::string &option : options)
-    text += "option " + option + "\n";
-  text +=
-      fmt::format("source {} ({} bytes)\n", unitDigest(source), source.size());
+  return keyText(unitDigest(source), source.size(), name, arch, options,
+                 nvrtcIdentity);
+}
+
+std::string KernelRequest::translationUnit() const {
+  if (!afterLibrary)
+    return unit;
+  std::string_view library = deviceLibrarySource();
+  std::string text;
+  text.reserve(library.size() + unit.size());
+  text.append(library);
+  text += unit;
   return text;
 }
 
@@ -102,6 +129,22 @@ KernelRequest KernelCache::request(std::string unit, std::string name,
   r.keyHash = sha256Hex(r.keyText);
   r.name = std::move(name);
   r.unit = std::move(unit);
+  return r;
+}
+
+KernelRequest KernelCache::requestAfterLibrary(const std::string &source,
+                                               std::string name,
+                                               const std::string &arch) {
+  archNumber(arch);
+  const Nvrtc &nvrtc = Nvrtc::get();
+  KernelRequest r;
+  r.unit = "\n" + source;
+  r.afterLibrary = true;
+  r.keyText = keyText(digestAfterLibrary(r.unit),
+                      deviceLibrarySource().size() + r.unit.size(), name, arch,
+                      nvrtc.options(arch), nvrtc.identity());
+  r.keyHash = sha256Hex(r.keyText);
+  r.name = std::move(name);
   return r;
 }
 
@@ -205,7 +248,8 @@ std::vector<CompiledKernel> KernelCache::compileTogether(
         names.push_back(requests[i]->name);
       const Nvrtc &nvrtc = Nvrtc::get();
       std::vector<CompiledKernel> kernels = nvrtc.compileTogether(
-          missing.size() == 1 ? requests[missing[0]]->unit : unitOf(missing),
+          missing.size() == 1 ? requests[missing[0]]->translationUnit()
+                              : unitOf(missing),
           names, arch, wantPtx, dir.empty() ? "" : dir + "/failed");
       {
         std::lock_guard<std::mutex> lock(mutex);

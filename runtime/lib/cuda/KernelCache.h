@@ -39,9 +39,15 @@ std::string kernelKeyText(const std::string &source, const std::string &name,
 /// KernelCache::request).
 struct KernelRequest {
   std::string name;
+  /// The translation unit, or with `afterLibrary` what follows the device
+  /// library in it (a warm start need not copy the library for each kernel).
   std::string unit;
+  bool afterLibrary = false;
   std::string keyText;
   std::string keyHash;
+
+  /// The whole translation unit.
+  std::string translationUnit() const;
 };
 
 /// A cache of compiled kernels. Thread-safe; concurrent requests for the
@@ -75,6 +81,11 @@ public:
   /// the unit once, for find() and compileTogether() to share.
   static KernelRequest request(std::string unit, std::string name,
                                const std::string &arch);
+  /// request() for the unit of the device library, a newline and `source`
+  /// (kernelTranslationUnit): the same key, without building the unit.
+  static KernelRequest requestAfterLibrary(const std::string &source,
+                                           std::string name,
+                                           const std::string &arch);
 
   /// The kernel from memory (waiting for a compile under way) or from
   /// disk; nullopt when it must be compiled.

@@ -129,7 +129,7 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
   parallelFor(kernels.size(), jobs, [&](size_t i) {
     const KernelDesc &kernel = *kernels[i];
     requests[i] =
-        KernelCache::request(kernelTranslationUnit(kernel), kernel.name, arch);
+        KernelCache::requestAfterLibrary(kernel.source, kernel.name, arch);
     if (std::optional<CompiledKernel> hit =
             cache.find(requests[i], arch, wantPtx)) {
       results[i] = std::move(*hit);
@@ -174,8 +174,9 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
         throw;
       // Find the kernel at fault: alone, it fails with its own unit saved.
       for (size_t at = 0; at < batch.size(); ++at)
-        compiled.push_back(cache.compile(
-            batchRequests[at]->unit, batchRequests[at]->name, arch, wantPtx));
+        compiled.push_back(cache.compile(batchRequests[at]->translationUnit(),
+                                         batchRequests[at]->name, arch,
+                                         wantPtx));
     }
     for (size_t at = 0; at < batch.size(); ++at)
       results[batch[at]] = std::move(compiled[at]);
