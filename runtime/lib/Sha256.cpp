@@ -3,7 +3,14 @@
 #include "Sha256.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define MOEC_SHA256_X86 1
+#endif
 
 namespace moec::detail {
 
@@ -26,13 +33,8 @@ constexpr uint32_t kRoundConstants[64] = {
 
 uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-} // namespace
-
-Sha256::Sha256()
-    : state{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-            0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::compress(const uint8_t *block) {
+/// One block's 64 rounds in portable C++.
+void compressPortable(uint32_t state[8], const uint8_t *block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = uint32_t(block[4 * i]) << 24 | uint32_t(block[4 * i + 1]) << 16 |
@@ -70,6 +72,95 @@ void Sha256::compress(const uint8_t *block) {
   state[7] += h;
 }
 
+#ifdef MOEC_SHA256_X86
+bool cpuHasShaExtensions() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+    return false;
+  bool ssse3 = ecx & (1u << 9), sse41 = ecx & (1u << 19);
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+    return false;
+  return ssse3 && sse41 && (ebx & (1u << 29));
+}
+
+/// `count` blocks on the SHA extensions. They keep the state as the
+/// register pairs ABEF and CDGH; each sha256rnds2 does two rounds, and
+/// sha256msg1 / sha256msg2 extend the message schedule four words at a
+/// time.
+__attribute__((target("sha,sse4.1,ssse3"))) void
+compressShaExtensions(uint32_t state[8], const uint8_t *blocks, size_t count) {
+  const __m128i byteSwap =
+      _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i *>(state));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i *>(state + 4));
+  __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  for (size_t b = 0; b < count; ++b, blocks += 64) {
+    const __m128i abefBefore = abef, cdghBefore = cdgh;
+    __m128i words[4]; // the schedule's last 16 words, four a register
+    for (int i = 0; i < 16; ++i) {
+      __m128i w;
+      if (i < 4) {
+        w = _mm_shuffle_epi8(
+            _mm_loadu_si128(reinterpret_cast<const __m128i *>(blocks) + i),
+            byteSwap);
+      } else {
+        w = _mm_sha256msg1_epu32(words[i & 3], words[(i + 1) & 3]);
+        w = _mm_add_epi32(
+            w, _mm_alignr_epi8(words[(i + 3) & 3], words[(i + 2) & 3], 4));
+        w = _mm_sha256msg2_epu32(w, words[(i + 3) & 3]);
+      }
+      words[i & 3] = w;
+      __m128i k =
+          _mm_add_epi32(w, _mm_loadu_si128(reinterpret_cast<const __m128i *>(
+                               kRoundConstants + 4 * i)));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, k);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(k, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abefBefore);
+    cdgh = _mm_add_epi32(cdgh, cdghBefore);
+  }
+  __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(state),
+                   _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(state + 4),
+                   _mm_alignr_epi8(dchg, feba, 8));
+}
+#else
+bool cpuHasShaExtensions() { return false; }
+#endif
+
+std::atomic<bool> shaExtensionsAllowed{true};
+
+} // namespace
+
+bool Sha256::hasShaExtensions() {
+  static const bool has = cpuHasShaExtensions();
+  return has;
+}
+
+bool Sha256::allowShaExtensions(bool allow) {
+  return shaExtensionsAllowed.exchange(allow);
+}
+
+Sha256::Sha256()
+    : state{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+            0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+
+void Sha256::compress(const uint8_t *blocks, size_t count) {
+#ifdef MOEC_SHA256_X86
+  if (hasShaExtensions() && shaExtensionsAllowed.load()) {
+    compressShaExtensions(state, blocks, count);
+    return;
+  }
+#endif
+  for (size_t b = 0; b < count; ++b)
+    compressPortable(state, blocks + 64 * b);
+}
+
 void Sha256::update(const void *data, size_t size) {
   const uint8_t *p = static_cast<const uint8_t *>(data);
   totalBytes += size;
@@ -81,11 +172,13 @@ void Sha256::update(const void *data, size_t size) {
     size -= take;
     if (buffered < sizeof(buffer))
       return;
-    compress(buffer);
+    compress(buffer, 1);
     buffered = 0;
   }
-  for (; size >= 64; p += 64, size -= 64)
-    compress(p);
+  size_t blocks = size / 64;
+  compress(p, blocks);
+  p += 64 * blocks;
+  size -= 64 * blocks;
   std::memcpy(buffer, p, size);
   buffered = size;
 }

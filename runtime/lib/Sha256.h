@@ -1,7 +1,9 @@
 //===- Sha256.h - SHA-256 digests for cache keys and checksums --*- C++ -*-===//
 //
 // FIPS 180-4 SHA-256, small and dependency-free. The kernel cache names its
-// entries by the digest of their key and checks each payload with it.
+// entries by the digest of their key and checks each payload with it. On
+// x86 CPUs with the SHA extensions the rounds run on them (a warm start
+// checks megabytes of cached modules), elsewhere in portable C++.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +29,14 @@ public:
   /// The digest of everything passed to update(); the object is spent.
   Digest digest();
 
+  /// Whether this CPU has the SHA extensions that compute the rounds.
+  static bool hasShaExtensions();
+  /// For tests: lets (or stops) every Sha256 use the SHA extensions where
+  /// the CPU has them (they are used by default); returns the old setting.
+  static bool allowShaExtensions(bool allow);
+
 private:
-  void compress(const uint8_t *block);
+  void compress(const uint8_t *blocks, size_t count);
 
   uint32_t state[8];
   uint8_t buffer[64];

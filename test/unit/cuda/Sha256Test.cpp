@@ -4,6 +4,7 @@
 #include "moec/support/DeviceLibrary.h"
 
 #include <gtest/gtest.h>
+#include <random>
 
 using namespace moec::detail;
 
@@ -47,4 +48,31 @@ TEST(Sha256, PaddingBoundaries) {
 
 TEST(Sha256, MatchesTheDeviceLibraryHashFromCMake) {
   EXPECT_EQ(sha256Hex(moec::deviceLibrarySource()), moec::deviceLibraryHash());
+}
+
+// The SHA extensions' rounds against the portable ones: every length up to
+// four blocks and a few megabytes fed in uneven pieces, on random bytes.
+TEST(Sha256, ShaExtensionsMatchThePortableRounds) {
+  if (!Sha256::hasShaExtensions())
+    GTEST_SKIP() << "this CPU has no SHA extensions";
+  std::mt19937 rng(7);
+  std::string bytes(3 << 20, '\0');
+  for (char &c : bytes)
+    c = static_cast<char>(rng());
+  auto both = [&](std::string_view text, size_t piece) {
+    std::string digests[2];
+    for (bool hardware : {false, true}) {
+      bool before = Sha256::allowShaExtensions(hardware);
+      Sha256 hash;
+      for (size_t at = 0; at < text.size(); at += piece)
+        hash.update(text.substr(at, piece));
+      digests[hardware] = hexDigest(hash.digest());
+      Sha256::allowShaExtensions(before);
+    }
+    EXPECT_EQ(digests[1], digests[0]) << text.size() << " bytes";
+  };
+  for (size_t length = 0; length <= 256; ++length)
+    both(std::string_view(bytes).substr(length, length), 1000);
+  both(bytes, 1000003);
+  both(std::string_view(bytes).substr(1, 999999), 777);
 }
