@@ -132,13 +132,13 @@ KernelRequest KernelCache::request(std::string unit, std::string name,
   return r;
 }
 
-KernelRequest KernelCache::requestAfterLibrary(const std::string &source,
+KernelRequest KernelCache::requestAfterLibrary(std::string rest,
                                                std::string name,
                                                const std::string &arch) {
   archNumber(arch);
   const Nvrtc &nvrtc = Nvrtc::get();
   KernelRequest r;
-  r.unit = "\n" + source;
+  r.unit = std::move(rest);
   r.afterLibrary = true;
   r.keyText = keyText(digestAfterLibrary(r.unit),
                       deviceLibrarySource().size() + r.unit.size(), name, arch,

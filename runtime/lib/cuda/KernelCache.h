@@ -81,10 +81,9 @@ public:
   /// the unit once, for find() and compileTogether() to share.
   static KernelRequest request(std::string unit, std::string name,
                                const std::string &arch);
-  /// request() for the unit of the device library, a newline and `source`
-  /// (kernelTranslationUnit): the same key, without building the unit.
-  static KernelRequest requestAfterLibrary(const std::string &source,
-                                           std::string name,
+  /// request() for the unit of the device library followed by `rest`
+  /// (kernelTextAfterLibrary): the same key, without building the unit.
+  static KernelRequest requestAfterLibrary(std::string rest, std::string name,
                                            const std::string &arch);
 
   /// The kernel from memory (waiting for a compile under way) or from

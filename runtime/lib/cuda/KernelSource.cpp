@@ -9,13 +9,16 @@
 
 namespace moec::detail {
 
+std::string kernelTextAfterLibrary(const KernelDesc &kernel) {
+  return '\n' + kernel.source;
+}
+
 std::string kernelTranslationUnit(const KernelDesc &kernel) {
   std::string_view library = deviceLibrarySource();
   std::string unit;
   unit.reserve(library.size() + 1 + kernel.source.size());
   unit.append(library);
-  unit += '\n';
-  unit += kernel.source;
+  unit += kernelTextAfterLibrary(kernel);
   return unit;
 }
 

@@ -16,7 +16,12 @@
 
 namespace moec::detail {
 
-/// The device library, a newline, then the kernel's own source.
+/// What follows the device library in a kernel's translation unit: a
+/// newline, then the kernel's own source (what the kernel cache keys on a
+/// warm start, see KernelCache::requestAfterLibrary).
+std::string kernelTextAfterLibrary(const KernelDesc &kernel);
+
+/// The device library, then kernelTextAfterLibrary.
 std::string kernelTranslationUnit(const KernelDesc &kernel);
 
 /// Throws moec::Error unless the bundle's kernels were generated against

@@ -128,8 +128,8 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
   std::vector<char> found(kernels.size(), 0);
   parallelFor(kernels.size(), jobs, [&](size_t i) {
     const KernelDesc &kernel = *kernels[i];
-    requests[i] =
-        KernelCache::requestAfterLibrary(kernel.source, kernel.name, arch);
+    requests[i] = KernelCache::requestAfterLibrary(
+        kernelTextAfterLibrary(kernel), kernel.name, arch);
     if (std::optional<CompiledKernel> hit =
             cache.find(requests[i], arch, wantPtx)) {
       results[i] = std::move(*hit);

@@ -112,7 +112,8 @@ TEST(KernelKey, ARequestAfterTheLibraryMatchesTheWholeUnit) {
   std::string source = "extern \"C\" __global__ void k() {}\n";
   std::string unit = std::string(deviceLibrarySource()) + "\n" + source;
   KernelRequest whole = KernelCache::request(unit, "k", "sm_90");
-  KernelRequest after = KernelCache::requestAfterLibrary(source, "k", "sm_90");
+  KernelRequest after =
+      KernelCache::requestAfterLibrary("\n" + source, "k", "sm_90");
   EXPECT_EQ(after.keyText, whole.keyText);
   EXPECT_EQ(after.keyHash, whole.keyHash);
   EXPECT_THAT(after.keyText, HasSubstr(detail::sha256Hex(unit)));
@@ -120,9 +121,9 @@ TEST(KernelKey, ARequestAfterTheLibraryMatchesTheWholeUnit) {
               HasSubstr("(" + std::to_string(unit.size()) + " bytes)"));
   EXPECT_EQ(after.translationUnit(), unit);
   EXPECT_EQ(whole.translationUnit(), unit);
-  EXPECT_NE(
-      KernelCache::requestAfterLibrary(source + " ", "k", "sm_90").keyHash,
-      whole.keyHash);
+  EXPECT_NE(KernelCache::requestAfterLibrary("\n" + source + " ", "k", "sm_90")
+                .keyHash,
+            whole.keyHash);
 }
 
 /// Damages the entry on disk with `damage`, then checks that a fresh cache

@@ -75,6 +75,8 @@ TEST(KernelSource, IsTheDeviceLibraryThenTheKernel) {
   detail::KernelDesc kernel{"k", "extern \"C\" __global__ void k() {}\n"};
   std::string unit = detail::kernelTranslationUnit(kernel);
   EXPECT_EQ(unit, std::string(deviceLibrarySource()) + "\n" + kernel.source);
+  EXPECT_EQ(unit, std::string(deviceLibrarySource()) +
+                      detail::kernelTextAfterLibrary(kernel));
 }
 
 TEST(KernelSource, ADifferentDeviceLibraryIsRefused) {
