@@ -112,6 +112,21 @@ MOEC_DEVICE void expertCombine(int64_t tokens, gptr<const int32_t> slot,
   }
 }
 
+/// The combine of top-1 routing for the tokens no expert kept: with one
+/// row per token the grouped GEMM hands each kept token's row to the
+/// epilogue itself, and here `epilogue(i, 0)` stores the others (what
+/// expertCombine's empty sum would).
+template <int D, typename Epilogue>
+MOEC_DEVICE void expertDropped(int64_t tokens, gptr<const int32_t> slot,
+                               const Epilogue &epilogue) {
+  const int64_t first =
+      blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = first; i < tokens * D; i += stride)
+    if (slot[i / D] < 0)
+      epilogue(i, 0.0f);
+}
+
 /// The gradient rows of the experts' hidden layer, one warp per sorted row:
 /// dgates, and da (and du with GLU) from G = dy W2^T. hidden, da and du
 /// are stored as H (bf16 when only tensor-core GEMMs read them); dgates

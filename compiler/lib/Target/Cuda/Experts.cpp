@@ -3,10 +3,12 @@
 // Forward launches: dispatch (per-expert offsets and assignment order),
 // [GLU up branch], up-projection with the activation in its epilogue,
 // down-projection writing gated rows per assignment, and the combine with
-// the group's residual add. The gradient recomputes the hidden layer and
-// produces dgates, the weight gradients per expert (each output summed by
-// one thread over the expert's rows in order) and dx through the same
-// row-per-assignment combine.
+// the group's residual add; with k = 1 the down-projection stores through
+// the combine's epilogue itself and a last launch covers the dropped
+// tokens. The gradient recomputes the hidden layer and produces dgates,
+// the weight gradients per expert (each output summed by one thread over
+// the expert's rows in order) and dx through the same row-per-assignment
+// combine (or, with k = 1 and no GLU, from its GEMM directly).
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,12 +104,22 @@ void forwardHidden(GroupEmitter &e, const Experts &x, int64_t hidden,
 LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
   auto op = cast<ExpertFfnOp>(e.first());
   Experts x = expertsOf(e, op);
+  // With k = 1 the down-projection's row is the token's whole sum: it goes
+  // to the combine's epilogue from the GEMM, with no per-assignment rows.
+  bool direct = x.k == 1;
   int64_t hidden = e.scratch(x.operandType, {x.assignments(), SymDim(x.f)});
   int64_t up = x.w3 ? e.scratch(x.f32, {x.assignments(), SymDim(x.f)}) : -1;
-  int64_t yk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
+  int64_t yk = direct ? -1 : e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
+  auto outputs = [&](CodeWriter &w) {
+    return combineEpilogue(e, w, op.getResult());
+  };
   dispatch(e, x, Value());
   forwardHidden(e, x, hidden, up);
-  // yk = gate * (hidden W2 + b2), one row per assignment.
+  // y = gate * (hidden W2 + b2): yk's row of the assignment, or with k = 1
+  // the token's output.
+  std::string store =
+      fill(direct ? "combined(a * ${D} + n, y)" : "yk[a * ${D} + n] = y",
+           {{"D", x.d}});
   groupedGemm(
       e, x, "down", x.d, x.f,
       [&](CodeWriter &w) {
@@ -115,19 +127,22 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
         e.declare(w, "w2", x.w2, false);
         declareOptional(e, w, "b2", x.b2, x.t);
         e.declare(w, "gates", x.gates, false);
-        declareScratch(e, w, "yk", yk, x.f32, true);
+        if (direct)
+          w.line("const auto combined = " + outputs(w) + ";");
+        else
+          declareScratch(e, w, "yk", yk, x.f32, true);
       },
       x.scratchRows("RowMajor", "hidden", x.f),
       x.expertWeight("RowMajor", "w2", x.f, x.d),
       fill("[=](int64_t m, int64_t n, float acc) { const int64_t a = "
-           "order[row0 + m]; yk[a * ${D} + n] = gates[a] * (acc + (b2 ? "
-           "moec::toFloat(b2[ex * ${D} + n]) : 0.0f)); }",
-           {{"D", x.d}}));
-
-  // Combine, with the group's residual add.
-  combine(e, x, x.d, "yk", yk, [&](CodeWriter &w) {
-    return combineEpilogue(e, w, op.getResult());
-  });
+           "order[row0 + m]; const float y = gates[a] * (acc + (b2 ? "
+           "moec::toFloat(b2[ex * ${D} + n]) : 0.0f)); ${store}; }",
+           {{"D", x.d}, {"store", store}}));
+  // The combine, with the group's residual add.
+  if (direct)
+    combineDropped(e, x, x.d, outputs);
+  else
+    combine(e, x, x.d, "yk", yk, outputs);
   return success();
 }
 
@@ -145,6 +160,11 @@ struct GradState {
   Value dy, dgates, dx, dw1, db1, dw2, db2, dw3;
 };
 
+/// Whether dx's GEMM stores the token's gradient itself: with k = 1 and
+/// one input projection its row is the whole sum (GLU adds two GEMMs'
+/// rows, which the combine sums in f32 before dx is rounded to its type).
+bool directInputGradient(const Experts &x) { return x.k == 1 && !x.w3; }
+
 GradState gradState(GroupEmitter &e, const Experts &x, ExpertFfnGradOp op) {
   SymShape hiddenShape{x.assignments(), SymDim(x.f)};
   GradState s;
@@ -154,7 +174,9 @@ GradState gradState(GroupEmitter &e, const Experts &x, ExpertFfnGradOp op) {
   s.hidden = e.scratch(x.operandType, hiddenShape);
   s.da = e.scratch(x.operandType, hiddenShape);
   s.du = x.w3 ? e.scratch(x.operandType, hiddenShape) : -1;
-  s.dxk = e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
+  s.dxk = directInputGradient(x)
+              ? -1
+              : e.scratch(x.f32, {x.assignments(), SymDim(x.d)});
   s.dy = op.getDy();
   s.dgates = op.getDgates();
   s.dx = op.getDx();
@@ -315,8 +337,31 @@ void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
         "db");
 }
 
-/// dx: per assignment da W1^T (+ du W3^T), then the combine per token.
+/// dx: per assignment da W1^T (+ du W3^T), then the combine per token;
+/// or, see directInputGradient, da W1^T stored into dx by its GEMM and
+/// zeros for the tokens no expert kept.
 void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
+  auto dxStore = [&](CodeWriter &w) {
+    std::string dx = e.declared(w, s.dx, true, "dx");
+    return "[=](int64_t i, float v) { " + dx + "[i] = v; }";
+  };
+  if (directInputGradient(x)) {
+    groupedGemm(
+        e, x, "dx", x.d, x.f,
+        [&](CodeWriter &w) {
+          declareScratch(e, w, "src", s.da, x.operandType, false);
+          e.declare(w, "w", x.w1, false);
+          w.line("const auto combined = " + dxStore(w) + ";");
+        },
+        x.scratchRows("RowMajor", "src", x.f),
+        x.expertWeight("ColMajor", "w", x.d, x.f),
+        fill("[=](int64_t m, int64_t n, float acc) { "
+             "combined(static_cast<int64_t>(order[row0 + m]) * ${D} + n, "
+             "acc); }",
+             {{"D", x.d}}));
+    combineDropped(e, x, x.d, dxStore);
+    return;
+  }
   for (auto [name, weight, source, accumulate] :
        {std::make_tuple("dxk", x.w1, s.da, false),
         std::make_tuple("dxk3", x.w3, s.du, true)}) {
@@ -336,10 +381,7 @@ void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
              "${add}acc; }",
              {{"D", x.d}, {"add", accumulate ? "dxk[i] + " : ""}}));
   }
-  combine(e, x, x.d, "dxk", s.dxk, [&](CodeWriter &w) {
-    std::string dx = e.declared(w, s.dx, true, "dx");
-    return "[=](int64_t i, float v) { " + dx + "[i] = v; }";
-  });
+  combine(e, x, x.d, "dxk", s.dxk, dxStore);
 }
 
 } // namespace

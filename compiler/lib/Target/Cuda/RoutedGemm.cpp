@@ -263,6 +263,21 @@ void mlir::moe::cuda::combine(
                  GridDim(), 256);
 }
 
+void mlir::moe::cuda::combineDropped(
+    GroupEmitter &e, const RoutedGemm &r, int64_t width,
+    llvm::function_ref<std::string(CodeWriter &)> outputs) {
+  e.beginKernel("dropped");
+  CodeWriter w;
+  w.indent();
+  e.declareScalar(w, "tokens", r.tokens);
+  std::string slot = e.declared(w, r.slot, false, "slot");
+  std::string epilogue = outputs(w);
+  w.line(fill("moec::expertDropped<${D}>(tokens, ${slot}, ${epilogue});",
+              {{"D", width}, {"slot", slot}, {"epilogue", epilogue}}));
+  e.finishKernel(w.str(), GridDim{r.tokens * SymDim(width), 1024}, GridDim(),
+                 GridDim(), 256);
+}
+
 std::string mlir::moe::cuda::combineEpilogue(GroupEmitter &e, CodeWriter &w,
                                              Value result) {
   std::string epilogue = "[=](int64_t i, float y) {";

@@ -112,6 +112,12 @@ void combine(GroupEmitter &e, const RoutedGemm &r, int64_t width,
              llvm::StringRef rowsName, int64_t rowsId,
              llvm::function_ref<std::string(CodeWriter &)> outputs);
 
+/// With k = 1 a token has one row: its grouped GEMM stores the row through
+/// the combine's epilogue itself, and this launch hands the epilogue a zero
+/// for every token no expert kept.
+void combineDropped(GroupEmitter &e, const RoutedGemm &r, int64_t width,
+                    llvm::function_ref<std::string(CodeWriter &)> outputs);
+
 /// The combine epilogue of a routed op's result `result` (stored if anything
 /// outside the group reads it), followed by the group's residual add when
 /// the group has one (its second op).
