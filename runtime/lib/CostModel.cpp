@@ -523,7 +523,8 @@ std::string costReport(const Bundle &bundle, const std::string &program,
          "operand types cuBLASLt pairs and n, k >= 64, is computed by cuBLASLt "
          "on the cuda device where it loads (its kernel elsewhere); the "
          "others, and the grouped expert GEMMs (gather fused into the loads, "
-         "gates and combine into the epilogue), are moec's kernels.\n"
+         "gates and the scatter to token rows into the epilogue, with top-1 "
+         "routing the whole combine), are moec's kernels.\n"
          "\n";
   ProgramCost cost = programCost(bundle, program, sizes, ceilings);
   out += fmt::format("program {}: {} kernels\n", program, cost.kernels.size());
