@@ -6,10 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ErrorOf.h"
 #include "moec/Compiler.h"
 #include "moec/Error.h"
-#include "moec/Session.h"
 #include "moec/ModelData.h"
+#include "moec/Session.h"
 
 #include <cmath>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <map>
 
 using namespace moec;
+using moec::test::errorOf;
 using ::testing::HasSubstr;
 
 namespace {
@@ -49,15 +51,6 @@ Session sessionOn(const std::string &device, const std::string &dtype = "") {
   CompileOptions compile;
   compile.dtype = dtype;
   return Session(compileSource(kSpec, "tiny.moe", ".", compile), options);
-}
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(EmuSession, GeneratesWhatTheCpuDeviceGenerates) {

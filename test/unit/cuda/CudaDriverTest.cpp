@@ -9,6 +9,7 @@
 #include "cuda/CudaDriver.h"
 #include "CudaTestUtil.h"
 #include "Device.h"
+#include "ErrorOf.h"
 #include "cuda/CudaDevice.h"
 
 #include <dlfcn.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 
 using namespace moec;
+using moec::test::errorOf;
 using namespace moec::detail::cuda;
 using ::testing::HasSubstr;
 
@@ -27,15 +29,6 @@ bool driverInstalled() {
   if (handle)
     ::dlclose(handle);
   return handle != nullptr;
-}
-
-std::string errorOf(void (*fn)()) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
 }
 
 void getDriver() { CudaDriver::get(); }

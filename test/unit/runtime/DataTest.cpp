@@ -1,6 +1,7 @@
 //===- DataTest.cpp - training data sources -------------------------------===//
 
 #include "moec/Data.h"
+#include "ErrorOf.h"
 #include "moec/Error.h"
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 using namespace moec;
+using moec::test::errorOf;
 namespace fs = std::filesystem;
 
 namespace {
@@ -79,15 +81,6 @@ std::string randomText(size_t n) {
     text += static_cast<char>(' ' + (state >> 24) % 95);
   }
   return text;
-}
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
 }
 
 } // namespace

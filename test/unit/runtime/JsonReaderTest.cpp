@@ -6,23 +6,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "JsonReader.h"
+#include "ErrorOf.h"
 
-#include <functional>
 #include <gtest/gtest.h>
 
 using namespace moec;
 using moec::detail::JsonReader;
+using moec::test::errorOf;
 
 namespace {
-
-std::string failureOf(const std::function<void()> &read) {
-  try {
-    read();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 const nlohmann::json &document() {
   static const nlohmann::json doc = nlohmann::json::parse(R"({
@@ -48,7 +40,7 @@ TEST(JsonReader, ReadsValuesThroughFieldsAndIndices) {
 TEST(JsonReader, AFailureNamesTheValuesPath) {
   std::string origin = "model.json";
   JsonReader root(document(), origin);
-  EXPECT_EQ(failureOf([&] {
+  EXPECT_EQ(errorOf([&] {
               root.field("programs")
                   .field("f")
                   .field("steps")
@@ -59,22 +51,22 @@ TEST(JsonReader, AFailureNamesTheValuesPath) {
             }),
             "model.json: programs.f.steps[1].in[1]: expected an integer, got "
             "\"x\"");
-  EXPECT_EQ(failureOf([&] {
+  EXPECT_EQ(errorOf([&] {
               root.field("a").field("b").at(1).at(1).field("c").string();
             }),
             "model.json: a.b[1][1].c: expected a string, got true");
-  EXPECT_EQ(failureOf([&] { root.field("a").field("b").at(2); }),
+  EXPECT_EQ(errorOf([&] { root.field("a").field("b").at(2); }),
             "model.json: a.b: index 2 is out of range (2 entries)");
-  EXPECT_EQ(failureOf([&] { root.field("a").field("d"); }),
+  EXPECT_EQ(errorOf([&] { root.field("a").field("d"); }),
             "model.json: a: missing field 'd'");
-  EXPECT_EQ(failureOf([&] { root.field("version").integer(3, 9); }),
+  EXPECT_EQ(errorOf([&] { root.field("version").integer(3, 9); }),
             "model.json: version: 2 is outside [3, 9]");
 }
 
 TEST(JsonReader, TheRootHasNoPath) {
   std::string origin = "model.json";
   JsonReader root(document(), origin);
-  EXPECT_EQ(failureOf([&] { root.array(); }),
+  EXPECT_EQ(errorOf([&] { root.array(); }),
             "model.json: expected an array, got "
             "{\"a\":{\"b\":[[0,1],[2,{\"c\":true}]]},\"pr...");
 }
@@ -85,6 +77,6 @@ TEST(JsonReader, ACopiedReaderKeepsItsPath) {
   JsonReader in =
       root.field("programs").field("f").field("steps").at(0).field("in");
   JsonReader second = in.at(1);
-  EXPECT_EQ(failureOf([&] { second.string(); }),
+  EXPECT_EQ(errorOf([&] { second.string(); }),
             "model.json: programs.f.steps[0].in[1]: expected a string, got 2");
 }

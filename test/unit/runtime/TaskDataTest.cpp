@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ErrorOf.h"
 #include "moec/Data.h"
 #include "moec/Error.h"
 #include "moec/Tokenizer.h"
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 using namespace moec;
+using moec::test::errorOf;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -44,15 +46,6 @@ std::vector<int32_t> row(const Tensor &t, int64_t b) {
 
 std::vector<int32_t> bytes(const std::string &s) {
   return std::vector<int32_t>(s.begin(), s.end());
-}
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 DataSpec fileSpec(const std::string &kind, std::vector<std::string> paths) {
