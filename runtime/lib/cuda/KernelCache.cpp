@@ -119,33 +119,40 @@ std::string KernelCache::entryPath(const std::string &source,
   return pathFor(name, request(source, name, arch).keyHash);
 }
 
-KernelRequest KernelCache::request(std::string unit, std::string name,
-                                   const std::string &arch) {
+namespace {
+
+/// A request for `name` from `text`: the whole unit, or with `afterLibrary`
+/// what follows the device library, keyed by its digest after the
+/// library's hash state (the same key as the whole unit's).
+KernelRequest makeRequest(std::string text, std::string name,
+                          const std::string &arch, bool afterLibrary) {
   archNumber(arch);
   const Nvrtc &nvrtc = Nvrtc::get();
   KernelRequest r;
-  r.keyText =
-      kernelKeyText(unit, name, arch, nvrtc.options(arch), nvrtc.identity());
+  r.keyText = afterLibrary
+                  ? keyText(digestAfterLibrary(text),
+                            deviceLibrarySource().size() + text.size(), name,
+                            arch, nvrtc.options(arch), nvrtc.identity())
+                  : kernelKeyText(text, name, arch, nvrtc.options(arch),
+                                  nvrtc.identity());
   r.keyHash = sha256Hex(r.keyText);
   r.name = std::move(name);
-  r.unit = std::move(unit);
+  r.unit = std::move(text);
+  r.afterLibrary = afterLibrary;
   return r;
+}
+
+} // namespace
+
+KernelRequest KernelCache::request(std::string unit, std::string name,
+                                   const std::string &arch) {
+  return makeRequest(std::move(unit), std::move(name), arch, false);
 }
 
 KernelRequest KernelCache::requestAfterLibrary(std::string rest,
                                                std::string name,
                                                const std::string &arch) {
-  archNumber(arch);
-  const Nvrtc &nvrtc = Nvrtc::get();
-  KernelRequest r;
-  r.unit = std::move(rest);
-  r.afterLibrary = true;
-  r.keyText = keyText(digestAfterLibrary(r.unit),
-                      deviceLibrarySource().size() + r.unit.size(), name, arch,
-                      nvrtc.options(arch), nvrtc.identity());
-  r.keyHash = sha256Hex(r.keyText);
-  r.name = std::move(name);
-  return r;
+  return makeRequest(std::move(rest), std::move(name), arch, true);
 }
 
 CompiledKernel KernelCache::compile(const std::string &source,
