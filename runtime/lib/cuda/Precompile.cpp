@@ -160,10 +160,8 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
       batchRequests.push_back(&requests[i]);
     auto unitOf = [&](const std::vector<size_t> &indices) {
       std::string unit(deviceLibrarySource());
-      for (size_t at : indices) {
-        unit += '\n';
-        unit += kernels[batch[at]]->source;
-      }
+      for (size_t at : indices)
+        unit += kernelTextAfterLibrary(*kernels[batch[at]]);
       return unit;
     };
     std::vector<CompiledKernel> compiled;
@@ -223,10 +221,8 @@ std::string cudaTranslationUnit(const Bundle &bundle) {
                             data.origin));
   detail::checkDeviceLibrary(data);
   std::string unit(deviceLibrarySource());
-  for (const auto &[name, kernel] : data.kernels) {
-    unit += '\n';
-    unit += kernel.source;
-  }
+  for (const auto &[name, kernel] : data.kernels)
+    unit += detail::kernelTextAfterLibrary(kernel);
   return unit;
 }
 
