@@ -1,6 +1,7 @@
 //===- Bundle.cpp - loading and validating bundles ------------------------===//
 
 #include "BundleData.h"
+#include "JsonParse.h"
 #include "JsonReader.h"
 #include "cpu/Kernel.h"
 #include "moec/Bundle.h"
@@ -455,7 +456,7 @@ ProgramDesc readProgram(const std::string &name, const JsonReader &r,
         list->push_back(id);
       }
     }
-    step.attrs = s.field("attrs").object().json();
+    step.attrs = &s.field("attrs").object().json();
     if (s.has("loc"))
       step.loc = s.stringField("loc");
     program.steps.push_back(std::move(step));
@@ -786,19 +787,9 @@ int64_t PhaseConfig::fStepsIn(int64_t steps) const {
 }
 
 Bundle Bundle::parse(const std::string &text, const std::string &origin) {
-  // nlohmann::json parses any depth but prints and compares recursively,
-  // so a deep document would overflow the stack in an error message.
-  auto limitDepth = [&](int depth, nlohmann::json::parse_event_t,
-                        nlohmann::json &) {
-    if (depth > detail::kMaxJsonDepth)
-      throw Error(fmt::format("{}: not a moec bundle: the JSON nests deeper "
-                              "than {} levels",
-                              origin, detail::kMaxJsonDepth));
-    return true;
-  };
-  nlohmann::json document;
+  std::optional<nlohmann::json> document;
   try {
-    document = nlohmann::json::parse(text, limitDepth);
+    document = detail::parseJsonNoDeeperThan(text, detail::kMaxJsonDepth);
   } catch (const nlohmann::json::exception &e) {
     // Drop the library's "[json.exception.parse_error.101] " tag.
     std::string what = e.what();
@@ -809,7 +800,11 @@ Bundle Bundle::parse(const std::string &text, const std::string &origin) {
                             "JSON ({})",
                             origin, what));
   }
-  return Bundle(detail::readBundle(std::move(document), origin));
+  if (!document)
+    throw Error(fmt::format("{}: not a moec bundle: the JSON nests deeper "
+                            "than {} levels",
+                            origin, detail::kMaxJsonDepth));
+  return Bundle(detail::readBundle(std::move(*document), origin));
 }
 
 Bundle Bundle::load(const std::string &path) {

@@ -33,7 +33,10 @@ struct BufferDesc {
 struct StepDesc {
   std::string op;
   std::vector<int64_t> in, out;
-  nlohmann::json attrs;
+  /// The step's "attrs" object, inside the bundle's document (which the
+  /// BundleData keeps unchanged for its whole life): a large bundle's
+  /// thousands of steps are not copied out of it.
+  const nlohmann::json *attrs = nullptr;
   /// Source location of the .moe construct the op came from, if known.
   std::string loc;
 };
@@ -122,6 +125,14 @@ struct StateDesc {
 };
 
 struct BundleData {
+  BundleData() = default;
+  /// Steps point into `document`: a copy would point into the original.
+  /// A move keeps them valid (the document's values stay where they are).
+  BundleData(const BundleData &) = delete;
+  BundleData &operator=(const BundleData &) = delete;
+  BundleData(BundleData &&) = default;
+  BundleData &operator=(BundleData &&) = default;
+
   std::string origin;
   nlohmann::json document;
   std::string moecVersion;

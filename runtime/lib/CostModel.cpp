@@ -107,8 +107,8 @@ double stepFlops(const StepDesc &s, const Sizes &z,
                  const std::map<std::string, double> &blocks) {
   const auto [op, grad] = opKind(s.op);
   auto flag = [&](std::string_view name) {
-    auto it = s.attrs.find(std::string(name));
-    return it != s.attrs.end() && it->is_boolean() && it->get<bool>();
+    auto it = s.attrs->find(std::string(name));
+    return it != s.attrs->end() && it->is_boolean() && it->get<bool>();
   };
   if (op == "moe.linear") {
     // x [M, K], weight [K, N] (or [N, K] transposed).
@@ -125,7 +125,7 @@ double stepFlops(const StepDesc &s, const Sizes &z,
     // kernel recomputes S and dP in each block of a head, then dQ (4 a
     // block + 2); its dk/dv kernel recomputes S and dP in each block of a
     // head, then dV and dK (4 a block + 4).
-    double heads = s.attrs.value("num_heads", 1.0);
+    double heads = s.attrs->value("num_heads", 1.0);
     double batch = z.dim(s.in[0], 0), sq = z.dim(s.in[0], 1);
     double sk = z.dim(s.in[1], 1), dh = z.dim(s.in[0], 2) / heads;
     double pairs = attentionPairs(sq, sk, flag(defs::ops::attention::kCausal));
@@ -188,7 +188,7 @@ std::optional<double> eagerBytes(const StepDesc &s, const Sizes &z) {
   }
   if (op == "moe.attention") {
     // Scores and probabilities of [B, H, Sq, Sk] go through memory.
-    double heads = s.attrs.value("num_heads", 1.0);
+    double heads = s.attrs->value("num_heads", 1.0);
     const int64_t q = s.in[0], k = s.in[1], v = s.in[2];
     double perElement = z.elementBytes(q);
     double scores =

@@ -406,8 +406,8 @@ void ProgramCheck::acceptNearTiedSlots(size_t firstComparison) {
         program.steps.begin(), program.steps.end(), [&](const StepDesc &s) {
           return s.op == c.op && s.out.size() == 4 && s.out[3] == c.buffer;
         });
-    if (step == program.steps.end() || step->in.empty() ||
-        step->in[0] < 0 || step->attrs.value("priority", "") != "bpr" ||
+    if (step == program.steps.end() || step->in.empty() || step->in[0] < 0 ||
+        step->attrs->value("priority", "") != "bpr" ||
         !passedComparison(step->out[1]))
       continue;
     // The cpu's top-1 probabilities, from its logits (a masked token's is

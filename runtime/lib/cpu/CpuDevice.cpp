@@ -103,7 +103,7 @@ public:
     bool saveHidden = firstGrad < program.steps.size();
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
-      cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(step.attrs, step.op),
+      cpu::KernelContext ctx{step.op, {}, {}, cpu::Attrs(*step.attrs, step.op),
                              nullptr, {}};
       for (int64_t id : step.in)
         ctx.inputs.push_back(view(id));
