@@ -1,10 +1,11 @@
 //===- Initializers.cpp - parameter initial values ------------------------===//
 
 #include "Initializers.h"
+#include "BoxMuller.h"
 #include "Orthogonal.h"
+#include "Philox.h"
 #include "moec/Error.h"
 #include "moec/support/MoeDefs.h"
-#include "Philox.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,18 +32,19 @@ double sinusoid(int64_t i, int64_t width) {
   return c < half ? std::sin(angle) : std::cos(angle);
 }
 
-/// Standard normals 4 block .. 4 block + 3 of the stream: both Box-Muller
-/// normals of its block's words (0, 1) and (2, 3).
-void standardNormals(uint64_t seed, uint64_t stream, int64_t block,
-                     double (&out)[4]) {
-  PhiloxBlock w = philoxBlock(seed, stream, block);
-  normalPairFromWords(w[0], w[1], out[0], out[1]);
-  normalPairFromWords(w[2], w[3], out[2], out[3]);
+/// Standard normals 4 first .. 4 (first + blocks) - 1 of the stream into
+/// `out`: both Box-Muller normals of each block's words (0, 1) and (2, 3).
+void standardNormals(uint64_t seed, uint64_t stream, int64_t first,
+                     int64_t blocks, double *out) {
+  std::vector<uint32_t> words(4 * blocks);
+  philoxBlocks(seed, stream, first, blocks, words.data());
+  boxMullerPairs(words.data(), 2 * blocks, out);
 }
 
-/// Elements i .. i + 3 (i a multiple of 4) of the parameter's initial value.
+/// Elements i .. i + 3 (i a multiple of 4) of the parameter's initial value
+/// into out[0 .. 3], for the initialisers drawn four at a time.
 void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
-              uint64_t stream, double bound, int64_t i, double (&out)[4]) {
+              uint64_t stream, double bound, int64_t i, double *out) {
   switch (init) {
   case defs::Init::Zeros:
     return;
@@ -50,10 +52,7 @@ void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
     std::fill(out, out + 4, 1.0);
     return;
   case defs::Init::Normal:
-    standardNormals(seed, stream, i / 4, out);
-    for (double &v : out)
-      v *= param.scale;
-    return;
+    return; // drawn a chunk at a time: see initialValue
   case defs::Init::Uniform:
   case defs::Init::XavierUniform: {
     PhiloxBlock w = philoxBlock(seed, stream, i / 4);
@@ -76,12 +75,9 @@ void valuesAt(defs::Init init, const ParamInfo &param, uint64_t seed,
 std::vector<double> orthogonalValue(const ParamInfo &param, uint64_t seed,
                                     uint64_t stream, int64_t n) {
   const int64_t rows = param.shape.front(), cols = rows ? n / rows : 0;
-  std::vector<double> a(n);
-  for (int64_t b = 0; 4 * b < n; ++b) {
-    double normals[4];
-    standardNormals(seed, stream, b, normals);
-    std::copy(normals, normals + std::min<int64_t>(4, n - 4 * b), &a[4 * b]);
-  }
+  std::vector<double> a((n + 3) / 4 * 4);
+  standardNormals(seed, stream, 0, (n + 3) / 4, a.data());
+  a.resize(n);
   std::vector<double> q = orthogonalFactor(a, rows, cols);
   for (double &v : q)
     v *= param.scale;
@@ -111,24 +107,28 @@ Tensor initialValue(const ParamInfo &param, uint64_t seed) {
                               param.name));
     whole = orthogonalValue(param, seed, stream, n);
   }
-  // Values come four at a time from one Philox block;
-  // chunks of blocks are drawn in parallel, each value still a function of
-  // its index alone.
+  // Values come four at a time from one Philox block; chunks of blocks
+  // are drawn in parallel, each value still a function of its index alone.
   auto fill = [&](auto *out, auto convert) {
     constexpr int64_t kChunk = 4096; // elements, a multiple of 4
     const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-      for (int64_t i = begin; i < end; i += 4) {
-        double v[4] = {0, 0, 0, 0};
-        if (!whole.empty())
-          std::copy(whole.begin() + i, whole.begin() + std::min(n, i + 4), v);
-        else
-          valuesAt(*init, param, seed, stream, bound, i, v);
-        for (int64_t j = i; j < std::min(end, i + 4); ++j)
-          out[j] = convert(v[j - i]);
+      const int64_t blocks = (end - begin + 3) / 4;
+      std::vector<double> v(4 * blocks, 0.0);
+      if (!whole.empty()) {
+        std::copy(whole.begin() + begin, whole.begin() + end, v.begin());
+      } else if (*init == defs::Init::Normal) {
+        standardNormals(seed, stream, begin / 4, blocks, v.data());
+        for (double &x : v)
+          x *= param.scale;
+      } else {
+        for (int64_t b = 0; b < blocks; ++b)
+          valuesAt(*init, param, seed, stream, bound, begin + 4 * b, &v[4 * b]);
       }
+      for (int64_t j = begin; j < end; ++j)
+        out[j] = convert(v[j - begin]);
     }
   };
   switch (param.dtype) {

@@ -34,18 +34,17 @@ double philoxNormal(uint64_t seed, uint64_t stream, uint64_t index);
 
 /// Block `block` of the stream: uniforms 4 block .. 4 block + 3 are its
 /// words through uniformFromWord, and normals 2 block and 2 block + 1 are
-/// normalFromWords of words (0, 1) and (2, 3). Initialisers draw whole
-/// blocks; the two functions above compute one block per number.
+/// normalFromWords of words (0, 1) and (2, 3); the two functions above
+/// compute one block per number. Initialisers draw whole blocks, and take
+/// both normals of each pair of words (boxMullerPairs, BoxMuller.h).
 PhiloxBlock philoxBlock(uint64_t seed, uint64_t stream, uint64_t block);
 double uniformFromWord(uint32_t word);
 double normalFromWords(uint32_t first, uint32_t second);
 
-/// Both Box-Muller normals of one pair of words: `first`'s radius times the
-/// cosine (normalFromWords) and the sine of `second`'s angle. Initialisers
-/// take four normals from each block this way, at half the cost of drawing
-/// one normal per pair; philoxNormal (the device's noise) keeps one.
-void normalPairFromWords(uint32_t first, uint32_t second, double &cosine,
-                         double &sine);
+/// Blocks first .. first + count - 1 of the stream, word after word, into
+/// words[0 .. 4 count - 1] (one call, so that the rounds are inlined).
+void philoxBlocks(uint64_t seed, uint64_t stream, uint64_t first, int64_t count,
+                  uint32_t *words);
 
 /// A stable 64-bit stream id for a name (FNV-1a), e.g. a parameter's name.
 uint64_t streamId(std::string_view name);

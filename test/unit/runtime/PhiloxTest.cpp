@@ -56,25 +56,6 @@ TEST(Philox, NormalMomentsMatch) {
   EXPECT_NEAR(sumQuart / n, 3.0, 0.1);
 }
 
-TEST(Philox, NormalPairsShareTheRadius) {
-  // Hand case: first word 0xffffff00 gives u1 = 1 (radius 0); then a word
-  // of 2^30 (u2 = 1/4) puts everything on the sine at radius sqrt(2 ln 2).
-  double c, s;
-  normalPairFromWords(0xffffff00u, 1u << 30, c, s);
-  EXPECT_EQ(c, 0.0);
-  EXPECT_EQ(s, 0.0);
-  normalPairFromWords(0x7fffff00u, 1u << 30, c, s);
-  EXPECT_NEAR(c, 0.0, 1e-15);
-  EXPECT_NEAR(s, std::sqrt(2.0 * std::log(2.0)), 1e-15);
-  for (uint32_t i = 1; i < 1000; ++i) {
-    PhiloxBlock w = philoxBlock(3, 4, i);
-    normalPairFromWords(w[0], w[1], c, s);
-    EXPECT_DOUBLE_EQ(c, normalFromWords(w[0], w[1]));
-    double u1 = static_cast<double>((w[0] >> 8) + 1) / 16777216.0;
-    EXPECT_NEAR(c * c + s * s, -2.0 * std::log(u1), 1e-12);
-  }
-}
-
 TEST(Philox, StreamIdsDifferByName) {
   EXPECT_NE(streamId("layers.0.attn.wq"), streamId("layers.0.attn.wk"));
   EXPECT_EQ(streamId("abc"), streamId("abc"));
