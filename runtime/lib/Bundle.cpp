@@ -662,6 +662,11 @@ DataSpec readData(const JsonReader &r) {
 
 } // namespace
 
+const nlohmann::json &noAttrs() {
+  static const nlohmann::json empty = nlohmann::json::object();
+  return empty;
+}
+
 const ParamInfo *BundleData::findParam(const std::string &name) const {
   for (const ParamInfo &p : params)
     if (p.name == name)

@@ -30,13 +30,16 @@ struct BufferDesc {
   int64_t of = -1;
 };
 
+/// An empty JSON object: the attributes of a step that has none.
+const nlohmann::json &noAttrs();
+
 struct StepDesc {
   std::string op;
   std::vector<int64_t> in, out;
   /// The step's "attrs" object, inside the bundle's document (which the
   /// BundleData keeps unchanged for its whole life): a large bundle's
   /// thousands of steps are not copied out of it.
-  const nlohmann::json *attrs = nullptr;
+  const nlohmann::json *attrs = &noAttrs();
   /// Source location of the .moe construct the op came from, if known.
   std::string loc;
 };

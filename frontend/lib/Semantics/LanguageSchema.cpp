@@ -679,7 +679,11 @@ std::vector<OwnerInfo> buildSchema() {
                            "max_seq"),
                   1.0, kMaxTokensPerBatch),
             range(fallback(setting("seed", T::Integer,
-                                   "seeds initialisation, dropout and data"),
+                                   "seeds initialisation, dropout and data; "
+                                   "an initial weight is a function of the "
+                                   "seed, the parameter's name and its index "
+                                   "alone (Philox-4x32 counters), the same "
+                                   "on every device and any thread count"),
                            "0"),
                   0.0, kMaxSeed),
             range(fallback(setting("balance_loss", T::Number,
