@@ -5,9 +5,13 @@
 # table rows. Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
 # (from the repository root, after a build; needs python3-torch).
 # With MOA="E K" every block's attention is MoA with E experts, top K, head
-# dimension 64, and only the training step is compared.
+# dimension 64, and only the training step is compared. K=k routes each
+# token to k experts (default 2) and HIDDEN=h makes each expert h wide
+# (default 2 D): fine-grained experts, e.g. E 64, K=8, HIDDEN=D/2, do the
+# FLOPs of the default top-2 with a quarter of its width per expert.
 set -euo pipefail
 d="$1" experts="$2" steps="${3:-5}" threads="${4:-2}"
+k="${K:-2}" hidden="${HIDDEN:-$((2 * d))}"
 heads=$((d / 64))
 moec=./build/bin/moec
 out=$(mktemp -d)
@@ -15,9 +19,11 @@ trap 'rm -rf "$out"' EXIT
 
 sed -e "s/^let d = 128/let d = $d/" -e "s/^let heads = 4/let heads = $heads/" \
     -e "s/^let experts = 8/let experts = $experts/" \
+    -e "s/k = 2, hidden = 2 \* d,/k = $k, hidden = $hidden,/" \
     -e 's/max_seq = 64/max_seq = 512/' -e 's/batch = 16/batch = 4/' \
     -e 's/seq_len = 64/seq_len = 512/' examples/moe_lm.moe > "$out/model.moe"
-torch_args=(--d "$d" --heads "$heads" --experts "$experts" --threads "$threads")
+torch_args=(--d "$d" --heads "$heads" --experts "$experts" --k "$k"
+  --expert-hidden "$hidden" --threads "$threads")
 what="moe_lm training step"
 if [ -n "${MOA:-}" ]; then
   read -r moa_experts moa_k <<< "$MOA"
@@ -41,7 +47,9 @@ per_call() {
 }
 torch_ms=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" \
   --steps "$steps" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
-shape="d $d, $heads heads, E $experts top-2, 4 x 512 tokens, $threads threads"
+shape="d $d, $heads heads, E $experts top-$k, 4 x 512 tokens, $threads threads"
+[ "$hidden" = $((2 * d)) ] ||
+  shape="d $d, $heads heads, E $experts top-$k, experts $hidden wide, 4 x 512 tokens, $threads threads"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", b / a }'; }
 echo "| $what ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
 if [ -n "${MOA:-}" ]; then exit 0; fi

@@ -47,7 +47,9 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo "\`bench/cpu_vs_torch.sh D E $steps $threads\`: the same model and"
   echo "layers in moec (\`moec train --profile\`, per call) and in PyTorch"
   echo "(bench/torch_moe_lm.py: eager, the papers' loop over experts);"
-  echo "ratio = PyTorch time / moec time, above 1 when moec is faster."
+  echo "ratio = PyTorch time / moec time, above 1 when moec is faster. Top-1"
+  echo "rows: \`K=1 bench/cpu_vs_torch.sh ...\`; fine-grained experts (top-8 of"
+  echo "64, each a quarter as wide: the FLOPs of top-2): \`K=8 HIDDEN=128\`."
   echo
   echo "| what | moec | PyTorch | ratio |"
   echo "|---|---|---|---|"
@@ -55,6 +57,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
     # shellcheck disable=SC2086
     bash bench/cpu_vs_torch.sh $size "$steps" "$threads"
   done
+  K=1 bash bench/cpu_vs_torch.sh 256 16 "$steps" "$threads"
+  K=8 HIDDEN=128 bash bench/cpu_vs_torch.sh 256 64 "$steps" "$threads"
   MOA="8 2" bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
   echo
   echo "\`bench/cpu_layers_vs_torch.sh 256 $steps $threads\`: the MoA, MH-MoE and MAE"

@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <mutex>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -279,7 +280,18 @@ std::vector<std::string> Nvrtc::options(const std::string &arch) const {
   // NVRTC 12.9 has a cache of its own; moec's is the one that counts.
   if (major > 12 || (major == 12 && minor >= 9))
     result.push_back("--no-cache");
+  for (std::string &option : optionsFromEnvironment())
+    result.push_back(std::move(option));
   return result;
+}
+
+std::vector<std::string> Nvrtc::optionsFromEnvironment() {
+  std::vector<std::string> options;
+  const char *text = std::getenv("MOEC_NVRTC_OPTIONS");
+  std::istringstream words(text ? text : "");
+  for (std::string word; words >> word;)
+    options.push_back(word);
+  return options;
 }
 
 CompiledKernel Nvrtc::compile(const std::string &source,
@@ -326,12 +338,16 @@ std::vector<CompiledKernel> Nvrtc::compileTogether(
       return;
     std::string why;
     std::string saved = saveFailedSource(failedDir, first, source, why);
+    std::vector<std::string> extra = optionsFromEnvironment();
     throw Error(fmt::format(
-        "NVRTC {}.{} could not compile {} for {} ({}):\n{}\n{}", major, minor,
+        "NVRTC {}.{} could not compile {} for {} ({}):\n{}\n{}{}", major, minor,
         what, arch, api->errorText(result), log,
         saved.empty()
             ? fmt::format("(the translation unit could not be saved: {})", why)
-            : fmt::format("The whole translation unit is saved in {}", saved)));
+            : fmt::format("The whole translation unit is saved in {}", saved),
+        extra.empty() ? ""
+                      : fmt::format("\n(with MOEC_NVRTC_OPTIONS: {})",
+                                    fmt::join(extra, " "))));
   };
 
   std::string cubin, ptx, log;

@@ -73,8 +73,14 @@ public:
   /// The architectures NVRTC compiles for (75, 80, 90, ...).
   const std::vector<int> &supportedArchs() const { return archs; }
 
-  /// The options compile() passes for `arch`, in order (part of cache keys).
+  /// The options compile() passes for `arch`, in order (part of cache keys),
+  /// ending with optionsFromEnvironment().
   std::vector<std::string> options(const std::string &arch) const;
+
+  /// The words of $MOEC_NVRTC_OPTIONS, split at white space: options added
+  /// after moec's own, e.g. "--Ofast-compile=min" to trade kernel speed for
+  /// compile time. Kernels compiled with them are cached apart.
+  static std::vector<std::string> optionsFromEnvironment();
 
   /// Compiles one translation unit, whose kernel is the `extern "C"`
   /// function `name`, to CUBIN for exactly `arch` ("sm_80", "sm_90"), and to

@@ -2,6 +2,7 @@
 
 #include "cuda/Nvrtc.h"
 #include "CudaTestUtil.h"
+#include "cuda/KernelCache.h"
 #include "moec/support/DeviceLibrary.h"
 
 #include <fmt/format.h>
@@ -38,6 +39,44 @@ TEST(Nvrtc, OptionsFollowTheNvfuserSet) {
         "--fmad=true", "-lineinfo", "-DNDEBUG", "--ptxas-options=-v",
         "--diag-suppress=177"})
     EXPECT_THAT(options, ::testing::Contains(std::string(expected)));
+}
+
+TEST(Nvrtc, OptionsFromTheEnvironmentComeLastAndReachTheCompiler) {
+  MOEC_REQUIRE_NVRTC();
+  // Compiles only when the environment's -D option reaches NVRTC.
+  std::string source = "#ifndef MOEC_TEST_FACTOR\n#error no factor\n#endif\n"
+                       "extern \"C\" __global__ void moek_env(float *x) "
+                       "{ x[threadIdx.x] *= MOEC_TEST_FACTOR; }\n";
+  std::vector<std::string> plain = nvrtc.options("sm_90");
+  test::TempDir failed; // where the failing compiles save their source
+  EXPECT_THROW(nvrtc.compile(source, "moek_env", "sm_90", false, failed.path()),
+               Error);
+  {
+    test::ScopedEnv env("MOEC_NVRTC_OPTIONS",
+                        "  -DMOEC_TEST_FACTOR=3 \t --Ofast-compile=min ");
+    std::vector<std::string> options = nvrtc.options("sm_90");
+    ASSERT_EQ(options.size(), plain.size() + 2);
+    EXPECT_EQ(options[plain.size()], "-DMOEC_TEST_FACTOR=3");
+    EXPECT_EQ(options[plain.size() + 1], "--Ofast-compile=min");
+    CompiledKernel k = nvrtc.compile(source, "moek_env", "sm_90", false);
+    EXPECT_TRUE(isElf(*k.cubin));
+    // The kernel cache keys on the options: these kernels are cached apart.
+    std::string withOptions =
+        KernelCache::request(source, "moek_env", "sm_90").keyHash;
+    test::ScopedEnv none("MOEC_NVRTC_OPTIONS", std::nullopt);
+    EXPECT_NE(KernelCache::request(source, "moek_env", "sm_90").keyHash,
+              withOptions);
+  }
+  {
+    test::ScopedEnv env("MOEC_NVRTC_OPTIONS", "--no-such-option");
+    try {
+      nvrtc.compile(source, "moek_env", "sm_90", false, failed.path());
+      FAIL() << "an unknown option compiled";
+    } catch (const Error &e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr("(with MOEC_NVRTC_OPTIONS: --no-such-option)"));
+    }
+  }
 }
 
 TEST(Nvrtc, CompilesADeviceLibraryKernelForSm80AndSm90) {
