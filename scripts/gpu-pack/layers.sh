@@ -10,7 +10,11 @@
 # ceiling of an H100. Writes OUTDIR/layers.md and OUTDIR/layers.tsv.
 # Usage: layers.sh OUTDIR TILES (sm_80 or sm_90). Environment:
 # MOEC_PACK_LAYER_STEPS (moec steps, default 12), MOEC_PACK_TORCH_DEVICE
-# (default cuda; none skips PyTorch, to check the script without a GPU).
+# (default cuda; none skips PyTorch, to check the script without a GPU),
+# MOEC_PACK_END (run.sh's time budget: the epoch second by which every
+# command is stopped; a layer that cannot start before it is skipped).
+# Exit status: 0, 1 when a benchmark failed, 7 when the budget cut one
+# short and none failed.
 set -uo pipefail
 pack="$(cd "$(dirname "$0")" && pwd)"
 out="$1" tiles="$2"
@@ -22,6 +26,16 @@ mkdir -p "$logs" "$out/layers"
 tsv="$out/layers.tsv"
 : > "$tsv"
 status=0
+stopped=0
+end="${MOEC_PACK_END:-}"
+
+# Runs a command, stopped (status 124) at MOEC_PACK_END when it is set.
+limited() {
+  [ -n "$end" ] || { "$@"; return; }
+  local s=$(( end - $(date +%s) ))
+  [ "$s" -gt 0 ] || return 124
+  timeout -k 5 "$s" "$@"
+}
 
 tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e9); else print "-" }'; }
 value() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
@@ -29,30 +43,89 @@ value() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 # Times one layer in moec: "forward backward" ms per layer and step, "0 0"
 # (and status 1) when the run fails. Arguments: log file, MOEC_CUBLASLT.
 moec_layer() {
-  MOEC_CACHE_DIR="$out/cache/layers" MOEC_CUBLASLT="$2" "$moec" train \
+  local rc
+  MOEC_CACHE_DIR="$out/cache/layers" MOEC_CUBLASLT="$2" limited "$moec" train \
     "$bundle" --device cuda --steps "$steps" --valid-batches 0 \
-    --log-every 1000 --profile > "$1" 2>&1 || { echo "0 0"; return 1; }
+    --log-every 1000 --profile > "$1" 2>&1 < /dev/null
+  rc=$?
+  [ $rc -eq 0 ] || { echo "0 0"; return $rc; }
   # "  FILE:LINE:COL  forward F ms/step  backward B ms/step ..."
   awk -v at=":$line:" -v n="$count" '
     index($1, at) && $2 == "forward" { printf "%f %f\n", $3 / n, $6 / n; found = 1 }
     END { if (!found) { print "0 0"; exit 1 } }' "$1"
 }
 
+# The table so far, rewritten after every layer.
+write_table() {
+  {
+    echo "## Layers on the GPU ($tiles tiles, bf16, $(date -u +%Y-%m-%d))"
+    echo
+    echo "One layer per training step: moec's kernels attributed to the layer's"
+    echo "statement (\`moec train --device cuda --profile\`, launches timed one by"
+    echo "one), PyTorch eager and torch.compile on the same shapes (forward, and"
+    echo "forward + backward), and a cuBLAS bf16 matrix product of the layer's"
+    echo "forward FLOPs. TFLOP/s from moec's FLOP count of the layer; H100"
+    echo "dense bf16 ceiling about 800 TFLOP/s."
+    echo
+    echo "moec's dense GEMMs that fuse nothing run on cuBLASLt; the next column"
+    echo "is the same run with MOEC_CUBLASLT=0 (moec's own kernels only)."
+    echo
+    echo "| layer | pass | FLOPs | moec ms (TFLOP/s) | moec, own GEMMs ms | PyTorch eager ms | torch.compile ms | cuBLAS same FLOPs ms (TFLOP/s) | moec vs eager |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc of ob; do
+      what=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$pack/layers/manifest.tsv")
+      if [ "$rc" = 124 ]; then
+        echo "| $what | forward, backward | stopped at the time budget's end | | | | | | |"
+        continue
+      fi
+      both=$(awk -v a="$mf" -v b="$mb" 'BEGIN { printf "%.3f", a + b }')
+      total=$(awk -v a="$fwd" -v b="$bwd" 'BEGIN { printf "%.0f", a + b }')
+      ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (m > 0 && t > 0) printf "%.2fx", t / m; else print "-" }'; }
+      own=$(awk -v a="$of" -v b="$ob" 'BEGIN { printf "%.3f", a + b }')
+      echo "| $what | forward | $(awk -v f="$fwd" 'BEGIN { printf "%.1f G", f / 1e9 }') | $(printf '%.3f' "$mf") ($(tflops "$fwd" "$mf")) | $(printf '%.3f' "$of") | $te | $tc | $cu ($(tflops "$fwd" "$cu")) | $(ratio "$mf" "$te") |"
+      echo "| $what | forward + backward | $(awk -v f="$total" 'BEGIN { printf "%.1f G", f / 1e9 }') | $both ($(tflops "$total" "$both")) | $own | $teb | $tcb | | $(ratio "$both" "$teb") |"
+    done < "$tsv"
+  } > "$out/layers.md"
+}
+
+# A command's status: a failure fails the suite, one stopped at the
+# budget's end (124, timeout's) leaves it incomplete.
+account() {
+  case "$1" in
+    0) ;;
+    124) stopped=1 ;;
+    *) status=1 ;;
+  esac
+}
+
 while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
+  if [ -n "$end" ] && [ $(( end - $(date +%s) )) -le 0 ]; then
+    echo "run.sh: layer $name: skipped, the time budget ran out"
+    stopped=1
+    continue
+  fi
   bundle="$out/layers/$name.bundle.json"
   gunzip -c "$pack/layers/$name.$tiles.bf16.bundle.json.gz" > "$bundle"
   # With cuBLASLt for the dense GEMMs the plan gives it, and without it
   # (every GEMM moec's own kernel): whether the library pays, measured.
-  read -r mf mb < <(moec_layer "$logs/layer-$name-moec.txt" 1)
+  times=$(moec_layer "$logs/layer-$name-moec.txt" 1)
   rc=$?
-  read -r of ob < <(moec_layer "$logs/layer-$name-moec-own.txt" 0)
-  [ $rc -eq 0 ] && [ "$mf" != 0 ] && [ "$of" != 0 ] || { status=1; rc=1; }
+  read -r mf mb <<< "$times"
+  times=$(moec_layer "$logs/layer-$name-moec-own.txt" 0)
+  rc_own=$?
+  read -r of ob <<< "$times"
+  account $rc
+  account $rc_own
+  [ $rc -ne 0 ] || rc=$rc_own
   torch_log="$logs/layer-$name-torch.txt"
   : > "$torch_log"
-  # shellcheck disable=SC2086
-  [ "$device" = none ] || python3 "$pack/torch_layers.py" $torch_args \
-    --device "$device" --dtype bf16 --compile --cublas-flops "$fwd_flops" \
-    --repeats 20 > "$torch_log" 2>&1 || status=1
+  if [ "$device" != none ]; then
+    # shellcheck disable=SC2086
+    limited python3 -u "$pack/torch_layers.py" $torch_args \
+      --device "$device" --dtype bf16 --compile --cublas-flops "$fwd_flops" \
+      --repeats 20 > "$torch_log" 2>&1 < /dev/null
+    account $?
+  fi
   te=$(value forward "$torch_log") teb=$(value forward+backward "$torch_log")
   tc=$(value compiled-forward "$torch_log") tcb=$(value compiled-forward+backward "$torch_log")
   cu=$(value cublas "$torch_log")
@@ -63,31 +136,8 @@ while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
        "(own GEMMs only: $of / $ob ms);" \
        "torch eager ${te:--} / ${teb:--} ms, compiled ${tc:--} / ${tcb:--} ms;" \
        "cuBLAS same FLOPs ${cu:--} ms"
+  write_table
 done < "$pack/layers/manifest.tsv"
-
-{
-  echo "## Layers on the GPU ($tiles tiles, bf16, $(date -u +%Y-%m-%d))"
-  echo
-  echo "One layer per training step: moec's kernels attributed to the layer's"
-  echo "statement (\`moec train --device cuda --profile\`, launches timed one by"
-  echo "one), PyTorch eager and torch.compile on the same shapes (forward, and"
-  echo "forward + backward), and a cuBLAS bf16 matrix product of the layer's"
-  echo "forward FLOPs. TFLOP/s from moec's FLOP count of the layer; H100"
-  echo "dense bf16 ceiling about 800 TFLOP/s."
-  echo
-  echo "moec's dense GEMMs that fuse nothing run on cuBLASLt; the next column"
-  echo "is the same run with MOEC_CUBLASLT=0 (moec's own kernels only)."
-  echo
-  echo "| layer | pass | FLOPs | moec ms (TFLOP/s) | moec, own GEMMs ms | PyTorch eager ms | torch.compile ms | cuBLAS same FLOPs ms (TFLOP/s) | moec vs eager |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc of ob; do
-    what=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$pack/layers/manifest.tsv")
-    both=$(awk -v a="$mf" -v b="$mb" 'BEGIN { printf "%.3f", a + b }')
-    total=$(awk -v a="$fwd" -v b="$bwd" 'BEGIN { printf "%.0f", a + b }')
-    ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (m > 0 && t > 0) printf "%.2fx", t / m; else print "-" }'; }
-    own=$(awk -v a="$of" -v b="$ob" 'BEGIN { printf "%.3f", a + b }')
-    echo "| $what | forward | $(awk -v f="$fwd" 'BEGIN { printf "%.1f G", f / 1e9 }') | $(printf '%.3f' "$mf") ($(tflops "$fwd" "$mf")) | $(printf '%.3f' "$of") | $te | $tc | $cu ($(tflops "$fwd" "$cu")) | $(ratio "$mf" "$te") |"
-    echo "| $what | forward + backward | $(awk -v f="$total" 'BEGIN { printf "%.1f G", f / 1e9 }') | $both ($(tflops "$total" "$both")) | $own | $teb | $tcb | | $(ratio "$both" "$teb") |"
-  done < "$tsv"
-} > "$out/layers.md"
+write_table
+[ $status -eq 0 ] && [ $stopped -eq 1 ] && status=7
 exit $status

@@ -5,20 +5,33 @@
 #
 # 1. prints the GPU, driver, CUDA and NVRTC versions (moec info);
 # 2. runs the cuda device's unit tests;
-# 3. runs `moec check-kernels --device cuda` on every example and dtype;
-# 4. trains every example on cuda and on the cpu with the same seed and
-#    compares the loss curves; records the cold compile (empty kernel
+# 3. for every example and dtype, moe_lm first: `moec check-kernels --device
+#    cuda`, then training on cuda and on the cpu with the same seed and a
+#    comparison of the loss curves; records the cold compile (empty kernel
 #    cache), the warm start, ms/step, tokens/s and host time per step;
-# 5. writes OUTDIR/results.md and OUTDIR/results.json (logs in OUTDIR/logs);
-# 6. times the layer benchmarks against PyTorch eager, torch.compile and a
-#    cuBLAS product of the same FLOPs (layers.sh; skipped without PyTorch)
-#    and appends their table to OUTDIR/results.md.
+# 4. writes OUTDIR/results.md and OUTDIR/results.json after every example,
+#    so that a run cut short still leaves what it measured;
+# 5. times the layer benchmarks against PyTorch eager, torch.compile and a
+#    cuBLAS product of the same FLOPs (layers.sh; skipped without PyTorch),
+#    their table at the end of OUTDIR/results.md;
+# 6. packs the logs (OUTDIR/logs) into OUTDIR/logs.tar.gz: results.md,
+#    results.json and logs.tar.gz are the whole record.
 #
 # Exit status: 0 all passed; 1 a test, kernel check or loss comparison
 # failed; 2 the pack cannot run here (its moec does not start, no python3);
 # 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too old for
-# moec. Environment: MOEC_PACK_STEPS (training steps, default 200),
-# MOEC_PACK_ONLY (a regular expression: only the examples it matches).
+# moec; 7 the time budget ended the suite early and everything that ran
+# passed. Environment:
+#   MOEC_PACK_STEPS     training steps per run (default 200)
+#   MOEC_PACK_ONLY      a regular expression: only the bundles it matches
+#   MOEC_PACK_BUDGET_S  seconds the whole suite may take (default 0: no
+#                       limit); work that would start later is recorded as
+#                       skipped, and a command still running at the end is
+#                       stopped. The examples get the first 55% when the
+#                       layer benchmarks will run, the layers the rest.
+#   MOEC_PACK_DEVICE    cuda (default), or emu: the same suite on the emu
+#                       device, which needs no GPU (no cuda unit tests, no
+#                       layer benchmarks), to check the suite itself
 set -uo pipefail
 pack="$(cd "$(dirname "$0")" && pwd)"
 if [ $# -ne 1 ]; then
@@ -31,6 +44,8 @@ logs="$out/logs"
 moec="$pack/bin/moec"
 steps="${MOEC_PACK_STEPS:-200}"
 only="${MOEC_PACK_ONLY:-.}"
+budget="${MOEC_PACK_BUDGET_S:-0}"
+device="${MOEC_PACK_DEVICE:-cuda}"
 export MOEC_FAKE_CUDA_DRIVER="$pack/lib/libmoec-fake-cuda-driver.so"
 export MOEC_FAKE_CUBLASLT="$pack/lib/libmoec-fake-cublaslt.so"
 
@@ -39,7 +54,55 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 # One status line per check, read back by summarize.py.
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$out/checks.tsv"; }
-rm -f "$out/checks.tsv" "$out/runs.tsv"
+rm -f "$out/checks.tsv" "$out/runs.tsv" "$out/layers.tsv" "$out/layers.md" \
+  "$out/logs.tar.gz"
+
+case "$budget" in
+  ''|*[!0-9]*) echo "run.sh: MOEC_PACK_BUDGET_S must be whole seconds, not '$budget'" >&2
+               exit 2 ;;
+esac
+case "$device" in
+  cuda|emu) ;;
+  *) echo "run.sh: MOEC_PACK_DEVICE must be cuda or emu, not '$device'" >&2
+     exit 2 ;;
+esac
+
+# The time budget: an end for the whole suite, a few seconds kept back for
+# the summary and the log archive. Without a budget the end is far away.
+started=$(date +%s)
+reserve=10
+end=$((budget > 0 ? started + budget - reserve : started + 10 ** 9))
+unset MOEC_PACK_END
+[ "$budget" -gt 0 ] && export MOEC_PACK_END="$end"
+# Seconds left before `$1` (default: the suite's end).
+left() { echo $(( ${1:-$end} - $(date +%s) )); }
+# Runs a command, stopped when the suite's end comes (status 124).
+limited() {
+  local s
+  s=$(left)
+  [ "$s" -gt 0 ] || return 124
+  if [ "$budget" -gt 0 ]; then
+    timeout -k 5 "$s" "$@"
+  else
+    "$@"
+  fi
+}
+# Whether work may start before `$2` (epoch seconds); if not, records the
+# work `$1` as skipped.
+starts() {
+  [ "$(left "$2")" -gt 0 ] && return 0
+  record "${1%% *}" "${1#* }" skipped "not started: the time budget ran out"
+  say "$1: skipped, the time budget ran out"
+  return 1
+}
+summarize() { python3 "$pack/summarize.py" "$out" --steps "$steps" --device "$device" "$@"; }
+archive() {
+  local parts=(logs) f
+  for f in checks.tsv runs.tsv layers.tsv; do
+    [ -f "$out/$f" ] && parts+=("$f")
+  done
+  tar -czf "$out/logs.tar.gz" -C "$out" "${parts[@]}"
+}
 
 # The pack itself: a loader or library problem ends here, in one line.
 if ! "$moec" --version > "$logs/version.txt" 2>&1; then
@@ -52,8 +115,13 @@ if ! command -v python3 > /dev/null; then
 fi
 
 # The machine: driver, GPU, NVRTC, each missing piece with its own status.
-"$moec" info --require cuda > "$logs/info.txt" 2> "$logs/info.err"
-status=$?
+if [ "$device" = cuda ]; then
+  "$moec" info --require cuda > "$logs/info.txt" 2> "$logs/info.err"
+  status=$?
+else
+  "$moec" info > "$logs/info.txt" 2> "$logs/info.err"
+  status=0
+fi
 cat "$logs/info.txt"
 command -v nvidia-smi > /dev/null &&
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
@@ -61,77 +129,108 @@ command -v nvidia-smi > /dev/null &&
   echo "nvidia-smi: $(cat "$logs/nvidia-smi.txt")"
 if [ $status -ne 0 ]; then
   say "$(sed 's/^moec: //' "$logs/info.err" | head -n 1)"
-  python3 "$pack/summarize.py" "$out" --unavailable "$status" > /dev/null
+  summarize --unavailable "$status" > /dev/null
   exit $status
 fi
-gpu_arch=$(sed -n 's/^GPU 0: [^,]*, \(sm_[0-9]*\).*/\1/p' "$logs/info.txt")
-tiles=sm_80
-[ "${gpu_arch#sm_}" -ge 90 ] && tiles=sm_90
-say "GPU 0 is $gpu_arch: running the $tiles bundles"
+tiles=sm_90
+if [ "$device" = cuda ]; then
+  gpu_arch=$(sed -n 's/^GPU 0: [^,]*, \(sm_[0-9]*\).*/\1/p' "$logs/info.txt")
+  [ "${gpu_arch#sm_}" -ge 90 ] || tiles=sm_80
+  say "GPU 0 is $gpu_arch: running the $tiles bundles"
+else
+  say "the emu device: running the $tiles bundles without a GPU"
+fi
+
+# Whether the layer benchmarks will run decides the examples' share of a
+# budget.
+layers=0
+if [ "$device" = cuda ] &&
+   python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+  layers=1
+fi
+examples_end=$end
+[ "$budget" -gt 0 ] && [ $layers -eq 1 ] &&
+  examples_end=$((started + budget * 55 / 100))
 
 mkdir -p "$out/bundles"
 for z in "$pack"/bundles/*."$tiles".*.bundle.json.gz; do
   gunzip -c "$z" > "$out/bundles/$(basename "$z" .gz)"
 done
 cp "$pack"/bundles/*.txt "$out/bundles/" 2>/dev/null || true
-bundles=$(ls "$out"/bundles/*.bundle.json | grep -E "$only")
+# moe_lm first (the base model every layer benchmark grows), then the
+# other examples; f32 before bf16.
+bundles=$(printf '%s\n' "$out"/bundles/*.bundle.json | grep -E "$only" |
+  awk '{ n = split($0, p, "/"); split(p[n], e, ".");
+         print (e[1] == "moe_lm" ? 0 : 1), e[1], (e[3] == "f32" ? 0 : 1), $0 }' |
+  sort -k1,1n -k2,2 -k3,3n | awk '{ print $4 }')
 
 # Unit tests of the cuda device.
-for t in moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests; do
-  start=$(now)
-  "$pack/bin/$t" --gtest_output="xml:$logs/$t.xml" > "$logs/$t.txt" 2>&1
-  rc=$?
-  summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$logs/$t.txt" | tr '\n' ' ')
-  record unit "$t" "$rc" "$(elapsed "$start" "$(now)") s; $summary"
-  say "$t: exit $rc; $summary"
-done
+if [ "$device" = cuda ]; then
+  for t in moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests; do
+    starts "unit $t" "$end" || continue
+    start=$(now)
+    limited "$pack/bin/$t" --gtest_output="xml:$logs/$t.xml" > "$logs/$t.txt" 2>&1
+    rc=$?
+    summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$logs/$t.txt" | tr '\n' ' ')
+    record unit "$t" "$rc" "$(elapsed "$start" "$(now)") s; $summary"
+    say "$t: exit $rc; $summary"
+  done
+fi
 
-# Every kernel against the cpu device, on random inputs.
-for b in $bundles; do
-  name=$(basename "$b" .bundle.json)
-  "$moec" check-kernels "$b" --device cuda > "$logs/check-$name.txt" 2>&1
-  rc=$?
-  record check-kernels "$name" "$rc" "$(tail -n 1 "$logs/check-$name.txt")"
-  say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
-done
-
-# Training: cold compile, warm start, then the curves on cuda and cpu.
-train() { # name device cache steps metrics log
+# Training: cold compile, warm start, then the curves on the device and
+# the cpu. Prints "seconds status".
+train() { # device cache steps metrics log
   local start rc
   start=$(now)
-  MOEC_CACHE_DIR="$3" "$moec" train "$b" --device "$2" --steps "$4" --seed 1 \
-    --valid-batches 0 --log-every 50 --metrics "$5" > "$6" 2>&1
+  MOEC_CACHE_DIR="$2" limited "$moec" train "$b" --device "$1" --steps "$3" \
+    --seed 1 --valid-batches 0 --log-every 50 --metrics "$4" > "$5" 2>&1
   rc=$?
   echo "$(elapsed "$start" "$(now)") $rc"
 }
 for b in $bundles; do
   name=$(basename "$b" .bundle.json)
+  starts "example $name" "$examples_end" || continue
+  # Every kernel against the cpu device, on random inputs.
+  limited "$moec" check-kernels "$b" --device "$device" > "$logs/check-$name.txt" 2>&1
+  rc=$?
+  record check-kernels "$name" "$rc" "$(tail -n 1 "$logs/check-$name.txt")"
+  say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
   cache="$out/cache/$name"
   rm -rf "$cache"
   rm -f "$logs/$name".*.jsonl
-  read -r cold rc_cold < <(train "$name" cuda "$cache" 1 \
+  read -r cold rc_cold < <(train "$device" "$cache" 1 \
     "$logs/$name.cold.jsonl" "$logs/train-$name-cold.txt")
-  read -r warm rc_warm < <(train "$name" cuda "$cache" 1 \
+  read -r warm rc_warm < <(train "$device" "$cache" 1 \
     "$logs/$name.warm.jsonl" "$logs/train-$name-warm.txt")
-  read -r gpu rc_gpu < <(train "$name" cuda "$cache" "$steps" \
+  read -r gpu rc_gpu < <(train "$device" "$cache" "$steps" \
     "$logs/$name.cuda.jsonl" "$logs/train-$name-cuda.txt")
-  read -r cpu rc_cpu < <(train "$name" cpu "$cache" "$steps" \
+  read -r cpu rc_cpu < <(train cpu "$cache" "$steps" \
     "$logs/$name.cpu.jsonl" "$logs/train-$name-cpu.txt")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$cold" "$rc_cold" \
     "$warm" "$rc_warm" "$gpu" "$rc_gpu" "$cpu" "$rc_cpu" >> "$out/runs.tsv"
   say "train $name: cold start $cold s, warm start $warm s, $steps steps" \
-      "cuda $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
+      "$device $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
+  summarize --quiet > /dev/null
 done
 
-python3 "$pack/summarize.py" "$out" --steps "$steps"
-status=$?
-
 # The layers against PyTorch on the same GPU, when it is installed.
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
-  "$pack/layers.sh" "$out" "$tiles" || status=1
-  { echo; cat "$out/layers.md"; } >> "$out/results.md"
-else
+layers_status=0
+if [ $layers -eq 1 ]; then
+  "$pack/layers.sh" "$out" "$tiles"
+  layers_status=$?
+elif [ "$device" = cuda ]; then
   say "no PyTorch with CUDA here: the layer benchmarks against it are skipped"
 fi
-say "results in $out/results.md and $out/results.json"
+summarize
+status=$?
+# A failed layer benchmark fails the suite; one the budget cut short
+# leaves it incomplete.
+if [ $layers_status -eq 1 ]; then
+  status=1
+elif [ $layers_status -eq 7 ] && [ $status -eq 0 ]; then
+  status=7
+fi
+archive
+say "results in $out/results.md and $out/results.json, logs in $out/logs.tar.gz" \
+    "($(( $(date +%s) - started )) s)"
 exit $status

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Reads what run.sh left in OUTDIR and writes results.json and results.md.
 
-Usage: summarize.py OUTDIR [--steps N] [--unavailable STATUS]
+Usage: summarize.py OUTDIR [--steps N] [--device cuda|emu] [--quiet]
+                     [--unavailable STATUS]
 
-Loss curves of the cuda and cpu devices (same bundle, seed and data) must
-agree within the tolerances below; any unit-test failure, kernel-check
-failure, failed run or curve mismatch makes the exit status 1.
+Loss curves of the device under test and the cpu (same bundle, seed and
+data) must agree within the tolerances below; any unit-test failure,
+kernel-check failure, failed run or curve mismatch makes the exit status 1.
+Work that run.sh's time budget skipped (status "skipped") or stopped
+(status 124, timeout's) fails nothing but leaves the suite incomplete:
+exit status 7 when nothing failed. OUTDIR/layers.md, when there, ends
+results.md.
 """
 
 import argparse
@@ -40,6 +45,20 @@ def read_metrics(path):
                 if line.strip():
                     rows.append(json.loads(line))
     return rows
+
+
+# timeout's exit status: run.sh stopped the command at the budget's end.
+STOPPED = 124
+INCOMPLETE = 7
+
+
+def check_state(rc):
+    """passed, failed, skipped (never started) or stopped (at the budget's end)."""
+    if rc == "skipped":
+        return "skipped"
+    if int(rc) == STOPPED:
+        return "stopped"
+    return "passed" if int(rc) == 0 else "failed"
 
 
 def relative(a, b):
@@ -106,6 +125,8 @@ def main():
     parser.add_argument("outdir")
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--unavailable", type=int, default=0)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     out = args.outdir
     logs = os.path.join(out, "logs")
@@ -119,17 +140,21 @@ def main():
         "machine": text("info.txt").splitlines(),
         "nvidia_smi": text("nvidia-smi.txt"),
         "steps": args.steps,
+        "device": args.device,
     }
     if args.unavailable:
         result["unavailable"] = {"status": args.unavailable, "why": text("info.err")}
         result["passed"] = False
-        write(out, result)
+        write(out, result, args.quiet)
         return args.unavailable
 
     checks = []
     for kind, name, rc, detail in read_tsv(os.path.join(out, "checks.tsv")):
-        checks.append({"kind": kind, "name": name, "passed": rc == "0",
-                       "exit": int(rc), "detail": detail})
+        state = check_state(rc)
+        checks.append({"kind": kind, "name": name, "state": state,
+                       "passed": state == "passed",
+                       "exit": None if rc == "skipped" else int(rc),
+                       "detail": detail})
     runs = []
     for row in read_tsv(os.path.join(out, "runs.tsv")):
         name, cold, rc_cold, warm, rc_warm, gpu, rc_gpu, cpu, rc_cpu = row
@@ -148,43 +173,60 @@ def main():
             "cuda": timing(cuda, tokens), "cpu": timing(cpu_rows, tokens),
             "exits": exits,
         }
-        if any(exits.values()):
+        failed = {k: v for k, v in exits.items() if v not in (0, STOPPED)}
+        if failed:
             run["comparison"] = {"passed": False,
                                  "why": f"a run failed: exit statuses {exits}"}
+        elif any(exits.values()):
+            run["comparison"] = {"passed": False, "stopped": True,
+                                 "why": "stopped at the time budget's end: "
+                                        f"exit statuses {exits}"}
         else:
             run["comparison"] = compare(cuda, cpu_rows, dtype)
         runs.append(run)
     result["checks"] = checks
     result["runs"] = runs
-    result["passed"] = (all(c["passed"] for c in checks) and
-                        all(r["comparison"]["passed"] for r in runs) and
-                        bool(runs))
-    write(out, result)
-    return 0 if result["passed"] else 1
+    failed = (any(c["state"] == "failed" for c in checks) or
+              any(not r["comparison"]["passed"] and
+                  not r["comparison"].get("stopped") for r in runs))
+    incomplete = (any(c["state"] in ("skipped", "stopped") for c in checks) or
+                  any(r["comparison"].get("stopped") for r in runs))
+    result["passed"] = not failed and not incomplete and bool(runs)
+    result["incomplete"] = incomplete and not failed
+    write(out, result, args.quiet)
+    if result["passed"]:
+        return 0
+    return INCOMPLETE if result["incomplete"] else 1
 
 
-def write(out, result):
+def write(out, result, quiet=False):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
-    lines = ["# moec GPU suite", ""]
+    title = "# moec GPU suite"
+    if result.get("device") == "emu":
+        title += " on the emu device (no GPU: it checks the suite itself)"
+    lines = [title, ""]
     lines += ["```"] + [result["moec"]] + result["machine"] + ["```", ""]
     if "unavailable" in result:
         lines += [f"Not run: {result['unavailable']['why']} "
                   f"(exit {result['unavailable']['status']})", ""]
     if result.get("checks"):
         lines += ["| check | name | result | detail |", "|---|---|---|---|"]
+        verdicts = {"passed": "pass", "skipped": "skipped (time budget)",
+                    "stopped": "stopped (time budget)"}
         for c in result["checks"]:
-            verdict = "pass" if c["passed"] else f"FAIL (exit {c['exit']})"
+            verdict = verdicts.get(c["state"], f"FAIL (exit {c['exit']})")
             lines.append(f"| {c['kind']} | {c['name']} | {verdict} | {c['detail']} |")
         lines.append("")
     if result.get("runs"):
-        lines += [f"Training, {result['steps']} steps, seed 1, cuda against cpu "
+        device = result.get("device", "cuda")
+        lines += [f"Training, {result['steps']} steps, seed 1, {device} against cpu "
                   "(ms/step and host ms/step are medians over steps 2..N; cold "
                   "start: process start to the first step done with an empty "
                   "kernel cache; warm: the same with the cache filled).", "",
-                  "| model | cold start s | warm start s | cuda ms/step | cuda tok/s "
-                  "| host ms/step | cpu ms/step | loss first (cuda/cpu) | "
-                  "loss last 20 (cuda/cpu) | max rel. diff | verdict |",
+                  f"| model | cold start s | warm start s | {device} ms/step | {device} tok/s "
+                  f"| host ms/step | cpu ms/step | loss first ({device}/cpu) | "
+                  f"loss last 20 ({device}/cpu) | max rel. diff | verdict |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in result["runs"]:
             c, g, p = r["comparison"], r["cuda"], r["cpu"]
@@ -199,14 +241,34 @@ def write(out, result):
                 f"| {f(first.get('cuda'), '.4f')}/{f(first.get('cpu'), '.4f')} "
                 f"| {f(last.get('cuda'), '.4f')}/{f(last.get('cpu'), '.4f')} "
                 f"| {f(c.get('max_rel'), '.1e')} "
-                f"| {'pass' if c['passed'] else 'FAIL: ' + c.get('why', '')} |")
+                f"| {verdict_of(c)} |")
         lines += ["", "Tolerances (relative, on the loss): " + "; ".join(
             f"{d}: first 20 steps {t['first20']:.0e}, every step {t['every']:.0e}, "
             f"mean of the last 20 {t['last20']:.0e}" for d, t in TOLERANCES.items()), ""]
-    lines.append("Result: " + ("PASS" if result["passed"] else "FAIL"))
+    layers = os.path.join(out, "layers.md")
+    if os.path.exists(layers):
+        with open(layers) as f:
+            lines += [f.read().rstrip("\n"), ""]
+    if result["passed"]:
+        verdict = "PASS"
+    elif result.get("incomplete"):
+        verdict = ("INCOMPLETE: the time budget ran out; everything that ran "
+                   "passed")
+    else:
+        verdict = "FAIL"
+    lines.append("Result: " + verdict)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    if not quiet:
+        print("\n".join(lines))
+
+
+def verdict_of(comparison):
+    if comparison["passed"]:
+        return "pass"
+    if comparison.get("stopped"):
+        return "stopped (time budget)"
+    return "FAIL: " + comparison.get("why", "")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 # which has no GPU: its size, that nothing in it needs LLVM, MLIR or a
 # library outside the pack, that its runtime-only moec trains a packed
 # bundle on the cpu and emu devices under `env -i`, lists the same bundle
-# commands as the full build and refuses to compile in one line, and that
-# run.sh reports the missing GPU in one line with its own exit status.
+# commands as the full build and refuses to compile in one line, that
+# run.sh's suite passes on the emu device and records what a spent time
+# budget skipped, and that run.sh reports the missing GPU in one line with
+# its own exit status.
 # Usage: check-pack.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src="$1"
@@ -78,6 +80,46 @@ env MOEC_CUDA_DRIVER_LIBRARY="$pack/lib/libmoec-fake-cuda-driver.so" \
 [ "$(grep -c '^| .* | forward |' "$work/layers-out/layers.md")" -eq 4 ] ||
   fail "layers.md lacks forward rows"
 echo "layers: $(cut -f1 "$work/layers-out/layers.tsv" | tr '\n' ' ')timed against the fake driver"
+# With run.sh's budget spent, every layer is skipped and the status is 7.
+set +e
+env MOEC_CUDA_DRIVER_LIBRARY="$pack/lib/libmoec-fake-cuda-driver.so" \
+  MOEC_PACK_TORCH_DEVICE=none MOEC_PACK_END=$(( $(date +%s) - 1 )) \
+  "$pack/layers.sh" "$work/layers-late" sm_90 > "$work/layers-late.txt" 2>&1
+status=$?
+set -e
+[ $status -eq 7 ] || fail "layers.sh past its end exited $status, not 7"
+[ "$(grep -c 'skipped, the time budget ran out' "$work/layers-late.txt")" -eq 4 ] ||
+  fail "layers.sh past its end did not skip the 4 layers"
+
+# The whole suite on the emu device: the kernel check, the four training
+# runs, the curve comparison and the record, for moe_lm in f32.
+set +e
+env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu MOEC_PACK_STEPS=3 \
+  MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$pack/run.sh" "$work/emu-suite" \
+  > "$work/emu-suite.txt" 2>&1
+status=$?
+set -e
+cat "$work/emu-suite.txt"
+[ $status -eq 0 ] || fail "run.sh on the emu device exited $status"
+grep -q '^| check-kernels | moe_lm.sm_90.f32 | pass |' "$work/emu-suite/results.md" ||
+  fail "results.md lacks moe_lm's kernel check"
+grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
+  fail "results.md lacks moe_lm's curve comparison"
+tar -tzf "$work/emu-suite/logs.tar.gz" | grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' ||
+  fail "logs.tar.gz lacks the cpu curve"
+# A budget too small for anything: recorded as skipped, exit status 7.
+set +e
+env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu MOEC_PACK_BUDGET_S=1 \
+  MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$pack/run.sh" "$work/no-time" \
+  > "$work/no-time.txt" 2>&1
+status=$?
+set -e
+[ $status -eq 7 ] || fail "run.sh with no time left exited $status, not 7"
+grep -q '^| example | moe_lm.sm_90.f32 | skipped (time budget) |' \
+  "$work/no-time/results.md" || fail "the skipped example is not recorded"
+grep -q '^Result: INCOMPLETE' "$work/no-time/results.md" ||
+  fail "results.md does not say the suite is incomplete"
+echo "emu suite: moe_lm checked, trained and compared; a spent budget skips it (exit 7)"
 
 set +e
 start=$(date +%s)
