@@ -91,14 +91,22 @@ set -e
 [ "$(grep -c 'skipped, the time budget ran out' "$work/layers-late.txt")" -eq 4 ] ||
   fail "layers.sh past its end did not skip the 4 layers"
 
-# The whole suite on the emu device: the kernel check, the four training
-# runs, the curve comparison and the record, for moe_lm in f32.
-set +e
-env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu MOEC_PACK_STEPS=3 \
-  MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$pack/run.sh" "$work/emu-suite" \
-  > "$work/emu-suite.txt" 2>&1
-status=$?
-set -e
+# The pack's suite on the emu device for moe_lm in f32, into $work/$1 (its
+# output in $work/$1.txt), with the settings that follow; prints the exit
+# status.
+emu_suite() {
+  local name="$1"
+  shift
+  set +e
+  env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu \
+    MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$@" "$pack/run.sh" \
+    "$work/$name" > "$work/$name.txt" 2>&1
+  echo $?
+}
+
+# The whole suite: the kernel check, the four training runs, the curve
+# comparison and the record.
+status=$(emu_suite emu-suite MOEC_PACK_STEPS=3)
 cat "$work/emu-suite.txt"
 [ $status -eq 0 ] || fail "run.sh on the emu device exited $status"
 grep -q '^| check-kernels | moe_lm.sm_90.f32 | pass |' "$work/emu-suite/results.md" ||
@@ -108,12 +116,7 @@ grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
 tar -tzf "$work/emu-suite/logs.tar.gz" | grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' ||
   fail "logs.tar.gz lacks the cpu curve"
 # A budget too small for anything: recorded as skipped, exit status 7.
-set +e
-env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu MOEC_PACK_BUDGET_S=1 \
-  MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$pack/run.sh" "$work/no-time" \
-  > "$work/no-time.txt" 2>&1
-status=$?
-set -e
+status=$(emu_suite no-time MOEC_PACK_BUDGET_S=1)
 [ $status -eq 7 ] || fail "run.sh with no time left exited $status, not 7"
 grep -q '^| example | moe_lm.sm_90.f32 | skipped (time budget) |' \
   "$work/no-time/results.md" || fail "the skipped example is not recorded"
