@@ -298,6 +298,7 @@ template <int D, bool Rms, int RowsPerBlock, typename T>
 MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const T> x,
                               gptr<const T> gamma, gptr<const T> dy,
                               gptr<T> dx, gptr<float> contrib) {
+  constexpr int kPer = (D + 31) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t row = warpRow<RowsPerBlock>();
   if (row >= rows)
@@ -310,35 +311,42 @@ MOEC_DEVICE void normGradRows(int64_t rows, float eps, gptr<const T> x,
       return;
     }
   }
-  // Unaligned rows (rare: the allocator aligns every buffer) read the row
-  // again in each pass instead of holding it in registers, which keeps this
-  // path's loops rolled and cheap to compile.
+  float v[kPer], g[kPer];
   float sum = 0.0f;
-  for (int c = lane; c < D; c += 32)
-    sum += toFloat(x[base + c]);
+  for (int j = 0; j < kPer; ++j) {
+    int c = lane + 32 * j;
+    v[j] = c < D ? toFloat(x[base + c]) : 0.0f;
+    g[j] = c < D ? toFloat(dy[base + c]) * toFloat(gamma[c]) : 0.0f;
+    sum += v[j];
+  }
   const float mean = Rms ? 0.0f : warpSum(sum) / D;
   float sq = 0.0f;
-  for (int c = lane; c < D; c += 32) {
-    const float d = toFloat(x[base + c]) - mean;
+  for (int j = 0; j < kPer; ++j) {
+    int c = lane + 32 * j;
+    float d = c < D ? v[j] - mean : 0.0f;
     sq += d * d;
   }
   const float r = 1.0f / sqrtf(warpSum(sq) / D + eps);
   float gSum = 0.0f, gxSum = 0.0f;
-  for (int c = lane; c < D; c += 32) {
-    const float g = toFloat(dy[base + c]) * toFloat(gamma[c]);
-    const float xh = (toFloat(x[base + c]) - mean) * r;
-    gSum += g;
-    gxSum += g * xh;
+  for (int j = 0; j < kPer; ++j) {
+    int c = lane + 32 * j;
+    if (c < D) {
+      float xh = (v[j] - mean) * r;
+      gSum += g[j];
+      gxSum += g[j] * xh;
+    }
   }
   const float gMean = Rms ? 0.0f : warpSum(gSum) / D;
   const float gxMean = warpSum(gxSum) / D;
-  for (int c = lane; c < D; c += 32) {
-    const float g = toFloat(dy[base + c]) * toFloat(gamma[c]);
-    const float xh = (toFloat(x[base + c]) - mean) * r;
-    // layer: r (g - mean(g) - xh mean(g xh)); rms: r g - xh r mean(g xh)
-    dx[base + c] = r * (g - gMean - xh * gxMean);
-    if (contrib)
-      contrib[base + c] = toFloat(dy[base + c]) * xh;
+  for (int j = 0; j < kPer; ++j) {
+    int c = lane + 32 * j;
+    if (c < D) {
+      float xh = (v[j] - mean) * r;
+      // layer: r (g - mean(g) - xh mean(g xh)); rms: r g - xh r mean(g xh)
+      dx[base + c] = r * (g[j] - gMean - xh * gxMean);
+      if (contrib)
+        contrib[base + c] = toFloat(dy[base + c]) * xh;
+    }
   }
 }
 

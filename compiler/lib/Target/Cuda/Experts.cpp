@@ -5,11 +5,10 @@
 // down-projection writing gated rows per assignment, and the combine with
 // the group's residual add; with k = 1 the down-projection stores through
 // the combine's epilogue itself and a last launch covers the dropped
-// tokens (none where the router keeps every token). The gradient recomputes the
-// hidden layer and produces dgates, the weight gradients per expert (each
-// output summed by one thread over the expert's rows in order) and dx through
-// the same row-per-assignment combine (or, with k = 1 and no GLU, from its GEMM
-// directly).
+// tokens. The gradient recomputes the hidden layer and produces dgates,
+// the weight gradients per expert (each output summed by one thread over
+// the expert's rows in order) and dx through the same row-per-assignment
+// combine (or, with k = 1 and no GLU, from its GEMM directly).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,23 +52,6 @@ template <typename OpT> Experts expertsOf(GroupEmitter &em, OpT op) {
   x.d = w1.getDimSize(1);
   x.f = w1.getDimSize(2);
   return x;
-}
-
-/// Whether the top-1 assignments come from a router that keeps every token:
-/// tokens-choose with no capacity, no padding mask and no sampled choice.
-/// Its one choice is the most probable expert, whose probability is at
-/// least 1/E, so rule 4 of moe.topk_router (probability exactly 0) never
-/// drops it either, and no token needs the dropped tokens' launch.
-bool keepsEveryToken(const Experts &x) {
-  // The slots come from the router's group: look through its moe.yield.
-  Value slot = x.slot;
-  if (auto result = dyn_cast<OpResult>(slot))
-    if (auto group = dyn_cast<KernelOp>(result.getOwner()))
-      slot = group.getBody().front().getTerminator()->getOperand(
-          result.getResultNumber());
-  auto router = slot.getDefiningOp<TopKRouterOp>();
-  return x.k == 1 && router && router.getCapacity() == Capacity::None &&
-         !router.getMask() && router.getSample() == 0;
 }
 
 } // namespace
@@ -157,10 +139,10 @@ LogicalResult mlir::moe::cuda::emitExpertsGroup(GroupEmitter &e) {
            "moec::toFloat(b2[ex * ${D} + n]) : 0.0f)); ${store}; }",
            {{"D", x.d}, {"store", store}}));
   // The combine, with the group's residual add.
-  if (!direct)
-    combine(e, x, x.d, "yk", yk, outputs);
-  else if (!keepsEveryToken(x))
+  if (direct)
     combineDropped(e, x, x.d, outputs);
+  else
+    combine(e, x, x.d, "yk", yk, outputs);
   return success();
 }
 
@@ -357,7 +339,7 @@ void weightGradients(GroupEmitter &e, const Experts &x, const GradState &s) {
 
 /// dx: per assignment da W1^T (+ du W3^T), then the combine per token;
 /// or, see directInputGradient, da W1^T stored into dx by its GEMM and
-/// zeros for the tokens no expert kept (if the router can drop any).
+/// zeros for the tokens no expert kept.
 void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
   auto dxStore = [&](CodeWriter &w) {
     std::string dx = e.declared(w, s.dx, true, "dx");
@@ -377,8 +359,7 @@ void inputGradient(GroupEmitter &e, const Experts &x, const GradState &s) {
              "combined(static_cast<int64_t>(order[row0 + m]) * ${D} + n, "
              "acc); }",
              {{"D", x.d}}));
-    if (!keepsEveryToken(x))
-      combineDropped(e, x, x.d, dxStore);
+    combineDropped(e, x, x.d, dxStore);
     return;
   }
   for (auto [name, weight, source, accumulate] :
