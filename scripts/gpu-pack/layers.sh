@@ -32,9 +32,13 @@ end="${MOEC_PACK_END:-}"
 # Runs a command, stopped (status 124) at MOEC_PACK_END when it is set.
 limited() {
   [ -n "$end" ] || { "$@"; return; }
-  local s=$(( end - $(date +%s) ))
+  local rc s=$(( end - $(date +%s) ))
   [ "$s" -gt 0 ] || return 124
   timeout -k 5 "$s" "$@"
+  rc=$?
+  # Killed after ignoring the stop: stopped all the same.
+  [ $rc -eq 137 ] && [ "$(date +%s)" -ge "$end" ] && rc=124
+  return $rc
 }
 
 tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e9); else print "-" }'; }
@@ -74,8 +78,10 @@ write_table() {
     echo "|---|---|---|---|---|---|---|---|---|"
     while IFS=$'\t' read -r name fwd bwd mf mb te teb tc tcb cu rc of ob; do
       what=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$pack/layers/manifest.tsv")
-      if [ "$rc" = 124 ]; then
-        echo "| $what | forward, backward | stopped at the time budget's end | | | | | | |"
+      if [ "$rc" = 124 ] || [ "$rc" = skipped ]; then
+        [ "$rc" = 124 ] && why="stopped at the time budget's end" ||
+          why="skipped: the time budget ran out"
+        echo "| $what | forward, backward | $why | | | | | | |"
         continue
       fi
       both=$(awk -v a="$mf" -v b="$mb" 'BEGIN { printf "%.3f", a + b }')
@@ -101,6 +107,8 @@ account() {
 while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
   if [ -n "$end" ] && [ $(( end - $(date +%s) )) -le 0 ]; then
     echo "run.sh: layer $name: skipped, the time budget ran out"
+    printf '%s\t%s\t%s\t0\t0\t-\t-\t-\t-\t-\tskipped\t0\t0\n' "$name" \
+      "$fwd_flops" "$bwd_flops" >> "$tsv"
     stopped=1
     continue
   fi

@@ -38,9 +38,20 @@ if [ $# -ne 1 ]; then
   echo "usage: run.sh OUTDIR" >&2
   exit 2
 fi
-mkdir -p "$1/logs" || exit 2
+# OUTDIR is run.sh's own: a new or empty folder, or one an earlier run
+# marked; whatever an earlier run left there goes first.
+if [ -n "$(ls -A "$1" 2>/dev/null)" ] && [ ! -f "$1/.moec-suite" ]; then
+  echo "run.sh: $1 exists and holds no earlier results of run.sh; name a new folder" >&2
+  exit 2
+fi
+mkdir -p "$1" || exit 2
 out="$(cd "$1" && pwd)"
 logs="$out/logs"
+rm -rf "$logs" "$out/bundles" "$out/cache" "$out/layers"
+rm -f "$out"/*.tsv "$out/layers.md" "$out/results.md" "$out/results.json" \
+  "$out/logs.tar.gz"
+touch "$out/.moec-suite"
+mkdir -p "$logs" || exit 2
 moec="$pack/bin/moec"
 steps="${MOEC_PACK_STEPS:-200}"
 only="${MOEC_PACK_ONLY:-.}"
@@ -54,13 +65,12 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 # One status line per check, read back by summarize.py.
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$out/checks.tsv"; }
-rm -f "$out/checks.tsv" "$out/runs.tsv" "$out/layers.tsv" "$out/layers.md" \
-  "$out/logs.tar.gz"
 
 case "$budget" in
   ''|*[!0-9]*) echo "run.sh: MOEC_PACK_BUDGET_S must be whole seconds, not '$budget'" >&2
                exit 2 ;;
 esac
+budget=$((10#$budget)) # 08 is eight seconds, not a bad octal number
 case "$device" in
   cuda|emu) ;;
   *) echo "run.sh: MOEC_PACK_DEVICE must be cuda or emu, not '$device'" >&2
@@ -76,16 +86,17 @@ unset MOEC_PACK_END
 [ "$budget" -gt 0 ] && export MOEC_PACK_END="$end"
 # Seconds left before `$1` (default: the suite's end).
 left() { echo $(( ${1:-$end} - $(date +%s) )); }
-# Runs a command, stopped when the suite's end comes (status 124).
+# Runs a command, stopped when the suite's end comes (status 124, also
+# when it had to be killed after ignoring the stop).
 limited() {
-  local s
+  local s rc
   s=$(left)
   [ "$s" -gt 0 ] || return 124
-  if [ "$budget" -gt 0 ]; then
-    timeout -k 5 "$s" "$@"
-  else
-    "$@"
-  fi
+  [ "$budget" -gt 0 ] || { "$@"; return; }
+  timeout -k 5 "$s" "$@"
+  rc=$?
+  [ $rc -eq 137 ] && [ "$(left)" -le 0 ] && rc=124
+  return $rc
 }
 # Whether work may start before `$2` (epoch seconds); if not, records the
 # work `$1` as skipped.
@@ -191,9 +202,11 @@ for b in $bundles; do
   name=$(basename "$b" .bundle.json)
   starts "example $name" "$examples_end" || continue
   # Every kernel against the cpu device, on random inputs.
+  start=$(now)
   limited "$moec" check-kernels "$b" --device "$device" > "$logs/check-$name.txt" 2>&1
   rc=$?
-  record check-kernels "$name" "$rc" "$(tail -n 1 "$logs/check-$name.txt")"
+  record check-kernels "$name" "$rc" \
+    "$(tail -n 1 "$logs/check-$name.txt") ($(elapsed "$start" "$(now)") s)"
   say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
   cache="$out/cache/$name"
   rm -rf "$cache"
@@ -221,15 +234,10 @@ if [ $layers -eq 1 ]; then
 elif [ "$device" = cuda ]; then
   say "no PyTorch with CUDA here: the layer benchmarks against it are skipped"
 fi
-summarize
-status=$?
 # A failed layer benchmark fails the suite; one the budget cut short
-# leaves it incomplete.
-if [ $layers_status -eq 1 ]; then
-  status=1
-elif [ $layers_status -eq 7 ] && [ $status -eq 0 ]; then
-  status=7
-fi
+# leaves it incomplete (summarize.py says which in results.md).
+summarize --layers-status "$layers_status"
+status=$?
 archive
 say "results in $out/results.md and $out/results.json, logs in $out/logs.tar.gz" \
     "($(( $(date +%s) - started )) s)"

@@ -2,7 +2,7 @@
 """Reads what run.sh left in OUTDIR and writes results.json and results.md.
 
 Usage: summarize.py OUTDIR [--steps N] [--device cuda|emu] [--quiet]
-                     [--unavailable STATUS]
+                     [--layers-status STATUS] [--unavailable STATUS]
 
 Loss curves of the device under test and the cpu (same bundle, seed and
 data) must agree within the tolerances below; any unit-test failure,
@@ -10,7 +10,8 @@ kernel-check failure, failed run or curve mismatch makes the exit status 1.
 Work that run.sh's time budget skipped (status "skipped") or stopped
 (status 124, timeout's) fails nothing but leaves the suite incomplete:
 exit status 7 when nothing failed. OUTDIR/layers.md, when there, ends
-results.md.
+results.md; layers.sh's exit status (0, 1 failed, 7 cut short) counts
+like the checks'.
 """
 
 import argparse
@@ -127,6 +128,7 @@ def main():
     parser.add_argument("--unavailable", type=int, default=0)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--layers-status", type=int, default=0)
     args = parser.parse_args()
     out = args.outdir
     logs = os.path.join(out, "logs")
@@ -178,19 +180,25 @@ def main():
             run["comparison"] = {"passed": False,
                                  "why": f"a run failed: exit statuses {exits}"}
         elif any(exits.values()):
+            ran = {"cold": float(cold), "warm": float(warm),
+                   args.device: float(gpu), "cpu": float(cpu)}
             run["comparison"] = {"passed": False, "stopped": True,
                                  "why": "stopped at the time budget's end: "
-                                        f"exit statuses {exits}"}
+                                        f"exit statuses {exits}, seconds {ran}"}
         else:
             run["comparison"] = compare(cuda, cpu_rows, dtype)
         runs.append(run)
     result["checks"] = checks
     result["runs"] = runs
+    layers = args.layers_status
+    result["layers_status"] = layers
     failed = (any(c["state"] == "failed" for c in checks) or
               any(not r["comparison"]["passed"] and
-                  not r["comparison"].get("stopped") for r in runs))
+                  not r["comparison"].get("stopped") for r in runs) or
+              layers not in (0, INCOMPLETE))
     incomplete = (any(c["state"] in ("skipped", "stopped") for c in checks) or
-                  any(r["comparison"].get("stopped") for r in runs))
+                  any(r["comparison"].get("stopped") for r in runs) or
+                  layers == INCOMPLETE)
     result["passed"] = not failed and not incomplete and bool(runs)
     result["incomplete"] = incomplete and not failed
     write(out, result, args.quiet)
@@ -252,8 +260,11 @@ def write(out, result, quiet=False):
     if result["passed"]:
         verdict = "PASS"
     elif result.get("incomplete"):
-        verdict = ("INCOMPLETE: the time budget ran out; everything that ran "
-                   "passed")
+        verdict = ("INCOMPLETE: the time budget ran out; nothing that finished "
+                   "failed")
+    elif result.get("layers_status", 0) not in (0, INCOMPLETE):
+        verdict = (f"FAIL (the layer benchmarks exited "
+                   f"{result['layers_status']}; see layers.md and the logs)")
     else:
         verdict = "FAIL"
     lines.append("Result: " + verdict)
@@ -267,7 +278,7 @@ def verdict_of(comparison):
     if comparison["passed"]:
         return "pass"
     if comparison.get("stopped"):
-        return "stopped (time budget)"
+        return comparison.get("why", "stopped")
     return "FAIL: " + comparison.get("why", "")
 
 

@@ -106,6 +106,7 @@ emu_suite() {
 
 # The whole suite: the kernel check, the four training runs, the curve
 # comparison and the record.
+rm -rf "$work/emu-suite" "$work/no-time"
 status=$(emu_suite emu-suite MOEC_PACK_STEPS=3)
 cat "$work/emu-suite.txt"
 [ $status -eq 0 ] || fail "run.sh on the emu device exited $status"
@@ -122,8 +123,27 @@ grep -q '^| example | moe_lm.sm_90.f32 | skipped (time budget) |' \
   "$work/no-time/results.md" || fail "the skipped example is not recorded"
 grep -q '^Result: INCOMPLETE' "$work/no-time/results.md" ||
   fail "results.md does not say the suite is incomplete"
-echo "emu suite: moe_lm checked, trained and compared; a spent budget skips it (exit 7)"
+# A second run into the same folder starts clean: nothing of the first
+# run's record is left to pass for this one's. A folder of other files is
+# refused, untouched.
+status=$(emu_suite emu-suite MOEC_PACK_BUDGET_S=1)
+[ $status -eq 7 ] || fail "a second run into the same folder exited $status"
+[ ! -e "$work/emu-suite/logs/check-moe_lm.sm_90.f32.txt" ] &&
+  ! grep -q '^| check-kernels' "$work/emu-suite/results.md" ||
+  fail "a second run into the same folder kept the first one's record"
+rm -rf "$work/mine"
+mkdir -p "$work/mine"
+echo "keep me" > "$work/mine/notes.txt"
+set +e
+"$pack/run.sh" "$work/mine" > "$work/mine.txt" 2>&1
+status=$?
+set -e
+[ $status -eq 2 ] && grep -q "name a new folder" "$work/mine.txt" &&
+  [ "$(cat "$work/mine/notes.txt")" = "keep me" ] ||
+  fail "run.sh into a folder of other files exited $status: $(cat "$work/mine.txt")"
+echo "emu suite: moe_lm checked, trained and compared; a spent budget skips it (exit 7); a folder of other files refused"
 
+rm -rf "$work/results"
 set +e
 start=$(date +%s)
 "$pack/run.sh" "$work/results" > "$work/run.txt" 2>&1
