@@ -104,10 +104,17 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
                        static_cast<uint64_t>(router.getStream())));
   set(w, "probs", router.getProbs(), true, /*always=*/true);
   routing(w);
-  if (balance)
-    set(w, "balance", balance.getLoss(), true);
-  if (zloss)
-    set(w, "zloss", zloss.getLoss(), true);
+  // The auxiliary losses' outputs, a null argument where the program
+  // computes none (forward, decode), so that those programs' router is the
+  // loss program's kernel (NVRTC compiles it once); it skips null outputs.
+  auto lossOutput = [&](StringRef field, Value loss) {
+    if (loss && !e.escapes(loss))
+      return;
+    int arg = loss ? e.buffer(loss) : e.nullArgument();
+    w.line(llvm::formatv("r.{0} = {1};", field, e.bufferExpr(arg, f32, true)));
+  };
+  lossOutput("balance", balance ? balance.getLoss() : Value());
+  lossOutput("zloss", zloss ? zloss.getLoss() : Value());
   w.line(llvm::formatv("r.zPart = {0};", scratch(zPart, f32, true)));
   w.line(llvm::formatv("r.pPart = {0};", scratch(pPart, f32, true)));
   w.line(llvm::formatv("r.top1 = {0};", scratch(top1, f32, true)));
