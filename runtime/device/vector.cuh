@@ -161,6 +161,33 @@ MOEC_DEVICE void store8(gptr<bf16> x, int64_t q, const float8 &v) {
 #endif
 }
 
+/// Elements 8q .. 8q + 7 of `x` into v[0 .. 7] (x 16-byte aligned): two
+/// 16-byte accesses of floats, one of bf16. Elementwise kernels move
+/// their values this way.
+MOEC_DEVICE void loadFloats8(gptr<const float> x, int64_t q, float (&v)[8]) {
+  const float4 lo = load4(x, 2 * q), hi = load4(x, 2 * q + 1);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+  v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+
+MOEC_DEVICE void loadFloats8(gptr<const bf16> x, int64_t q, float (&v)[8]) {
+  const float8 f = load8(x, q);
+  v[0] = f.lo.x, v[1] = f.lo.y, v[2] = f.lo.z, v[3] = f.lo.w;
+  v[4] = f.hi.x, v[5] = f.hi.y, v[6] = f.hi.z, v[7] = f.hi.w;
+}
+
+/// Stores v[0 .. 7] into elements 8q .. 8q + 7 of `x` (x 16-byte aligned),
+/// rounded to bf16 as a scalar store would round them.
+MOEC_DEVICE void storeFloats8(gptr<float> x, int64_t q, const float (&v)[8]) {
+  store4(x, 2 * q, make_float4(v[0], v[1], v[2], v[3]));
+  store4(x, 2 * q + 1, make_float4(v[4], v[5], v[6], v[7]));
+}
+
+MOEC_DEVICE void storeFloats8(gptr<bf16> x, int64_t q, const float (&v)[8]) {
+  store8(x, q, {make_float4(v[0], v[1], v[2], v[3]),
+                make_float4(v[4], v[5], v[6], v[7])});
+}
+
 } // namespace moec
 
 #endif // MOEC_DEVICE_VECTOR_CUH

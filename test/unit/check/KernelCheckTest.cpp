@@ -175,6 +175,29 @@ TEST(KernelCheck, OtherSizesAndSeeds) {
   }
 }
 
+TEST(KernelCheck, ElementCountsThatFillNoVector) {
+  // d 36 with 15 tokens: every elementwise group's N is 4 more than a
+  // multiple of 8, so its kernels run the 16-byte path and the last 4
+  // elements one by one, in f32 and in bf16.
+  std::string source =
+      moec::readSpecFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  size_t at = source.find("let d = 128");
+  ASSERT_NE(at, std::string::npos);
+  source.replace(at, 11, "let d = 36");
+  for (const char *dtype : {"f32", "bf16"}) {
+    CompileOptions compile;
+    compile.dtype = dtype;
+    Bundle bundle = compileSource(source, "moe_lm_d36.moe",
+                                  MOEC_SOURCE_DIR "/examples", compile);
+    KernelCheckOptions options;
+    options.batch = 3;
+    options.seqLen = 5;
+    options.programs = {"train_step", "forward"};
+    KernelCheckReport report = checkKernels(bundle, options);
+    EXPECT_TRUE(report.passed()) << dtype << "\n" << report.format();
+  }
+}
+
 TEST(KernelCheck, RejectsDevicesWithoutKernels) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
   KernelCheckOptions options;

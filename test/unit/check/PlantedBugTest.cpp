@@ -62,8 +62,10 @@ TEST(PlantedBug, OffByOneInALoopBound) {
     std::string source = kernel["source"];
     if (source.find("(elementwise)") == std::string::npos)
       continue;
-    // The grid-stride loop stops one element short.
-    ASSERT_TRUE(replaceOnce(source, "i < n;", "i < n - 1;")) << source;
+    // The 16-byte loop stops one vector short (the rest of the elements
+    // start after it).
+    ASSERT_TRUE(replaceOnce(source, "q < vectors;", "q < vectors - 1;"))
+        << source;
     kernel["source"] = source;
     victim = kernel["name"];
     break;
@@ -75,10 +77,10 @@ TEST(PlantedBug, OffByOneInALoopBound) {
   EXPECT_FALSE(report.passed());
   std::set<std::string> failing = failingKernels(report);
   EXPECT_EQ(failing, std::set<std::string>{victim}) << report.format();
-  // The element it never wrote is still the poison the check put there.
+  // The 8 elements it never wrote are still the poison the check put there.
   bool sawPoison = false;
   for (const BufferComparison &c : report.comparisons)
-    sawPoison |= !c.passed && c.nonFinite == 1;
+    sawPoison |= !c.passed && c.nonFinite == 8;
   EXPECT_TRUE(sawPoison) << report.format();
 }
 

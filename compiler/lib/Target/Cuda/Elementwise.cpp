@@ -2,7 +2,8 @@
 //
 // A run of elementwise ops over N elements becomes one grid-stride loop:
 // every input is read once, every op is an expression on registers, and
-// only the values other groups read are stored. Scalar (0-d) operands are
+// only the values other groups read are stored; f32 and bf16 values move
+// 8 elements at a time in 16-byte accesses where the pointers allow. Scalar (0-d) operands are
 // broadcast. A scalar group is the same loop over one element, plus the
 // learning-rate schedule. moe.rope joins a run as a load of its x at the
 // element and at its partner, the position from the element's row;
@@ -101,20 +102,21 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
         outputs.push_back({r, ptr});
       }
 
-  {
-    CodeWriter::Scope loop(
-        w, "for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + "
-           "threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * "
-           "blockDim.x)");
+  // The ops on one element: `load(v, ptr)` gives an input's value at i,
+  // `store(ptr, value)` writes an output's; the element's index is `i`.
+  using Load = llvm::function_ref<std::string(Value, StringRef)>;
+  using Store = llvm::function_ref<void(StringRef, StringRef)>;
+  auto body = [&](Load load, Store store) -> LogicalResult {
+    llvm::DenseMap<Value, std::string> at = names;
     for (auto &[v, ptr] : perElement) {
       std::string local = e.fresh("x");
-      w.line(llvm::formatv("const float {0} = {1}[i];", local, ptr));
-      names[v] = local;
+      w.line(llvm::formatv("const float {0} = {1};", local, load(v, ptr)));
+      at[v] = local;
     }
     for (Operation *op : g.ops) {
       llvm::SmallVector<std::string> in;
       for (Value v : op->getOperands())
-        in.push_back(names.lookup(v));
+        in.push_back(at.lookup(v));
       if (auto lr = dyn_cast<LrScheduleOp>(op)) {
         std::string v = e.fresh();
         w.line(llvm::formatv(
@@ -126,7 +128,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
             static_cast<int64_t>(lr.getTotalSteps()),
             doubleLiteral(lr.getFinalLr().convertToDouble()),
             doubleLiteral(lr.getPower().convertToDouble())));
-        names[op->getResult(0)] = v;
+        at[op->getResult(0)] = v;
         continue;
       }
       if (auto rope = dyn_cast<RopeOp>(op)) {
@@ -146,7 +148,7 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
                   {"width", width},
                   {"S", seqLens.lookup(op)},
                   {"base", doubleLiteral(rope.getBase().convertToDouble())}}));
-        names[op->getResult(0)] = v;
+        at[op->getResult(0)] = v;
         continue;
       }
       if (auto mixture = dyn_cast<HeadMixtureOp>(op)) {
@@ -167,19 +169,94 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
                      {"DH", width / heads},
                      {"g", pointers.lookup(mixture.getG())},
                      {"rows", gateRows.lookup(op)}}));
-        names[op->getResult(0)] = v;
+        at[op->getResult(0)] = v;
         continue;
       }
       FailureOr<std::string> v = e.elementwise(w, op, in, "i");
       if (failed(v))
         return op->emitOpError("has no CUDA code generation in an ")
                << stringifyKernelKind(g.kind) << " kernel";
-      names[op->getResult(0)] = *v;
+      at[op->getResult(0)] = *v;
     }
     for (auto &[v, ptr] : outputs)
-      w.line(llvm::formatv("{0}[i] = {1};", ptr, names.lookup(v)));
+      store(ptr, at.lookup(v));
+    return success();
+  };
+  auto scalarLoad = [](Value, StringRef ptr) { return (ptr + "[i]").str(); };
+  auto scalarStore = [&](StringRef ptr, StringRef value) {
+    w.line(llvm::formatv("{0}[i] = {1};", ptr, value));
+  };
+
+  // Where every value read or stored at the element is a float or bf16 and
+  // nothing is read at another index (rope, head_mixture), the elements
+  // move 8 at a time in 16-byte accesses (vector.cuh) when every pointer is
+  // aligned; the last n % 8, or all of them otherwise, one by one.
+  auto vectorType = [](Value v) {
+    Type t = elementTypeOf(v);
+    return t.isF32() || t.isBF16();
+  };
+  bool vector =
+      !scalar && !(perElement.empty() && outputs.empty()) &&
+      llvm::none_of(g.ops,
+                    [](Operation *op) {
+                      return isa<RopeOp, HeadMixtureOp, LrScheduleOp>(op);
+                    }) &&
+      llvm::all_of(perElement,
+                   [&](auto &in) { return vectorType(in.first); }) &&
+      llvm::all_of(outputs, [&](auto &out) { return vectorType(out.first); });
+  w.line("const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) "
+         "+ threadIdx.x;");
+  w.line("const int64_t stride = static_cast<int64_t>(gridDim.x) * "
+         "blockDim.x;");
+  std::string start = "first";
+  if (vector) {
+    std::string all;
+    for (auto &[v, ptr] : perElement)
+      all += (all.empty() ? "" : ", ") + ptr;
+    for (auto &[v, ptr] : outputs)
+      all += (all.empty() ? "" : ", ") + ptr;
+    w.line("const int64_t vectors = moec::aligned16(" + all + ") ? n / 8 : 0;");
+    CodeWriter::Scope loop(w,
+                           "for (int64_t q = first; q < vectors; q += stride)");
+    llvm::DenseMap<Value, std::string> lanes;
+    for (auto &[v, ptr] : perElement) {
+      std::string lane = e.fresh("a");
+      w.line(llvm::formatv("float {0}[8];", lane));
+      w.line(llvm::formatv("moec::loadFloats8({0}, q, {1});", ptr, lane));
+      lanes[v] = lane;
+    }
+    llvm::DenseMap<StringRef, std::string> results;
+    for (auto &[v, ptr] : outputs) {
+      std::string lane = e.fresh("r");
+      w.line(llvm::formatv("float {0}[8];", lane));
+      results[ptr] = lane;
+    }
+    {
+      w.line("#pragma unroll");
+      CodeWriter::Scope lanesLoop(w, "for (int c = 0; c < 8; ++c)");
+      w.line("const int64_t i = q * 8 + c;");
+      w.line("(void)i;");
+      if (failed(
+              body([&](Value v, StringRef) { return lanes.lookup(v) + "[c]"; },
+                   [&](StringRef ptr, StringRef value) {
+                     w.line(llvm::formatv("{0}[c] = {1};", results.lookup(ptr),
+                                          value));
+                   })))
+        return failure();
+    }
+    for (auto &[v, ptr] : outputs)
+      w.line(llvm::formatv("moec::storeFloats8({0}, q, {1});", ptr,
+                           results.lookup(ptr)));
+    start = "vectors * 8 + first";
   }
-  GridDim x{n, threads * items};
+  {
+    CodeWriter::Scope loop(w, "for (int64_t i = " + start +
+                                  "; i < n; i += stride)");
+    if (failed(body(scalarLoad, scalarStore)))
+      return failure();
+  }
+  // A vectorised group's thread takes 8 elements an iteration.
+  GridDim x{n, threads * (vector ? std::max<int64_t>(items, 8) : items)};
   e.finishKernel(w.str(), x, GridDim(), GridDim(), threads);
   return success();
 }
