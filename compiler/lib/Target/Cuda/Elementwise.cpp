@@ -3,11 +3,12 @@
 // A run of elementwise ops over N elements becomes one grid-stride loop:
 // every input is read once, every op is an expression on registers, and
 // only the values other groups read are stored; f32 and bf16 values move
-// 8 elements at a time in 16-byte accesses where the pointers allow. Scalar (0-d) operands are
-// broadcast. A scalar group is the same loop over one element, plus the
-// learning-rate schedule. moe.rope joins a run as a load of its x at the
-// element and at its partner, the position from the element's row;
-// moe.head_mixture as a load of its g at the element's row group and head.
+// 8 elements at a time in 16-byte accesses where the pointers allow.
+// Scalar (0-d) operands are broadcast. A scalar group is the same loop
+// over one element, plus the learning-rate schedule. moe.rope joins a run
+// as a load of its x at the element and at its partner, the position from
+// the element's row; moe.head_mixture as a load of its g at the element's
+// row group and head.
 //
 //===----------------------------------------------------------------------===//
 
