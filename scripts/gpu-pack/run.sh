@@ -28,7 +28,8 @@
 #                       limit); work that would start later is recorded as
 #                       skipped, and a command still running at the end is
 #                       stopped. The examples get the first 55% when the
-#                       layer benchmarks will run, the layers the rest.
+#                       layer benchmarks will run (their commands stop
+#                       then), the layers the rest.
 #   MOEC_PACK_DEVICE    cuda (default), or emu: the same suite on the emu
 #                       device, which needs no GPU (no cuda unit tests, no
 #                       layer benchmarks), to check the suite itself
@@ -86,16 +87,18 @@ unset MOEC_PACK_END
 [ "$budget" -gt 0 ] && export MOEC_PACK_END="$end"
 # Seconds left before `$1` (default: the suite's end).
 left() { echo $(( ${1:-$end} - $(date +%s) )); }
-# Runs a command, stopped when the suite's end comes (status 124, also
-# when it had to be killed after ignoring the stop).
+# Runs a command, stopped when the suite's end comes, or the end of the
+# phase (`until`) when that is sooner: status 124, also when it had to be
+# killed after ignoring the stop.
+until=$end
 limited() {
   local s rc
-  s=$(left)
+  s=$(left "$until")
   [ "$s" -gt 0 ] || return 124
   [ "$budget" -gt 0 ] || { "$@"; return; }
   timeout -k 5 "$s" "$@"
   rc=$?
-  [ $rc -eq 137 ] && [ "$(left)" -le 0 ] && rc=124
+  [ $rc -eq 137 ] && [ "$(left "$until")" -le 0 ] && rc=124
   return $rc
 }
 # Whether work may start before `$2` (epoch seconds); if not, records the
@@ -198,6 +201,8 @@ train() { # device cache steps metrics log
   rc=$?
   echo "$(elapsed "$start" "$(now)") $rc"
 }
+# The examples' commands end with their share of the budget.
+until=$examples_end
 for b in $bundles; do
   name=$(basename "$b" .bundle.json)
   starts "example $name" "$examples_end" || continue
@@ -225,6 +230,8 @@ for b in $bundles; do
       "$device $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
   summarize --quiet > /dev/null
 done
+
+until=$end
 
 # The layers against PyTorch on the same GPU, when it is installed.
 layers_status=0
