@@ -13,8 +13,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
-#include "moe/IR/MoeOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "moe/IR/MoeOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <map>
 
@@ -211,12 +212,13 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
          "blockDim.x;");
   std::string start = "first";
   if (vector) {
-    std::string all;
+    llvm::SmallVector<StringRef> all;
     for (auto &[v, ptr] : perElement)
-      all += (all.empty() ? "" : ", ") + ptr;
+      all.push_back(ptr);
     for (auto &[v, ptr] : outputs)
-      all += (all.empty() ? "" : ", ") + ptr;
-    w.line("const int64_t vectors = moec::aligned16(" + all + ") ? n / 8 : 0;");
+      all.push_back(ptr);
+    w.line("const int64_t vectors = moec::aligned16(" + llvm::join(all, ", ") +
+           ") ? n / 8 : 0;");
     CodeWriter::Scope loop(w,
                            "for (int64_t q = first; q < vectors; q += stride)");
     llvm::DenseMap<Value, std::string> lanes;

@@ -108,10 +108,10 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   // computes none (forward, decode), so that those programs' router is the
   // loss program's kernel (NVRTC compiles it once); it skips null outputs.
   auto lossOutput = [&](StringRef field, Value loss) {
-    if (loss && !e.escapes(loss))
-      return;
-    int arg = loss ? e.buffer(loss) : e.nullArgument();
-    w.line(llvm::formatv("r.{0} = {1};", field, e.bufferExpr(arg, f32, true)));
+    if (loss)
+      return set(w, field, loss, true);
+    w.line(llvm::formatv("r.{0} = {1};", field,
+                         e.bufferExpr(e.nullArgument(), f32, true)));
   };
   lossOutput("balance", balance ? balance.getLoss() : Value());
   lossOutput("zloss", zloss ? zloss.getLoss() : Value());
