@@ -108,7 +108,8 @@ echo "== compiling the layer benchmarks"
 bash "$root/scripts/gpu-pack/layer-bundles.sh" "$compiler" "$dir/layers"
 
 cp "$root/scripts/gpu-pack/run.sh" "$root/scripts/gpu-pack/summarize.py" \
-  "$root/scripts/gpu-pack/layers.sh" "$root/bench/torch_layers.py" "$dir/"
+  "$root/scripts/gpu-pack/layers.sh" "$root/scripts/gpu-pack/budget.sh" \
+  "$root/bench/torch_layers.py" "$dir/"
 chmod +x "$dir/run.sh" "$dir/layers.sh"
 "$dir/bin/moec" --version > /dev/null
 

@@ -28,18 +28,10 @@ tsv="$out/layers.tsv"
 status=0
 stopped=0
 end="${MOEC_PACK_END:-}"
-
+# shellcheck source=budget.sh
+. "$pack/budget.sh"
 # Runs a command, stopped (status 124) at MOEC_PACK_END when it is set.
-limited() {
-  [ -n "$end" ] || { "$@"; return; }
-  local rc s=$(( end - $(date +%s) ))
-  [ "$s" -gt 0 ] || return 124
-  timeout -k 5 "$s" "$@"
-  rc=$?
-  # Killed after ignoring the stop: stopped all the same.
-  [ $rc -eq 137 ] && [ "$(date +%s)" -ge "$end" ] && rc=124
-  return $rc
-}
+limited() { run_until "$end" "$@"; }
 
 tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e9); else print "-" }'; }
 value() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }

@@ -91,15 +91,14 @@ left() { echo $(( ${1:-$end} - $(date +%s) )); }
 # phase (`until`) when that is sooner: status 124, also when it had to be
 # killed after ignoring the stop.
 until=$end
+# shellcheck source=budget.sh
+. "$pack/budget.sh"
 limited() {
-  local s rc
-  s=$(left "$until")
-  [ "$s" -gt 0 ] || return 124
-  [ "$budget" -gt 0 ] || { "$@"; return; }
-  timeout -k 5 "$s" "$@"
-  rc=$?
-  [ $rc -eq 137 ] && [ "$(left "$until")" -le 0 ] && rc=124
-  return $rc
+  if [ "$budget" -gt 0 ]; then
+    run_until "$until" "$@"
+  else
+    "$@"
+  fi
 }
 # Whether work may start before `$2` (epoch seconds); if not, records the
 # work `$1` as skipped.

@@ -1,0 +1,17 @@
+# shellcheck shell=bash
+# The GPU suite's time budget, sourced by run.sh and layers.sh.
+#
+# run_until END COMMAND...: runs COMMAND, stopped at the epoch second END
+# (empty: never) with timeout's status 124; a command killed after
+# ignoring the stop counts as stopped all the same.
+run_until() {
+  local end="$1" rc s
+  shift
+  [ -n "$end" ] || { "$@"; return; }
+  s=$((end - $(date +%s)))
+  [ "$s" -gt 0 ] || return 124
+  timeout -k 5 "$s" "$@"
+  rc=$?
+  [ $rc -eq 137 ] && [ "$(date +%s)" -ge "$end" ] && rc=124
+  return $rc
+}
