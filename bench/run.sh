@@ -108,7 +108,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   if "$moec" precompile "$work/m12.json" --arch sm_90 > /dev/null 2>&1 </dev/null; then
     rm -rf "$work/cache"
     t0=$(date +%s.%N)
-    line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12.json" --arch sm_90 | head -1)
+    line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12.json" --arch sm_90 | sed -n 1p)
     t1=$(date +%s.%N)
     echo "| \`moec precompile --arch sm_90\`, cold cache: $line | $(elapsed "$t0" "$t1") |"
     # A warm start is tens of milliseconds: the mean of 20 runs, of this
@@ -116,8 +116,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
     for bin in "$moec" ./build-pack/bin/moec; do
       [ -x "$bin" ] || continue
       t0=$(date +%s.%N)
-      for run in $(seq 20); do
-        line=$(MOEC_CACHE_DIR="$work/cache" "$bin" precompile "$work/m12.json" --arch sm_90 | head -1)
+      for _ in $(seq 20); do
+        line=$(MOEC_CACHE_DIR="$work/cache" "$bin" precompile "$work/m12.json" --arch sm_90 | sed -n 1p)
       done
       t1=$(date +%s.%N)
       mean=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f ms", (b - a) * 1000 / 20 }')
@@ -129,7 +129,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
     "$moec" compile "$work/m12.moe" --dtype bf16 --arch sm_90 -o "$work/m12-bf16.json"
     rm -rf "$work/cache"
     t0=$(date +%s.%N)
-    line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12-bf16.json" --arch sm_90 | head -1)
+    line=$(MOEC_CACHE_DIR="$work/cache" "$moec" precompile "$work/m12-bf16.json" --arch sm_90 | sed -n 1p)
     t1=$(date +%s.%N)
     echo "| bf16 (\`moec compile --dtype bf16 --arch sm_90\`), \`moec precompile --arch sm_90\`, cold cache: $line | $(elapsed "$t0" "$t1") |"
   fi

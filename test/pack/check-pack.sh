@@ -15,9 +15,16 @@ work="$build/test/pack-work"
 pack="$work/pack"
 mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
+# grep -q reads files, never a pipe: under pipefail, a writer that grep -q
+# has left (tar listing an archive line by line) dies of SIGPIPE and fails
+# the check whenever the machine is loaded.
 
+# The build's log stays in a file: a failure below is then near the top of
+# what CTest shows.
 MOEC_COMPILER="$build/bin/moec" MOEC_PACK_BUILD="$build/pack-build" \
-  MOEC_JOBS="${MOEC_JOBS:-2}" bash "$src/scripts/gpu-pack.sh" "$pack"
+  MOEC_JOBS="${MOEC_JOBS:-2}" bash "$src/scripts/gpu-pack.sh" "$pack" \
+  > "$work/gpu-pack.log" 2>&1 || fail "gpu-pack.sh: $(tail -n 20 "$work/gpu-pack.log")"
+echo "gpu-pack.sh: built $pack (log: $work/gpu-pack.log)"
 
 size=$(du -sb "$pack" | cut -f1)
 [ "$size" -le $((48 * 1024 * 1024)) ] || fail "the pack is $size bytes"
@@ -63,7 +70,8 @@ env -i "$pack/bin/moec" train "$bundle" --device cpu --steps 3 \
   --valid-batches 1 --save "$work/ck.safetensors" | tee "$work/cpu.txt"
 grep -q "step     3/3" "$work/cpu.txt" || fail "no third step on the cpu"
 env -i "$pack/bin/moec" run "$bundle" --weights "$work/ck.safetensors" \
-  --prompt "The " --max-tokens 8 | grep -q "generated:" || fail "run failed"
+  --prompt "The " --max-tokens 8 > "$work/run-cpu.txt"
+grep -q "generated:" "$work/run-cpu.txt" || fail "run failed"
 env -i HOME="$work" MOEC_CACHE_DIR="$work/cache" "$pack/bin/moec" train \
   "$bundle" --device emu --steps 2 --valid-batches 0 | tee "$work/emu.txt"
 grep -q "step     2/2" "$work/emu.txt" || fail "no second step on emu"
@@ -114,7 +122,8 @@ grep -q '^| check-kernels | moe_lm.sm_90.f32 | pass |' "$work/emu-suite/results.
   fail "results.md lacks moe_lm's kernel check"
 grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
   fail "results.md lacks moe_lm's curve comparison"
-tar -tzf "$work/emu-suite/logs.tar.gz" | grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' ||
+tar -tzf "$work/emu-suite/logs.tar.gz" > "$work/emu-suite.list"
+grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' "$work/emu-suite.list" ||
   fail "logs.tar.gz lacks the cpu curve"
 # A budget too small for anything: recorded as skipped, exit status 7.
 status=$(emu_suite no-time MOEC_PACK_BUDGET_S=1)

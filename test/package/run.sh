@@ -18,7 +18,10 @@ cmake --build "$work/build" >/dev/null
 if [ -x "$work/build/compile_and_train" ]; then
   # MLIR is inside libmoec_compiler.so; only Debian's libLLVM.so.19 is
   # loaded beside it.
-  if ldd "$work/build/compile_and_train" | grep -qi 'libMLIR'; then
+  # (ldd's list in full first: grep -q quitting early under pipefail
+  # would read as no match.)
+  libraries=$(ldd "$work/build/compile_and_train")
+  if grep -qi 'libMLIR' <<< "$libraries"; then
     echo "compile_and_train links MLIR dynamically" >&2
     exit 1
   fi
