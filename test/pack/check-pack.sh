@@ -60,7 +60,7 @@ status=$?
 set -e
 [ $status -eq 1 ] || fail "compile in the runtime-only build exited $status"
 [ "$(echo "$message" | wc -l)" -eq 1 ] || fail "more than one line: $message"
-echo "$message" | grep -q "runtime-only build" || fail "unexpected: $message"
+grep -q "runtime-only build" <<< "$message" || fail "unexpected: $message"
 echo "compile: $message"
 
 bundle="$work/moe_lm.bundle.json"
