@@ -19,14 +19,18 @@ struct Geometry {
 };
 
 /// Declares `s`, the moec::AttentionShape of the launch; `past` is the
-/// pointer of the cache length, or empty without a cache; `keyMask` the
-/// mask's buffer, or null.
+/// pointer of the cache length (a null one where the program has no cache),
+/// or empty for a kernel that never reads a cache; `keyMask` the mask's
+/// buffer, or null.
 void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
                const Geometry &geo, StringRef past, Value keyMask) {
   const SymShape &qs = e.shapeOf(q), &ks = e.shapeOf(k);
   e.declareScalar(w, "batch", qs[0]);
   e.declareScalar(w, "sq", qs[1]);
-  e.declareScalar(w, "rows", ks[1]);
+  // With a cache argument the key rows have a slot of their own even where
+  // they are the query rows, so that the kernel reads the same with and
+  // without a cache.
+  e.declareScalar(w, "rows", ks[1], /*ownSlot=*/!past.empty());
   w.line("moec::AttentionShape s{};");
   w.line("s.batch = batch;");
   w.line("s.sq = sq;");
@@ -35,8 +39,8 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
     w.line("s.kvLen = rows;");
     w.line("s.offset = rows - sq;");
   } else {
-    w.line(llvm::formatv("s.kvLen = {0}[0] + sq;", past));
-    w.line(llvm::formatv("s.offset = {0}[0];", past));
+    w.line(llvm::formatv("s.kvLen = {0} ? {0}[0] + sq : rows;", past));
+    w.line(llvm::formatv("s.offset = {0} ? {0}[0] : rows - sq;", past));
   }
   w.line(llvm::formatv("s.heads = {0};", geo.heads));
   w.line(llvm::formatv("s.kvHeads = {0};", geo.kvHeads));
@@ -49,8 +53,8 @@ void shapeDecl(GroupEmitter &e, CodeWriter &w, Value q, Value k,
 /// The registers a thread of a tensor-core attention kernel (forward, dq,
 /// dk/dv) needs, by head dim: 128 (four blocks an SM) up to 32 dims; 168
 /// (three) up to 64, where the fragments and accumulators of 16 rows take
-/// 112 to 128 a lane and ptxas spills a few bytes at 128 (the forward's
-/// decode variant, dq and dk/dv on sm_90); 255 (two) beyond, as
+/// 112 to 128 a lane and ptxas spills a few bytes at 128 (the forward,
+/// which reads a cache length, dq and dk/dv on sm_90); 255 (two) beyond, as
 /// FlashAttention-2 runs head dim 128.
 void budgetTensorCoreRegisters(GroupEmitter &e, int64_t headDim) {
   if (headDim > 64)
@@ -93,24 +97,31 @@ LogicalResult mlir::moe::cuda::emitAttentionGroup(GroupEmitter &e) {
   e.beginKernel("");
   CodeWriter w;
   w.indent();
-  std::string past =
-      op.getPast() ? e.declared(w, op.getPast(), false, "past") : "";
-  shapeDecl(e, w, op.getQ(), op.getK(), geo, past, op.getKeyMask());
+  // The same arguments with and without a cache, so that the decode
+  // program's attention is the training forward's kernel (NVRTC compiles
+  // it once): q, k, v, out, the row statistics, the cache length. Without a
+  // cache the row statistics are always stored, read or not, so that the
+  // forward, loss and backward programs share it too (4 bytes a head and
+  // query row); with one they are a null argument, as the cache length is
+  // without.
   std::string q = e.declared(w, op.getQ(), false, "q");
   std::string k = e.declared(w, op.getK(), false, "k");
   std::string v = e.declared(w, op.getV(), false, "v");
   std::string out = e.declared(w, op.getResult(), true, "out");
-  // Without a cache the row statistics are always stored, read or not, so
-  // that the forward, loss and backward programs share one kernel (NVRTC
-  // compiles it once); they are 4 bytes a head and query row.
-  std::string lse = e.escapes(op.getLse()) || !op.getPast()
-                        ? e.declared(w, op.getLse(), true, "lse")
-                        : std::string("moec::gptr<float>()");
+  std::string lse =
+      e.escapes(op.getLse()) || !op.getPast()
+          ? e.declared(w, op.getLse(), true, "lse")
+          : e.declaredNull(w, elementTypeOf(op.getLse()), true, "lse");
+  std::string past =
+      op.getPast() ? e.declared(w, op.getPast(), false, "past")
+                   : e.declaredNull(w, IntegerType::get(op.getContext(), 64),
+                                    false, "past");
+  shapeDecl(e, w, op.getQ(), op.getK(), geo, past, op.getKeyMask());
   // bf16 with a head dim of 16 to 128 in steps of 16, or of 160 to 256 in
   // steps of 32, runs on the tensor cores, everything else on CUDA cores
   // (AttentionPath.h). Above 64 dims its Q, O and S fragments alone take
   // 112 registers a lane, and three resident blocks (168 registers) still
-  // spill in the decode variant. Past 128 dims each head takes HD / OD
+  // spill with the cache length. Past 128 dims each head takes HD / OD
   // blocks, each computing OD of its output columns.
   bool mma = attentionOnTensorCores(op);
   int64_t columns = mma ? attentionMmaOutputColumns(op) : geo.headDim;

@@ -149,6 +149,15 @@ std::string GroupEmitter::declared(CodeWriter &w, Value v, bool writable,
   return local;
 }
 
+std::string GroupEmitter::declaredNull(CodeWriter &w, Type elementType,
+                                       bool writable, StringRef prefix) {
+  std::string local = fresh(prefix);
+  w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
+                       writable ? "" : "const ", cudaType(elementType), local,
+                       bufferExpr(nullArgument(), elementType, writable)));
+  return local;
+}
+
 void GroupEmitter::finishKernel(const std::string &body, GridDim x, GridDim y,
                                 GridDim z, int64_t threads,
                                 int64_t sharedBytes) {

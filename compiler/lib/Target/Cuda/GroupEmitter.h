@@ -87,6 +87,11 @@ public:
   /// buffer and returns its name.
   std::string declared(CodeWriter &w, Value v, bool writable,
                        StringRef prefix);
+  /// Declares a fresh local like declared() that holds a null pointer of
+  /// `elementType`, passed in an argument of its own (nullArgument), for a
+  /// kernel shared by programs of which only some have the buffer.
+  std::string declaredNull(CodeWriter &w, Type elementType, bool writable,
+                           StringRef prefix);
   /// Finishes the kernel with `body` (the statements of the __global__) and
   /// records its launch. A kernel with more buffers or scalars than the
   /// kernel ABI allows is reported at the group and fails the group.
