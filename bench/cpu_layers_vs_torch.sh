@@ -42,7 +42,7 @@ for layer in moa mh_moe mae; do
       count=$blocks torch_args=(--heads "$heads" --hidden 256)
       what="MAE ($heads heads, gate 256, joint training)" ;;
   esac
-  line=$(grep -n -F "$statement" "$out/$layer.moe" | cut -d: -f1)
+  line=$(grep -n -F "$statement" "$out/$layer.moe" | cut -d: -f1 || true)
   [ -n "$line" ] || { echo "no $layer statement in the model" >&2; exit 1; }
   "$moec" compile "$out/$layer.moe" -o "$out/$layer.json"
   OMP_NUM_THREADS=$threads "$moec" train "$out/$layer.json" \

@@ -18,7 +18,8 @@ packages=(
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [ "$status" = "install ok installed" ] || missing+=("$p")
+  # (A package installed for two architectures prints its status twice.)
+  [[ $status == *"install ok installed"* ]] || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

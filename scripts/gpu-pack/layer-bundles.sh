@@ -38,7 +38,7 @@ for row in "${layers[@]}"; do
     mh_moe) sed "/^      moe(experts/,/balance = all_slots)/c\\      $statement" \
               "$base" > "$spec" ;;
   esac
-  line=$(grep -n -F "$statement" "$spec" | sed -n 1p | cut -d: -f1)
+  line=$(grep -n -F "$statement" "$spec" | sed -n 1p | cut -d: -f1 || true)
   [ -n "$line" ] || { echo "layer-bundles: no $name statement" >&2; exit 1; }
   # FLOPs of the kernels at that line: forward, and backward (a gradient
   # op in the group), per layer.
