@@ -134,12 +134,16 @@ std::string GroupEmitter::bufferExpr(int arg, Type elementType,
       .str();
 }
 
+void GroupEmitter::declareArgument(CodeWriter &w, StringRef local, int arg,
+                                   Type elementType, bool writable) {
+  w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
+                       writable ? "" : "const ", cudaType(elementType), local,
+                       bufferExpr(arg, elementType, writable)));
+}
+
 void GroupEmitter::declare(CodeWriter &w, StringRef local, Value v,
                            bool writable) {
-  Type element = elementTypeOf(v);
-  w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
-                       writable ? "" : "const ", cudaType(element), local,
-                       bufferExpr(buffer(v), element, writable)));
+  declareArgument(w, local, buffer(v), elementTypeOf(v), writable);
 }
 
 std::string GroupEmitter::declared(CodeWriter &w, Value v, bool writable,
@@ -152,9 +156,7 @@ std::string GroupEmitter::declared(CodeWriter &w, Value v, bool writable,
 std::string GroupEmitter::declaredNull(CodeWriter &w, Type elementType,
                                        bool writable, StringRef prefix) {
   std::string local = fresh(prefix);
-  w.line(llvm::formatv("const moec::gptr<{0}{1}> {2} = {3};",
-                       writable ? "" : "const ", cudaType(elementType), local,
-                       bufferExpr(nullArgument(), elementType, writable)));
+  declareArgument(w, local, nullArgument(), elementType, writable);
   return local;
 }
 

@@ -128,6 +128,10 @@ public:
   InFlightDiagnostic error(const Twine &message) const;
 
 private:
+  /// Declares a local `local` bound to kernel argument `arg`.
+  void declareArgument(CodeWriter &w, StringRef local, int arg,
+                       Type elementType, bool writable);
+
   ProgramContext &program;
   const KernelGroup &grp;
   std::string phaseName, name;

@@ -102,16 +102,10 @@ void mlir::moe::cuda::dispatch(GroupEmitter &e, const RoutedGemm &r,
   std::string slot = e.declared(w, r.slot, false, "slot");
   // Without gradients to zero, a null pointer in the same argument slot: the
   // forward's dispatch is then the backward's kernel.
-  std::string zp;
-  if (zero) {
-    zp = e.declared(w, zero, true, "zero");
-  } else {
-    zp = e.fresh("zero");
-    w.line("const moec::gptr<float> " + zp + " = " +
-           e.bufferExpr(e.nullArgument(), Float32Type::get(r.i32.getContext()),
-                        true) +
-           ";");
-  }
+  std::string zp = zero
+                       ? e.declared(w, zero, true, "zero")
+                       : e.declaredNull(w, Float32Type::get(r.i32.getContext()),
+                                        true, "zero");
   w.line(fill("moec::expertDispatch<${E}, ${K}, ${TM}, ${threads}>(tokens, "
               "${expert}, ${slot}, ${offsets}, ${tileStart}, ${order}, "
               "${zero});",
