@@ -16,12 +16,6 @@
 
 namespace moec {
 
-/// Neither infinite nor NaN: a test of the exponent bits, which no
-/// floating-point mode can fold away.
-MOEC_DEVICE bool isFiniteValue(float v) {
-  return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
-}
-
 /// Sum over the aligned group of Lanes lanes (a power of two up to 32) that
 /// holds this lane; every lane of the warp must call it.
 template <int Lanes> MOEC_DEVICE float groupSum(float v) {

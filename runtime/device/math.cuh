@@ -3,7 +3,7 @@
 // Activations and their derivatives (the formulas of moe.activation), the
 // Philox-4x32-10 generator (bit-identical to runtime/lib/Philox.cpp, so
 // dropout masks agree with the cpu device), the learning-rate schedule and
-// the rotation of moe.rope.
+// the rotation of moe.rope, and finiteness tests by the bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,16 @@
 
 namespace moec {
 
+/// Neither infinite nor NaN: a test of the exponent bits, which no
+/// floating-point mode can fold away.
+MOEC_DEVICE bool isFiniteValue(float v) {
+  return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+/// NaN (any payload), by its bits for the same reason.
+MOEC_DEVICE bool isNanValue(float v) {
+  return (__float_as_uint(v) & 0x7fffffffu) > 0x7f800000u;
+}
 
 /// f(x) of an activation, computed in float.
 template <Activation K> MOEC_DEVICE float activate(float x) {

@@ -47,7 +47,28 @@ namespace moec {
 struct KernelParams {
   void *buffers[kMaxKernelBuffers];
   int64_t scalars[kMaxKernelScalars];
+  /// Where a kernel reports data it cannot compute on (reportBadItem);
+  /// null when the host does not listen.
+  unsigned *status;
+  /// The launch's position in its program, from 1: who reported.
+  int64_t launchTag;
 };
+
+/// What a kernel can report (the host's KernelStatus.h names them).
+enum KernelStatusCode : unsigned {
+  /// A router token's logits hold NaN or +inf, or are all -inf.
+  kStatusRouterLogits = 1,
+};
+
+/// A launch's handle on the status words [launch, code, item, unused].
+struct KernelReport {
+  unsigned *status;
+  unsigned launch;
+};
+
+MOEC_DEVICE KernelReport kernelReport(const KernelParams &p) {
+  return {p.status, static_cast<unsigned>(p.launchTag)};
+}
 
 #ifndef MOEC_EMU
 /// A pointer to global memory; bounds-checked in emu's checking mode.
@@ -88,6 +109,30 @@ MOEC_DEVICE float toFloat(bf16 v) { return static_cast<float>(v); }
 
 MOEC_DEVICE int64_t scalarArg(const KernelParams &p, int i) {
   return p.scalars[i];
+}
+
+/// Reports item `item` (a token, a row) of this launch as bad data: the
+/// first launch in stream order to report claims the words, and of its
+/// reports the lowest item stays, so the host names the same item whatever
+/// order the blocks ran in. The kernel goes on with a safe stand-in value;
+/// the host stops the program with an error once it has run.
+MOEC_DEVICE void reportBadItem(const KernelReport &r, KernelStatusCode code,
+                               int64_t item) {
+  if (!r.status)
+    return;
+  const unsigned owner = atomicCAS(&r.status[0], 0u, r.launch);
+  if (owner != 0u && owner != r.launch)
+    return;
+  atomicExch(&r.status[1], static_cast<unsigned>(code));
+  atomicMin(&r.status[2], item < 0xffffffffll ? static_cast<unsigned>(item)
+                                              : 0xfffffffeu);
+}
+
+/// Whether an earlier launch of the program reported bad data: the
+/// optimizer then leaves the parameters and moments as they were, as the
+/// cpu device, which stops at the report, does.
+MOEC_DEVICE bool badDataReported(const KernelReport &r) {
+  return r.status && r.status[0] != 0u;
 }
 
 /// ceil(a / b) for positive b.

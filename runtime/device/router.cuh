@@ -38,6 +38,8 @@ struct RouterParams {
   gptr<unsigned> ticket;
   double capacityFactor;
   int64_t minCapacity;
+  /// Where a token whose logits cannot be ranked is reported.
+  KernelReport report;
 };
 
 /// Experts per lane when a warp holds one token's E probabilities.
@@ -68,15 +70,20 @@ MOEC_DEVICE int64_t routerCapacity(int64_t n, double cf, int64_t minimum) {
 /// the softmax into p (expert lane + 32 s in p[s]) and the token's z-loss
 /// term. The loops over a lane's slots are unrolled, so that l and p stay
 /// in registers (a rolled loop indexes them at run time: a stack frame).
+/// Logits with a NaN or +inf, or all -inf, have no ranking: the token is
+/// reported (the host then stops, as the cpu device does) and routed as a
+/// masked token meanwhile, so that every later kernel reads valid experts.
 template <int D, int E, bool Linear>
 MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
                                 float (&p)[routerPerLane(E)]) {
   constexpr int kPer = routerPerLane(E);
   float l[kPer];
-  float mine = -3.0e38f;
+  const float negInf = __uint_as_float(0xff800000u);
+  float mine = negInf;
+  bool nan = false;
 #pragma unroll
   for (int s = 0; s < kPer; ++s) {
-    l[s] = -3.0e38f;
+    l[s] = negInf;
     int e = lane + 32 * s;
     if (e >= E)
       continue;
@@ -91,11 +98,15 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
       v = r.logitsIn[t * E + e];
     }
     l[s] = v;
+    nan |= isNanValue(v);
     mine = v > mine ? v : mine;
     if (r.logits)
       r.logits[t * E + e] = v;
   }
   float mx = warpMax(mine);
+  const bool unranked = __any_sync(kFullMask, nan) || !isFiniteValue(mx);
+  if (unranked && lane == 0)
+    reportBadItem(r.report, kStatusRouterLogits, t);
   float sum = 0.0f;
 #pragma unroll
   for (int s = 0; s < kPer; ++s)
@@ -104,7 +115,7 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
       sum += p[s];
     }
   sum = warpSum(sum);
-  const bool masked = r.mask && r.mask[t] == 0;
+  const bool masked = unranked || (r.mask && r.mask[t] == 0);
 #pragma unroll
   for (int s = 0; s < kPer; ++s)
     if (lane + 32 * s < E) {
@@ -113,7 +124,7 @@ MOEC_DEVICE float routerSoftmax(const RouterParams &r, int64_t t, int lane,
         r.probs[t * E + lane + 32 * s] = p[s];
     }
   float lse = mx + logf(sum);
-  return lse * lse;
+  return unranked ? 0.0f : lse * lse;
 }
 
 /// Expert e's value of p (e uniform over the warp) on every lane: a select

@@ -22,10 +22,14 @@ using defs::kMaxKernelScalars;
 struct KernelParams {
   void *buffers[kMaxKernelBuffers] = {};
   int64_t scalars[kMaxKernelScalars] = {};
+  /// The device's KernelStatusWords (KernelStatus.h); null: not listening.
+  void *status = nullptr;
+  /// launchTag() of the launch.
+  int64_t launchTag = 0;
 };
-static_assert(sizeof(KernelParams) ==
-                  kMaxKernelBuffers * sizeof(void *) +
-                      kMaxKernelScalars * sizeof(int64_t),
+static_assert(sizeof(KernelParams) == kMaxKernelBuffers * sizeof(void *) +
+                                          kMaxKernelScalars * sizeof(int64_t) +
+                                          sizeof(void *) + sizeof(int64_t),
               "KernelParams has no padding: the device reads it as raw "
               "bytes");
 

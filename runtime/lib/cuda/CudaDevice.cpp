@@ -13,6 +13,7 @@
 #include "KernelCache.h"
 #include "KernelParams.h"
 #include "KernelSource.h"
+#include "KernelStatus.h"
 #include "LaunchShape.h"
 #include "Precompile.h"
 #include "moec/Error.h"
@@ -168,6 +169,8 @@ public:
         syncEachLaunch(environmentFlag("MOEC_CUDA_SYNC", false)) {
     // Fail now, not at the first program, when kernels cannot be compiled.
     Nvrtc::get();
+    status = allocate(DType::I32, {4});
+    resetStatus();
   }
 
   ~CudaDeviceImpl() override {
@@ -278,8 +281,11 @@ private:
   CUgraphExec capture(const ProgramDesc &program, const SymbolValues &symbols,
                       const std::vector<DeviceBuffer *> &buffers);
   /// Waits for the stream; a failure names the program and, when known,
-  /// the kernel.
-  void finish(const ProgramDesc &program, const std::string &where);
+  /// the kernel. Then throws what the kernels reported (KernelStatus.h).
+  void finish(const ProgramDesc &program, const SymbolValues &symbols,
+              const std::string &where);
+  /// Sets the status words to "nothing reported".
+  void resetStatus();
   /// Computes the launch's GEMM with cuBLASLt when the plan chose it and
   /// the library is there; false when the kernel must run instead.
   bool runLibraryGemm(const ProgramDesc &program, size_t group,
@@ -288,6 +294,10 @@ private:
                       const KernelParams &params);
 
   std::shared_ptr<Gpu> gpu;
+  /// The KernelStatusWords every launch may report through, and the host
+  /// copy each run reads back.
+  std::unique_ptr<DeviceBuffer> status;
+  KernelStatusWords reported;
   std::string archName;
   bool useGraphs;
   bool syncEachLaunch;
@@ -472,8 +482,10 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                bool timed) {
   const CudaDriver &d = gpu->driver;
   const size_t firstGrad = timed ? firstGradientStep(program) : 0;
+  int64_t tag = 0; // launchTag(program, g, i)
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
+      ++tag;
       auto fail = [&](const std::string &what) {
         return launchError(program, g, launch, what);
       };
@@ -494,6 +506,8 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
             reinterpret_cast<void *>(cudaBuffer(*buffers[id]).pointer);
       }
       std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
+      params.status = reinterpret_cast<void *>(cudaBuffer(*status).pointer);
+      params.launchTag = tag;
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
       bool library =
@@ -562,10 +576,24 @@ CudaDeviceImpl::capture(const ProgramDesc &program, const SymbolValues &symbols,
   return exec;
 }
 
+void CudaDeviceImpl::resetStatus() {
+  const CudaDriver &d = gpu->driver;
+  const KernelStatusWords none;
+  d.check(d.cuMemcpyHtoDAsync(cudaBuffer(*status).pointer, &none, sizeof none,
+                              gpu->stream),
+          "cuMemcpyHtoDAsync");
+  gpu->synchronize();
+}
+
 void CudaDeviceImpl::finish(const ProgramDesc &program,
+                            const SymbolValues &symbols,
                             const std::string &where) {
   auto start = std::chrono::steady_clock::now();
-  CUresult result = gpu->driver.cuStreamSynchronize(gpu->stream);
+  // Behind the program's kernels in the stream: one wait for both.
+  CUresult result = gpu->driver.cuMemcpyDtoHAsync(
+      &reported, cudaBuffer(*status).pointer, sizeof reported, gpu->stream);
+  if (result == CUDA_SUCCESS)
+    result = gpu->driver.cuStreamSynchronize(gpu->stream);
   waited +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -574,6 +602,11 @@ void CudaDeviceImpl::finish(const ProgramDesc &program,
                             "MOEC_CUDA_SYNC=1 to find the kernel",
                             program.name, where,
                             gpu->driver.errorText(result)));
+  if (std::optional<Error> error =
+          kernelStatusError(program, symbols, reported)) {
+    resetStatus();
+    throw *error;
+  }
 }
 
 void CudaDeviceImpl::run(const ProgramDesc &program,
@@ -582,7 +615,7 @@ void CudaDeviceImpl::run(const ProgramDesc &program,
   gpu->makeCurrent();
   if (profiling || syncEachLaunch || !useGraphs) {
     launchAll(program, symbols, buffers, profiling);
-    return finish(program, "a kernel");
+    return finish(program, symbols, "a kernel");
   }
   // Replay a graph when the sizes and every buffer address are those of the
   // last run; capture it on the second such run, so that a program run once
@@ -600,7 +633,7 @@ void CudaDeviceImpl::run(const ProgramDesc &program,
       d.cuGraphExecDestroy(graph.exec);
     graph = ProgramGraph{true, symbols, std::move(pointers), nullptr};
     launchAll(program, symbols, buffers, /*timed=*/false);
-    return finish(program, "a kernel");
+    return finish(program, symbols, "a kernel");
   }
   if (!graph.exec)
     graph.exec = capture(program, symbols, buffers);
@@ -610,7 +643,7 @@ void CudaDeviceImpl::run(const ProgramDesc &program,
                             "cuGraphLaunch: {}; set MOEC_CUDA_GRAPHS=0 to run "
                             "without graphs",
                             program.name, d.errorText(result)));
-  finish(program, "a kernel (replayed from a CUDA graph)");
+  finish(program, symbols, "a kernel (replayed from a CUDA graph)");
 }
 
 } // namespace

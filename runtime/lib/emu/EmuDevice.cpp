@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "emu/EmuDevice.h"
+#include "KernelStatus.h"
 #include "LaunchShape.h"
 #include "cuda/KernelSource.h"
 #include "moec/Error.h"
@@ -149,6 +150,8 @@ private:
   EmuDeviceOptions options;
   unsigned hostThreads;
   const BundleData *bundle = nullptr;
+  /// What the kernels report (KernelStatus.h); read after each run.
+  KernelStatusWords status;
   bool built = false;
   std::vector<EmuModule> modules;
   /// The module exporting each kernel.
@@ -231,8 +234,11 @@ void EmuDevice::prepare(const ProgramDesc &program) {
 void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
                     const std::vector<DeviceBuffer *> &buffers) {
   const size_t firstGrad = profiling ? firstGradientStep(program) : 0;
+  status = KernelStatusWords(); // a launch that threw may have reported
+  int64_t tag = 0;              // launchTag(program, g, i)
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
+      ++tag;
       LaunchShape shape = resolveLaunch(program, g, launch, symbols);
       if (shape.empty())
         continue;
@@ -255,6 +261,8 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
         config.bufferBytes[i] = b.bytes;
       }
       std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
+      params.status = &status;
+      params.launchTag = tag;
       auto start = std::chrono::steady_clock::now();
       try {
         kernels.at(launch.kernel)->launch(launch.kernel, config, params);
@@ -267,6 +275,8 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
                          std::chrono::steady_clock::now() - start)
                          .count());
     }
+  if (std::optional<Error> error = kernelStatusError(program, symbols, status))
+    throw *error;
 }
 
 } // namespace

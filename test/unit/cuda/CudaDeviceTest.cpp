@@ -137,6 +137,7 @@ protected:
     state().launches.clear();
     state().failLaunchOf.clear();
     state().failNextSynchronize = false;
+    state().reportFrom.clear();
     baseline = state().liveAllocations;
   }
 
@@ -187,11 +188,13 @@ TEST_F(CudaDeviceTest, DescribesTheGpu) {
 
 TEST_F(CudaDeviceTest, BuffersStartZeroedAndRoundTrip) {
   std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  // The device's own: the status words kernels report through.
+  EXPECT_EQ(state().liveAllocations, baseline + 1);
   {
     std::unique_ptr<DeviceBuffer> a = device->allocate(DType::F32, {3, 5});
     std::unique_ptr<DeviceBuffer> b = device->allocate(DType::F32, {3, 5});
     std::unique_ptr<DeviceBuffer> none = device->allocate(DType::I64, {0});
-    EXPECT_EQ(state().liveAllocations, baseline + 2);
+    EXPECT_EQ(state().liveAllocations, baseline + 3);
     Tensor zero = device->download(*a);
     for (int64_t i = 0; i < zero.numel(); ++i)
       ASSERT_EQ(zero.data<float>()[i], 0.0f);
@@ -289,6 +292,59 @@ TEST_F(CudaDeviceTest, TheSecondIdenticalRunCapturesAGraphAndLaterRunsReplay) {
   run(runner, 16);
   EXPECT_EQ(state().captures, captures + 2);
   EXPECT_TRUE(state().launches.back().fromGraph);
+}
+
+// A kernel that meets data it cannot compute on reports the item through
+// the status words every launch gets; the run then fails with the cpu
+// device's words for it, naming the reporting launch, and the words are
+// clear for the next run, direct or replayed from a graph.
+TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
+  ProgramDesc &p = bundle.programs.at("forward");
+  // The mma group stands for a router over logits [B, 2, 4].
+  p.buffers.push_back({BufferKind::Temp,
+                       DType::F32,
+                       {dim("B"), DimExpr(2), DimExpr(4)},
+                       "",
+                       {}});
+  StepDesc router;
+  router.op = "moe.topk_router";
+  router.in = {3};
+  router.loc = "fake.moe:3:5";
+  p.steps = {router};
+  p.groups[1].steps = {0};
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, p);
+  state().reportFrom = "moek_test_mma";
+  state().reportItem = 5; // [2, 1] of [8, 2]
+  const std::string words =
+      "program 'forward', group 1, kernel 'moek_test_mma': moe.topk_router: "
+      "the logits of token [2, 1] contain NaN or +inf, or are all -inf; the "
+      "router cannot rank them (from fake.moe:3:5)";
+  auto errorOfRun = [&] {
+    try {
+      run(runner, 8);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(errorOfRun(), words);
+  ASSERT_EQ(state().launches.size(), 2u);
+  Params scale = paramsOf(state().launches[0]),
+         mma = paramsOf(state().launches[1]);
+  EXPECT_NE(scale.status, nullptr);
+  EXPECT_EQ(mma.status, scale.status);
+  EXPECT_EQ(scale.launchTag, 1);
+  EXPECT_EQ(mma.launchTag, 2);
+
+  state().reportFrom.clear();
+  EXPECT_EQ(errorOfRun(), "(no error)"); // captures a graph
+  EXPECT_TRUE(state().launches.back().fromGraph);
+  state().reportFrom = "moek_test_mma";
+  EXPECT_EQ(errorOfRun(), words);
+  EXPECT_TRUE(state().launches.back().fromGraph);
+  state().reportFrom.clear();
+  EXPECT_EQ(errorOfRun(), "(no error)");
 }
 
 TEST_F(CudaDeviceTest, UpdatesOfFrozenParametersAreWrittenBackAfterEveryRun) {

@@ -46,6 +46,11 @@ struct State {
   /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
   std::string failLaunchOf;
   bool failNextSynchronize = false;
+  /// A launch of this kernel reports item `reportItem` through the status
+  /// words its parameters point at, as the device library's reportBadItem
+  /// does (also when replayed from a graph).
+  std::string reportFrom;
+  uint32_t reportItem = 0;
 };
 
 } // namespace moec::fake

@@ -204,6 +204,8 @@ LogicalResult mlir::moe::cuda::emitOptimizerGroup(GroupEmitter &e) {
     e.restartNames();
     CodeWriter w;
     w.indent();
+    w.line("if (moec::badDataReported(moec::kernelReport(p)))");
+    w.line("  return;");
     SharedScalars shared(e, w);
     // Updates with the same hyperparameters share one moec::AdamConfig.
     std::map<std::string, std::string> configs;

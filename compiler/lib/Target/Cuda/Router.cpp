@@ -121,6 +121,7 @@ LogicalResult mlir::moe::cuda::emitRouterGroup(GroupEmitter &e) {
   w.line(llvm::formatv("r.live = {0};", scratch(live, i32, true)));
   w.line(llvm::formatv("r.ticket = moec::bufferArg<unsigned>(p, {0});",
                        e.argument(ticket)));
+  w.line("r.report = moec::kernelReport(p);");
   BalanceLoss variant = balance ? balance.getVariant() : BalanceLoss::AllSlots;
   w.line(fill("moec::routerKernel<${D}, ${E}, ${K}, ${S}, ${threads}, "
               "${linear}, ${gate}, ${bpr}, ${balance}>(r);",

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "KernelStatus.h"
 #include "Kernels.h"
 #include "Philox.h"
 
@@ -224,9 +225,7 @@ template <typename T> void topkRouter(KernelContext &ctx) {
   }
   for (int64_t t = 0; t < n; ++t)
     if (!finite[t])
-      ctx.fail(fmt::format(
-          "the logits of token {} contain NaN or +inf, "
-          "or are all -inf; the router cannot rank them",
+      ctx.fail(detail::unrankedLogitsMessage(
           indexString(Shape(logits.shape.begin(), logits.shape.end() - 1), t)));
 
   // Capacity slots: choice-major, tokens in order or by descending top-1
