@@ -75,6 +75,10 @@ public:
   virtual void run(const ProgramDesc &program, const SymbolValues &symbols,
                    const std::vector<DeviceBuffer *> &buffers) = 0;
 
+  /// `program` is going away, and another program may later live at its
+  /// address: drop what the device keeps for it (cuda: its CUDA graph).
+  virtual void forget(const ProgramDesc &program) {}
+
   /// Whether the device runs the plan's semantic steps (cpu) or its fused
   /// groups (cuda, emu); decides which buffers need storage.
   virtual bool runsGroups() const { return false; }

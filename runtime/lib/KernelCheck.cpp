@@ -512,6 +512,13 @@ void ProgramCheck::checkGroup(size_t g) {
     cpuPart.steps.push_back(program.steps[s]);
   ProgramDesc groupPart = program;
   groupPart.groups = {group};
+  // The next group's part may take this one's address: the device must not
+  // replay this group's CUDA graph for it.
+  struct Forget {
+    Device &device;
+    const ProgramDesc &program;
+    ~Forget() { device.forget(program); }
+  } forget{subject, groupPart};
   std::vector<DeviceBuffer *> refs, subs;
   for (size_t i = 0; i < ref.size(); ++i) {
     refs.push_back(ref[i].get());

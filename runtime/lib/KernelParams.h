@@ -24,7 +24,7 @@ struct KernelParams {
   int64_t scalars[kMaxKernelScalars] = {};
   /// The device's KernelStatusWords (KernelStatus.h); null: not listening.
   void *status = nullptr;
-  /// launchTag() of the launch.
+  /// 1 + the launch's position in its program (KernelStatusWords::launch).
   int64_t launchTag = 0;
 };
 static_assert(sizeof(KernelParams) == kMaxKernelBuffers * sizeof(void *) +

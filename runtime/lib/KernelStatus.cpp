@@ -9,13 +9,6 @@
 
 namespace moec::detail {
 
-uint32_t launchTag(const ProgramDesc &program, size_t group, size_t index) {
-  size_t before = 0;
-  for (size_t g = 0; g < group; ++g)
-    before += program.groups[g].launches.size();
-  return static_cast<uint32_t>(before + index + 1);
-}
-
 std::string unrankedLogitsMessage(const std::string &index) {
   return fmt::format("the logits of token {} contain NaN or +inf, or are all "
                      "-inf; the router cannot rank them",

@@ -24,7 +24,9 @@ namespace moec::detail {
 
 /// The words, as prelude.cuh's reportBadItem writes them.
 struct KernelStatusWords {
-  /// The reporting launch's tag (launchTag below); 0: nothing reported.
+  /// The reporting launch's tag, KernelParams::launchTag: 1 + the launch's
+  /// position among all launches of the program's groups, in order, those
+  /// that run no block included; 0: nothing reported.
   uint32_t launch = 0;
   /// A KernelStatusCode of prelude.cuh.
   uint32_t code = 0;
@@ -36,10 +38,6 @@ static_assert(sizeof(KernelStatusWords) == 16, "four 32-bit words");
 
 /// The mirror of prelude.cuh's KernelStatusCode.
 enum class KernelStatusCode : uint32_t { RouterLogits = 1 };
-
-/// The tag of launch `index` of group `group`: 1 + its position among all
-/// launches of `program`, in order.
-uint32_t launchTag(const ProgramDesc &program, size_t group, size_t index);
 
 /// The error for what `words` say about a run of `program` with `symbols`;
 /// none when nothing was reported. It names the launch, the op and the

@@ -265,6 +265,16 @@ public:
   void prepare(const ProgramDesc &program) override;
   void run(const ProgramDesc &program, const SymbolValues &symbols,
            const std::vector<DeviceBuffer *> &buffers) override;
+  void forget(const ProgramDesc &program) override {
+    auto it = graphs.find(&program);
+    if (it == graphs.end())
+      return;
+    if (it->second.exec) {
+      gpu->makeCurrent();
+      gpu->driver.cuGraphExecDestroy(it->second.exec);
+    }
+    graphs.erase(it);
+  }
 
 private:
   /// Loads the program's kernels that are not loaded yet, compiling those
@@ -275,6 +285,10 @@ private:
   /// Loads `compiled`'s module unless it is loaded (kernels compiled
   /// together share one) and finds the kernel in it.
   void load(const ProgramDesc &program, const CompiledKernel &compiled);
+  /// Launches `program` (kernel by kernel or as a CUDA graph) and waits:
+  /// run() without its cleanup after a failure.
+  void launchAndWait(const ProgramDesc &program, const SymbolValues &symbols,
+                     const std::vector<DeviceBuffer *> &buffers);
   /// Launches every group of `program` on the stream.
   void launchAll(const ProgramDesc &program, const SymbolValues &symbols,
                  const std::vector<DeviceBuffer *> &buffers, bool timed);
@@ -482,7 +496,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                bool timed) {
   const CudaDriver &d = gpu->driver;
   const size_t firstGrad = timed ? firstGradientStep(program) : 0;
-  int64_t tag = 0; // launchTag(program, g, i)
+  int64_t tag = 0; // KernelStatusWords::launch
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       ++tag;
@@ -613,6 +627,23 @@ void CudaDeviceImpl::run(const ProgramDesc &program,
                          const SymbolValues &symbols,
                          const std::vector<DeviceBuffer *> &buffers) {
   gpu->makeCurrent();
+  try {
+    launchAndWait(program, symbols, buffers);
+  } catch (...) {
+    // A launch that failed after a kernel reported leaves the report for
+    // the next run; clear it (in stream order, behind what was queued).
+    // When the GPU has failed, that fails too, and the first error stands.
+    try {
+      resetStatus();
+    } catch (const Error &) {
+    }
+    throw;
+  }
+}
+
+void CudaDeviceImpl::launchAndWait(const ProgramDesc &program,
+                                   const SymbolValues &symbols,
+                                   const std::vector<DeviceBuffer *> &buffers) {
   if (profiling || syncEachLaunch || !useGraphs) {
     launchAll(program, symbols, buffers, profiling);
     return finish(program, symbols, "a kernel");

@@ -235,7 +235,7 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
                     const std::vector<DeviceBuffer *> &buffers) {
   const size_t firstGrad = profiling ? firstGradientStep(program) : 0;
   status = KernelStatusWords(); // a launch that threw may have reported
-  int64_t tag = 0;              // launchTag(program, g, i)
+  int64_t tag = 0;              // KernelStatusWords::launch
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
       ++tag;

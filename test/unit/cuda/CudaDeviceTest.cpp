@@ -294,13 +294,10 @@ TEST_F(CudaDeviceTest, TheSecondIdenticalRunCapturesAGraphAndLaterRunsReplay) {
   EXPECT_TRUE(state().launches.back().fromGraph);
 }
 
-// A kernel that meets data it cannot compute on reports the item through
-// the status words every launch gets; the run then fails with the cpu
-// device's words for it, naming the reporting launch, and the words are
-// clear for the next run, direct or replayed from a graph.
-TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
+/// Makes the test bundle's mma group stand for a router over logits
+/// [B, 2, 4], after a group whose launch runs no block (tags count it).
+ProgramDesc &withRouterGroup(BundleData &bundle) {
   ProgramDesc &p = bundle.programs.at("forward");
-  // The mma group stands for a router over logits [B, 2, 4].
   p.buffers.push_back({BufferKind::Temp,
                        DType::F32,
                        {dim("B"), DimExpr(2), DimExpr(4)},
@@ -312,12 +309,22 @@ TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
   router.loc = "fake.moe:3:5";
   p.steps = {router};
   p.groups[1].steps = {0};
+  p.groups.insert(p.groups.begin(), p.groups[2]);
+  return p;
+}
+
+// A kernel that meets data it cannot compute on reports the item through
+// the status words every launch gets; the run then fails with the cpu
+// device's words for it, naming the reporting launch, and the words are
+// clear for the next run, direct or replayed from a graph.
+TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
+  ProgramDesc &p = withRouterGroup(bundle);
   std::unique_ptr<cuda::CudaDevice> device = makeDevice();
   ProgramRunner runner(*device, p);
   state().reportFrom = "moek_test_mma";
   state().reportItem = 5; // [2, 1] of [8, 2]
   const std::string words =
-      "program 'forward', group 1, kernel 'moek_test_mma': moe.topk_router: "
+      "program 'forward', group 2, kernel 'moek_test_mma': moe.topk_router: "
       "the logits of token [2, 1] contain NaN or +inf, or are all -inf; the "
       "router cannot rank them (from fake.moe:3:5)";
   auto errorOfRun = [&] {
@@ -334,8 +341,8 @@ TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
          mma = paramsOf(state().launches[1]);
   EXPECT_NE(scale.status, nullptr);
   EXPECT_EQ(mma.status, scale.status);
-  EXPECT_EQ(scale.launchTag, 1);
-  EXPECT_EQ(mma.launchTag, 2);
+  EXPECT_EQ(scale.launchTag, 2);
+  EXPECT_EQ(mma.launchTag, 3);
 
   state().reportFrom.clear();
   EXPECT_EQ(errorOfRun(), "(no error)"); // captures a graph
@@ -345,6 +352,49 @@ TEST_F(CudaDeviceTest, AReportedTokenFailsTheRunWithTheCpusWords) {
   EXPECT_TRUE(state().launches.back().fromGraph);
   state().reportFrom.clear();
   EXPECT_EQ(errorOfRun(), "(no error)");
+}
+
+// A run that stops at a failing launch after a kernel reported leaves no
+// report behind for the next run.
+TEST_F(CudaDeviceTest, AFailedRunLeavesNoReportBehind) {
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, withRouterGroup(bundle));
+  state().reportFrom = "moek_test_scale";
+  state().failLaunchOf = "moek_test_mma";
+  EXPECT_THROW(run(runner, 8), Error);
+  state().reportFrom.clear();
+  state().failLaunchOf.clear();
+  EXPECT_NO_THROW(run(runner, 8));
+}
+
+// A program object the device is told to forget takes its CUDA graph with
+// it: another program later at the same address (the kernel check runs
+// each group as a program of its own on the stack) launches its own
+// kernels, never the old graph.
+TEST_F(CudaDeviceTest, AForgottenProgramsGraphIsNotReplayedForItsSuccessor) {
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramDesc part = bundle.programs.at("forward");
+  std::unique_ptr<DeviceBuffer> x = device->allocate(DType::F32, {8, 4});
+  std::unique_ptr<DeviceBuffer> y = device->allocate(DType::F32, {8, 4});
+  std::unique_ptr<DeviceBuffer> scratch = device->allocate(DType::F32, {64});
+  std::vector<DeviceBuffer *> buffers = {x.get(), y.get(), scratch.get()};
+  auto runPart = [&] {
+    device->prepare(part);
+    device->run(part, {{"B", 8}}, buffers);
+  };
+  part.groups = {bundle.programs.at("forward").groups[0]};
+  runPart();
+  runPart(); // captured and replayed
+  ASSERT_TRUE(state().launches.back().fromGraph);
+  device->forget(part);
+  part.groups = {bundle.programs.at("forward").groups[1]};
+  state().launches.clear();
+  runPart();
+  runPart();
+  runPart();
+  ASSERT_EQ(state().launches.size(), 3u);
+  for (const fake::Launch &l : state().launches)
+    EXPECT_EQ(l.kernel, "moek_test_mma");
 }
 
 TEST_F(CudaDeviceTest, UpdatesOfFrozenParametersAreWrittenBackAfterEveryRun) {
