@@ -30,7 +30,9 @@ namespace moec::detail::cuda {
 
 namespace {
 
-/// Launches need no attribute up to this much dynamic shared memory.
+/// Launches need no attribute up to this much shared memory, static and
+/// dynamic together (the driver's default dynamic limit is this less the
+/// kernel's static shared memory).
 constexpr int64_t kDefaultDynamicShared = 48 * 1024;
 
 bool environmentFlag(const char *name, bool fallback) {
@@ -149,7 +151,7 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   int staticShared = 0;
   /// The dynamic shared memory the function may use (its attribute).
-  int64_t dynamicLimit = kDefaultDynamicShared;
+  int64_t dynamicLimit = 0;
 };
 
 /// What graph replay remembers about one program.
@@ -158,6 +160,9 @@ struct ProgramGraph {
   SymbolValues symbols;
   std::vector<CUdeviceptr> pointers;
   CUgraphExec exec = nullptr;
+  /// A capture or its instantiation failed: the program runs kernel by
+  /// kernel from then on.
+  bool uncapturable = false;
 };
 
 class CudaDeviceImpl : public CudaDevice {
@@ -412,6 +417,8 @@ void CudaDeviceImpl::load(const ProgramDesc &program,
   }
   LoadedKernel kernel;
   kernel.staticShared = std::max(0, compiled.usage.sharedBytes);
+  kernel.dynamicLimit =
+      std::max<int64_t>(0, kDefaultDynamicShared - kernel.staticShared);
   CUresult result = d.cuModuleGetFunction(&kernel.function, at->second,
                                           compiled.name.c_str());
   if (result != CUDA_SUCCESS)
@@ -576,16 +583,14 @@ CudaDeviceImpl::capture(const ProgramDesc &program, const SymbolValues &symbols,
   CUresult result = d.cuStreamEndCapture(gpu->stream, &graph);
   if (result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': capturing a CUDA graph failed: "
-                            "cuStreamEndCapture: {}; set MOEC_CUDA_GRAPHS=0 "
-                            "to run without graphs",
+                            "cuStreamEndCapture: {}",
                             program.name, d.errorText(result)));
   CUgraphExec exec = nullptr;
   result = d.cuGraphInstantiateWithFlags(&exec, graph, 0);
   d.cuGraphDestroy(graph);
   if (result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': instantiating its CUDA graph "
-                            "failed: cuGraphInstantiateWithFlags: {}; set "
-                            "MOEC_CUDA_GRAPHS=0 to run without graphs",
+                            "failed: cuGraphInstantiateWithFlags: {}",
                             program.name, d.errorText(result)));
   return exec;
 }
@@ -659,15 +664,29 @@ void CudaDeviceImpl::launchAndWait(const ProgramDesc &program,
   const CudaDriver &d = gpu->driver;
   bool same =
       graph.seen && graph.symbols == symbols && graph.pointers == pointers;
-  if (!same) {
+  if (!same || graph.uncapturable) {
     if (graph.exec)
       d.cuGraphExecDestroy(graph.exec);
-    graph = ProgramGraph{true, symbols, std::move(pointers), nullptr};
+    graph = ProgramGraph{true, symbols, std::move(pointers), nullptr,
+                         graph.uncapturable};
     launchAll(program, symbols, buffers, /*timed=*/false);
     return finish(program, symbols, "a kernel");
   }
-  if (!graph.exec)
-    graph.exec = capture(program, symbols, buffers);
+  if (!graph.exec) {
+    try {
+      graph.exec = capture(program, symbols, buffers);
+    } catch (const Error &e) {
+      // Graphs save host time only: a program the driver cannot capture
+      // (a library kernel, a driver's limit) still runs. A launch error
+      // the capture met recurs below and stops the run.
+      graph.uncapturable = true;
+      fmt::print(stderr,
+                 "moec: warning: {}; the program runs kernel by kernel\n",
+                 e.what());
+      launchAll(program, symbols, buffers, /*timed=*/false);
+      return finish(program, symbols, "a kernel");
+    }
+  }
   if (CUresult result = d.cuGraphLaunch(graph.exec, gpu->stream);
       result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': replaying its CUDA graph failed: "

@@ -138,6 +138,7 @@ protected:
     state().failLaunchOf.clear();
     state().failNextSynchronize = false;
     state().reportFrom.clear();
+    state().failInstantiate = false;
     baseline = state().liveAllocations;
   }
 
@@ -395,6 +396,25 @@ TEST_F(CudaDeviceTest, AForgottenProgramsGraphIsNotReplayedForItsSuccessor) {
   ASSERT_EQ(state().launches.size(), 3u);
   for (const fake::Launch &l : state().launches)
     EXPECT_EQ(l.kernel, "moek_test_mma");
+}
+
+// Graphs save host time only: a program whose capture the driver refuses
+// runs kernel by kernel, with a warning, and is not captured again.
+TEST_F(CudaDeviceTest, AProgramTheDriverCannotCaptureRunsKernelByKernel) {
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, bundle.programs.at("forward"));
+  state().failInstantiate = true;
+  int64_t captures = state().captures;
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NO_THROW(run(runner, 8)) << "run " << i + 1;
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("instantiating its CUDA graph failed"));
+  EXPECT_THAT(warnings, HasSubstr("the program runs kernel by kernel"));
+  EXPECT_EQ(state().captures, captures + 1);
+  ASSERT_EQ(state().launches.size(), 8u);
+  for (const fake::Launch &l : state().launches)
+    EXPECT_FALSE(l.fromGraph);
 }
 
 TEST_F(CudaDeviceTest, UpdatesOfFrozenParametersAreWrittenBackAfterEveryRun) {

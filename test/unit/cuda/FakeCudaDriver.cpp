@@ -319,6 +319,8 @@ CUresult cuStreamEndCapture(void *, void **graph) {
 }
 CUresult cuGraphInstantiateWithFlags(void **exec, void *graph,
                                      unsigned long long) {
+  if (state.failInstantiate)
+    return kInvalidValue;
   *exec = new Graph(*static_cast<Graph *>(graph));
   return kSuccess;
 }

@@ -46,6 +46,8 @@ struct State {
   /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
   std::string failLaunchOf;
   bool failNextSynchronize = false;
+  /// cuGraphInstantiateWithFlags returns CUDA_ERROR_INVALID_VALUE.
+  bool failInstantiate = false;
   /// A launch of this kernel reports item `reportItem` through the status
   /// words its parameters point at, as the device library's reportBadItem
   /// does (also when replayed from a graph).
