@@ -178,31 +178,40 @@ TEST(EmuSession, StopsWhereTheCpuStopsOnLogitsItCannotRank) {
   Batch batch;
   batch.tokens = Tensor::of<int32_t>({2, 4}, {1, 2, 3, 4, 9, 6, 7, 8});
   batch.targets = Tensor::of<int32_t>({2, 4}, {2, 3, 4, 5, 6, 7, 8, 9});
-  for (const char *device : {"cpu", "emu"}) {
-    SCOPED_TRACE(device);
-    Session session = sessionOn(device);
-    Tensor embed = session.param("embed.tokens");
-    Tensor poisoned = embed.to(DType::F32);
-    for (int64_t j = 0; j < 32; ++j)
-      poisoned.set(9 * 32 + j, std::nan(""));
-    session.setParam("embed.tokens", poisoned);
-    Tensor w2 = session.param("layers.1.moe.w2");
-    EXPECT_THAT(errorOf([&] { session.trainStep(batch); }),
-                AllOf(HasSubstr("moe.topk_router: the logits of token [1, 0] "
-                                "contain NaN or +inf, or are all -inf; the "
-                                "router cannot rank them"),
-                      HasSubstr("tiny.moe:8:")));
-    // No update reached the parameters.
-    Tensor after = session.param("layers.1.moe.w2");
-    ASSERT_EQ(after.numel(), w2.numel());
-    for (int64_t i = 0; i < w2.numel(); ++i)
-      ASSERT_EQ(after.at(i), w2.at(i)) << "element " << i;
-    // The report does not outlive the step: with the row mended, it trains.
-    session.setParam("embed.tokens", embed);
-    StepResult result = session.trainStep(batch);
-    EXPECT_TRUE(std::isfinite(result.scalars.at("ce")));
-    EXPECT_EQ(session.step(), 1);
-  }
+  for (const char *dtype : {"f32", "bf16"})
+    for (const char *device : {"cpu", "emu"}) {
+      SCOPED_TRACE(std::string(device) + " " + dtype);
+      Session session = sessionOn(device, dtype);
+      Tensor embed = session.param("embed.tokens");
+      Tensor poisoned = embed.to(DType::F32);
+      for (int64_t j = 0; j < 32; ++j)
+        poisoned.set(9 * 32 + j, std::nan(""));
+      session.setParam("embed.tokens", poisoned);
+      Tensor w2 = session.param("layers.1.moe.w2");
+      EXPECT_THAT(errorOf([&] { session.trainStep(batch); }),
+                  AllOf(HasSubstr("moe.topk_router: the logits of token [1, 0] "
+                                  "contain NaN or +inf, or are all -inf; the "
+                                  "router cannot rank them"),
+                        HasSubstr("tiny.moe:8:")));
+      // No update reached the parameters.
+      Tensor after = session.param("layers.1.moe.w2");
+      ASSERT_EQ(after.numel(), w2.numel());
+      for (int64_t i = 0; i < w2.numel(); ++i)
+        ASSERT_EQ(after.at(i), w2.at(i)) << "element " << i;
+      // Generation stops too: the prompt's token 9 reaches the router.
+      GenerateOptions greedy;
+      greedy.maxNewTokens = 3;
+      greedy.temperature = 0;
+      EXPECT_THAT(errorOf([&] {
+                    session.generate({3, 9, 4}, greedy);
+                  }),
+                  HasSubstr("the router cannot rank them"));
+      // The report does not outlive the step: with the row mended, it trains.
+      session.setParam("embed.tokens", embed);
+      StepResult result = session.trainStep(batch);
+      EXPECT_TRUE(std::isfinite(result.scalars.at("ce")));
+      EXPECT_EQ(session.step(), 1);
+    }
 }
 
 } // namespace
