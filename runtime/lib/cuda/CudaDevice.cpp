@@ -274,8 +274,9 @@ public:
     auto it = graphs.find(&program);
     if (it == graphs.end())
       return;
+    // Unchecked, as in the destructor: callers forget while unwinding.
     if (it->second.exec) {
-      gpu->makeCurrent();
+      gpu->driver.cuCtxSetCurrent(gpu->context);
       gpu->driver.cuGraphExecDestroy(it->second.exec);
     }
     graphs.erase(it);
@@ -294,6 +295,11 @@ private:
   /// run() without its cleanup after a failure.
   void launchAndWait(const ProgramDesc &program, const SymbolValues &symbols,
                      const std::vector<DeviceBuffer *> &buffers);
+  /// Launches every kernel of `program` (timed: one at a time) and waits.
+  void runKernelByKernel(const ProgramDesc &program,
+                         const SymbolValues &symbols,
+                         const std::vector<DeviceBuffer *> &buffers,
+                         bool timed);
   /// Launches every group of `program` on the stream.
   void launchAll(const ProgramDesc &program, const SymbolValues &symbols,
                  const std::vector<DeviceBuffer *> &buffers, bool timed);
@@ -646,13 +652,21 @@ void CudaDeviceImpl::run(const ProgramDesc &program,
   }
 }
 
+void CudaDeviceImpl::runKernelByKernel(
+    const ProgramDesc &program, const SymbolValues &symbols,
+    const std::vector<DeviceBuffer *> &buffers, bool timed) {
+  launchAll(program, symbols, buffers, timed);
+  finish(program, symbols, "a kernel");
+}
+
 void CudaDeviceImpl::launchAndWait(const ProgramDesc &program,
                                    const SymbolValues &symbols,
                                    const std::vector<DeviceBuffer *> &buffers) {
-  if (profiling || syncEachLaunch || !useGraphs) {
-    launchAll(program, symbols, buffers, profiling);
-    return finish(program, symbols, "a kernel");
-  }
+  if (profiling || syncEachLaunch || !useGraphs)
+    return runKernelByKernel(program, symbols, buffers, profiling);
+  ProgramGraph &graph = graphs[&program];
+  if (graph.uncapturable)
+    return runKernelByKernel(program, symbols, buffers, false);
   // Replay a graph when the sizes and every buffer address are those of the
   // last run; capture it on the second such run, so that a program run once
   // costs no capture.
@@ -660,31 +674,34 @@ void CudaDeviceImpl::launchAndWait(const ProgramDesc &program,
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i])
       pointers[i] = cudaBuffer(*buffers[i]).pointer;
-  ProgramGraph &graph = graphs[&program];
   const CudaDriver &d = gpu->driver;
-  bool same =
-      graph.seen && graph.symbols == symbols && graph.pointers == pointers;
-  if (!same || graph.uncapturable) {
+  if (!graph.seen || graph.symbols != symbols || graph.pointers != pointers) {
     if (graph.exec)
       d.cuGraphExecDestroy(graph.exec);
-    graph = ProgramGraph{true, symbols, std::move(pointers), nullptr,
-                         graph.uncapturable};
-    launchAll(program, symbols, buffers, /*timed=*/false);
-    return finish(program, symbols, "a kernel");
+    graph.seen = true;
+    graph.symbols = symbols;
+    graph.pointers = std::move(pointers);
+    graph.exec = nullptr;
+    return runKernelByKernel(program, symbols, buffers, false);
   }
   if (!graph.exec) {
+    std::string refused;
     try {
       graph.exec = capture(program, symbols, buffers);
     } catch (const Error &e) {
-      // Graphs save host time only: a program the driver cannot capture
-      // (a library kernel, a driver's limit) still runs. A launch error
-      // the capture met recurs below and stops the run.
+      refused = e.what();
+    }
+    if (!graph.exec) {
+      // Graphs save host time only: a program the driver cannot capture (a
+      // library kernel, a driver's limit) runs kernel by kernel from now
+      // on. A launch error the capture met recurs here and stops the run
+      // instead, leaving graphs on.
+      runKernelByKernel(program, symbols, buffers, false);
       graph.uncapturable = true;
       fmt::print(stderr,
                  "moec: warning: {}; the program runs kernel by kernel\n",
-                 e.what());
-      launchAll(program, symbols, buffers, /*timed=*/false);
-      return finish(program, symbols, "a kernel");
+                 refused);
+      return;
     }
   }
   if (CUresult result = d.cuGraphLaunch(graph.exec, gpu->stream);

@@ -198,6 +198,77 @@ TEST(KernelCheck, ElementCountsThatFillNoVector) {
   }
 }
 
+/// The emu device, recording which programs it ran and was told to
+/// forget.
+class ForgetRecorder : public detail::Device {
+public:
+  explicit ForgetRecorder(std::unique_ptr<detail::Device> inner)
+      : inner(std::move(inner)) {}
+  std::string name() const override { return inner->name(); }
+  std::unique_ptr<detail::DeviceBuffer> allocate(DType dtype,
+                                                 const Shape &shape) override {
+    return inner->allocate(dtype, shape);
+  }
+  std::unique_ptr<detail::DeviceBuffer> alias(detail::DeviceBuffer &of,
+                                              const Shape &shape) override {
+    return inner->alias(of, shape);
+  }
+  void upload(detail::DeviceBuffer &dst, const Tensor &src) override {
+    inner->upload(dst, src);
+  }
+  Tensor download(const detail::DeviceBuffer &src) override {
+    return inner->download(src);
+  }
+  void copy(detail::DeviceBuffer &dst,
+            const detail::DeviceBuffer &src) override {
+    inner->copy(dst, src);
+  }
+  void setBundle(const detail::BundleData &bundle) override {
+    inner->setBundle(bundle);
+  }
+  void prepare(const detail::ProgramDesc &program) override {
+    inner->prepare(program);
+  }
+  void run(const detail::ProgramDesc &program,
+           const detail::SymbolValues &symbols,
+           const std::vector<detail::DeviceBuffer *> &buffers) override {
+    events.push_back({"run", &program});
+    inner->run(program, symbols, buffers);
+  }
+  void forget(const detail::ProgramDesc &program) override {
+    events.push_back({"forget", &program});
+    inner->forget(program);
+  }
+  bool runsGroups() const override { return inner->runsGroups(); }
+
+  std::vector<std::pair<std::string, const detail::ProgramDesc *>> events;
+
+private:
+  std::unique_ptr<detail::Device> inner;
+};
+
+// The check runs each fused group as a program of its own, on its stack;
+// the next group's may take the same address, so the device must forget
+// each one (the cuda device keeps CUDA graphs by program address).
+TEST(KernelCheck, TheDeviceForgetsEachGroupsProgram) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
+  std::unique_ptr<detail::Device> cpu = detail::createDevice("cpu");
+  ForgetRecorder device(
+      detail::emu::createEmuDevice(detail::emu::emuOptionsFromEnvironment()));
+  device.setBundle(bundle.internals());
+  KernelCheckOptions options;
+  options.programs = {"forward"};
+  detail::checkKernels(bundle.internals(), *cpu, device, options);
+  const size_t groups = bundle.internals().programs.at("forward").groups.size();
+  ASSERT_GE(groups, 3u);
+  ASSERT_EQ(device.events.size(), 2 * groups);
+  for (size_t i = 0; i < device.events.size(); i += 2) {
+    EXPECT_EQ(device.events[i].first, "run") << i;
+    EXPECT_EQ(device.events[i + 1].first, "forget") << i;
+    EXPECT_EQ(device.events[i + 1].second, device.events[i].second) << i;
+  }
+}
+
 TEST(KernelCheck, RejectsDevicesWithoutKernels) {
   Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moe_lm.moe");
   KernelCheckOptions options;

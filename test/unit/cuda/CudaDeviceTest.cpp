@@ -409,12 +409,31 @@ TEST_F(CudaDeviceTest, AProgramTheDriverCannotCaptureRunsKernelByKernel) {
   for (int i = 0; i < 4; ++i)
     EXPECT_NO_THROW(run(runner, 8)) << "run " << i + 1;
   std::string warnings = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(warnings, HasSubstr("instantiating its CUDA graph failed"));
-  EXPECT_THAT(warnings, HasSubstr("the program runs kernel by kernel"));
+  EXPECT_EQ(warnings, "moec: warning: program 'forward': instantiating its "
+                      "CUDA graph failed: cuGraphInstantiateWithFlags: "
+                      "CUDA_ERROR_INVALID_VALUE: fake driver error; the "
+                      "program runs kernel by kernel\n");
   EXPECT_EQ(state().captures, captures + 1);
   ASSERT_EQ(state().launches.size(), 8u);
   for (const fake::Launch &l : state().launches)
     EXPECT_FALSE(l.fromGraph);
+}
+
+// A launch that fails while a graph is captured fails the run, as without
+// graphs, and leaves graphs on: the next run captures and replays.
+TEST_F(CudaDeviceTest, ALaunchErrorDuringCaptureFailsTheRunAndKeepsGraphs) {
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, bundle.programs.at("forward"));
+  int64_t captures = state().captures;
+  run(runner, 8);
+  state().failLaunchOf = "moek_test_mma";
+  ::testing::internal::CaptureStderr();
+  EXPECT_THROW(run(runner, 8), Error);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  state().failLaunchOf.clear();
+  run(runner, 8); // the failed capture ended; this one is replayed
+  EXPECT_EQ(state().captures, captures + 2);
+  EXPECT_TRUE(state().launches.back().fromGraph);
 }
 
 TEST_F(CudaDeviceTest, UpdatesOfFrozenParametersAreWrittenBackAfterEveryRun) {
