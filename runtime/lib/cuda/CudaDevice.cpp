@@ -31,8 +31,8 @@ namespace moec::detail::cuda {
 namespace {
 
 /// Launches need no attribute up to this much shared memory, static and
-/// dynamic together (the driver's default dynamic limit is this less the
-/// kernel's static shared memory).
+/// dynamic together: the driver's default dynamic limit is this less the
+/// kernel's static shared memory (used when the driver does not say).
 constexpr int64_t kDefaultDynamicShared = 48 * 1024;
 
 bool environmentFlag(const char *name, bool fallback) {
@@ -423,8 +423,6 @@ void CudaDeviceImpl::load(const ProgramDesc &program,
   }
   LoadedKernel kernel;
   kernel.staticShared = std::max(0, compiled.usage.sharedBytes);
-  kernel.dynamicLimit =
-      std::max<int64_t>(0, kDefaultDynamicShared - kernel.staticShared);
   CUresult result = d.cuModuleGetFunction(&kernel.function, at->second,
                                           compiled.name.c_str());
   if (result != CUDA_SUCCESS)
@@ -432,6 +430,17 @@ void CudaDeviceImpl::load(const ProgramDesc &program,
                             "function of that name (it must be extern \"C\"): "
                             "cuModuleGetFunction: {}",
                             program.name, compiled.name, d.errorText(result)));
+  // The driver knows both sizes for certain; the ptxas log may not say.
+  int value = 0;
+  if (d.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                           kernel.function) == CUDA_SUCCESS)
+    kernel.staticShared = value;
+  kernel.dynamicLimit =
+      d.cuFuncGetAttribute(&value,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           kernel.function) == CUDA_SUCCESS
+          ? value
+          : std::max<int64_t>(0, kDefaultDynamicShared - kernel.staticShared);
   kernels.emplace(compiled.name, kernel);
 }
 

@@ -107,6 +107,7 @@ std::unique_ptr<CudaDriver> CudaDriver::open(const std::string &library) {
     r.bind(d.cuModuleLoadData, "cuModuleLoadData", "cuModuleLoadData");
     r.bind(d.cuModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction");
     r.bind(d.cuModuleUnload, "cuModuleUnload", "cuModuleUnload");
+    r.bind(d.cuFuncGetAttribute, "cuFuncGetAttribute", "cuFuncGetAttribute");
     r.bind(d.cuFuncSetAttribute, "cuFuncSetAttribute", "cuFuncSetAttribute");
     r.bind(d.cuLaunchKernel, "cuLaunchKernel", "cuLaunchKernel");
     r.bind(d.cuMemAlloc, "cuMemAlloc", "cuMemAlloc_v2");

@@ -139,6 +139,7 @@ protected:
     state().failNextSynchronize = false;
     state().reportFrom.clear();
     state().failInstantiate = false;
+    state().staticShared.clear();
     baseline = state().liveAllocations;
   }
 
@@ -525,6 +526,18 @@ TEST_F(CudaDeviceTest, SyncModeNamesTheFaultingKernel) {
               HasSubstr("program 'forward', group 0, kernel "
                         "'moek_test_scale': the kernel failed on "
                         "the GPU: CUDA_ERROR_ILLEGAL_ADDRESS"));
+}
+
+// The driver lets a kernel's static and dynamic shared memory reach 48 KiB
+// together before the attribute must raise the dynamic part: 16 KiB
+// dynamic beside 40 KiB static needs it.
+TEST_F(CudaDeviceTest, StaticSharedMemoryCountsTowardsTheDefaultLimit) {
+  bundle.programs.at("forward").groups[0].launches[0].sharedBytes = 16 * 1024;
+  state().staticShared["moek_test_scale"] = 40 * 1024;
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  ProgramRunner runner(*device, bundle.programs.at("forward"));
+  EXPECT_NO_THROW(run(runner, 8));
+  EXPECT_EQ(state().dynamicSharedLimit["moek_test_scale"], 16 * 1024);
 }
 
 TEST_F(CudaDeviceTest, TooMuchSharedMemoryIsRefusedAtPrepare) {

@@ -196,6 +196,31 @@ CUresult cuModuleUnload(void *module) {
   return kSuccess;
 }
 
+int staticSharedOf(const std::string &name) {
+  auto it = state.staticShared.find(name);
+  return it == state.staticShared.end() ? 0 : it->second;
+}
+
+/// The function's dynamic shared memory limit: as set, else the driver's
+/// default, 48 KiB less its static shared memory.
+int dynamicSharedLimitOf(const std::string &name) {
+  auto it = state.dynamicSharedLimit.find(name);
+  return it != state.dynamicSharedLimit.end()
+             ? it->second
+             : 48 * 1024 - staticSharedOf(name);
+}
+
+CUresult cuFuncGetAttribute(int *value, int attribute, void *function) {
+  const std::string &name = static_cast<Function *>(function)->name;
+  if (attribute == 1)
+    *value = staticSharedOf(name);
+  else if (attribute == 8)
+    *value = dynamicSharedLimitOf(name);
+  else
+    return kInvalidValue;
+  return kSuccess;
+}
+
 CUresult cuFuncSetAttribute(void *function, int attribute, int value) {
   if (attribute != 8 || value > 166912)
     return kInvalidValue;
@@ -227,8 +252,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
   const std::string &name = static_cast<Function *>(function)->name;
   if (name == state.failLaunchOf)
     return kInvalidValue;
-  if (shared > 48 * 1024 &&
-      state.dynamicSharedLimit[name] < static_cast<int>(shared))
+  if (static_cast<int>(shared) > dynamicSharedLimitOf(name))
     return kInvalidValue;
   const uint8_t *bytes = static_cast<const uint8_t *>(params[0]);
   if (!capturing)
@@ -369,6 +393,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **function, int version,
       {"cuModuleLoadData", (void *)&cuModuleLoadData},
       {"cuModuleGetFunction", (void *)&cuModuleGetFunction},
       {"cuModuleUnload", (void *)&cuModuleUnload},
+      {"cuFuncGetAttribute", (void *)&cuFuncGetAttribute},
       {"cuFuncSetAttribute", (void *)&cuFuncSetAttribute},
       {"cuLaunchKernel", (void *)&cuLaunchKernel},
       {"cuMemAlloc", (void *)&cuMemAlloc_v2},

@@ -41,6 +41,8 @@ struct State {
   int64_t procAddressLookups = 0;
   /// cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) by kernel.
   std::map<std::string, int> dynamicSharedLimit;
+  /// Static shared memory by kernel (cuFuncGetAttribute); none when absent.
+  std::map<std::string, int> staticShared;
   /// Failure injection: cuLaunchKernel of this kernel returns
   /// CUDA_ERROR_INVALID_VALUE; the next cuStreamSynchronize returns
   /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
