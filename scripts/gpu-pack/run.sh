@@ -4,11 +4,13 @@
 #   run.sh OUTDIR
 #
 # 1. prints the GPU, driver, CUDA and NVRTC versions (moec info);
-# 2. runs the cuda device's unit tests;
-# 3. for every example and dtype, moe_lm first: `moec check-kernels --device
-#    cuda`, then training on cuda and on the cpu with the same seed and a
-#    comparison of the loss curves; records the cold compile (empty kernel
-#    cache), the warm start, ms/step, tokens/s and host time per step;
+# 2. runs the cuda device's unit tests (each stopped after
+#    MOEC_PACK_UNIT_CAP_S seconds, default 120: a hang fails);
+# 3. for every example and dtype, moe_lm first: a cold start (empty kernel
+#    cache) and a warm one, `moec check-kernels --device cuda` from the
+#    kernels the cold start compiled, then training on cuda and on the cpu
+#    with the same seed and a comparison of the loss curves; records the
+#    cold compile, the warm start, ms/step, tokens/s and host time per step;
 # 4. writes OUTDIR/results.md and OUTDIR/results.json after every example,
 #    so that a run cut short still leaves what it measured;
 # 5. times the layer benchmarks against PyTorch eager, torch.compile and a
@@ -177,13 +179,23 @@ bundles=$(printf '%s\n' "$out"/bundles/*.bundle.json | grep -E "$only" |
          print (e[1] == "moe_lm" ? 0 : 1), e[1], (e[3] == "f32" ? 0 : 1), $0 }' |
   sort -k1,1n -k2,2 -k3,3n | awk '{ print $4 }')
 
-# Unit tests of the cuda device.
+# Unit tests of the cuda device, each stopped after unit_cap seconds: a
+# hang at the first real launches must not take the examples' time, and
+# counts as a failure.
+unit_cap="${MOEC_PACK_UNIT_CAP_S:-120}"
 if [ "$device" = cuda ]; then
   for t in moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests; do
     starts "unit $t" "$end" || continue
     start=$(now)
-    limited "$pack/bin/$t" --gtest_output="xml:$logs/$t.xml" > "$logs/$t.txt" 2>&1
+    until=$(( $(date +%s) + unit_cap ))
+    [ "$budget" -gt 0 ] && [ "$end" -lt "$until" ] && until=$end
+    run_until "$until" "$pack/bin/$t" --gtest_output="xml:$logs/$t.xml" \
+      > "$logs/$t.txt" 2>&1
     rc=$?
+    if [ $rc -eq 124 ] && [ "$until" != "$end" ]; then
+      echo "run.sh: stopped after ${unit_cap} s: a test hangs" >> "$logs/$t.txt"
+      rc=1
+    fi
     summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$logs/$t.txt" | tr '\n' ' ')
     record unit "$t" "$rc" "$(elapsed "$start" "$(now)") s; $summary"
     say "$t: exit $rc; $summary"
@@ -205,13 +217,6 @@ until=$examples_end
 for b in $bundles; do
   name=$(basename "$b" .bundle.json)
   starts "example $name" "$examples_end" || continue
-  # Every kernel against the cpu device, on random inputs.
-  start=$(now)
-  limited "$moec" check-kernels "$b" --device "$device" > "$logs/check-$name.txt" 2>&1
-  rc=$?
-  record check-kernels "$name" "$rc" \
-    "$(tail -n 1 "$logs/check-$name.txt") ($(elapsed "$start" "$(now)") s)"
-  say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
   cache="$out/cache/$name"
   rm -rf "$cache"
   rm -f "$logs/$name".*.jsonl
@@ -219,6 +224,16 @@ for b in $bundles; do
     "$logs/$name.cold.jsonl" "$logs/train-$name-cold.txt")
   read -r warm rc_warm < <(train "$device" "$cache" 1 \
     "$logs/$name.warm.jsonl" "$logs/train-$name-warm.txt")
+  # Every kernel against the cpu device, on random inputs; from the cache
+  # the cold start filled, so that nothing compiles twice.
+  start=$(now)
+  MOEC_CACHE_DIR="$cache" limited "$moec" check-kernels "$b" --device "$device" \
+    > "$logs/check-$name.txt" 2>&1
+  rc=$?
+  record check-kernels "$name" "$rc" \
+    "$(tail -n 1 "$logs/check-$name.txt") ($(elapsed "$start" "$(now)") s)"
+  say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
+
   read -r gpu rc_gpu < <(train "$device" "$cache" "$steps" \
     "$logs/$name.cuda.jsonl" "$logs/train-$name-cuda.txt")
   read -r cpu rc_cpu < <(train cpu "$cache" "$steps" \
