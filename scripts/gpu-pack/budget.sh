@@ -15,3 +15,16 @@ run_until() {
   [ $rc -eq 137 ] && [ "$(date +%s)" -ge "$end" ] && rc=124
   return $rc
 }
+
+# run_capped SECONDS END COMMAND...: run_until the sooner of END and
+# SECONDS from now; status 125 when its own SECONDS stopped it, 124 when
+# END did.
+run_capped() {
+  local cap=$(( $(date +%s) + $1 )) end="$2" rc
+  shift 2
+  [ -n "$end" ] && [ "$end" -lt "$cap" ] && cap=$end
+  run_until "$cap" "$@"
+  rc=$?
+  [ $rc -eq 124 ] && [ "$cap" != "$end" ] && rc=125
+  return $rc
+}

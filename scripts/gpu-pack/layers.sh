@@ -124,14 +124,12 @@ while IFS=$'\t' read -r name what line count fwd_flops bwd_flops torch_args; do
   if [ "$device" != none ]; then
     # PyTorch is the reference, not the subject: a torch.compile that takes
     # minutes costs its own figures (printed last), not the next layers'.
-    torch_end=$(( $(date +%s) + torch_cap ))
-    [ -n "$end" ] && [ "$end" -lt "$torch_end" ] && torch_end=$end
     # shellcheck disable=SC2086
-    run_until "$torch_end" python3 -u "$pack/torch_layers.py" $torch_args \
+    run_capped "$torch_cap" "$end" python3 -u "$pack/torch_layers.py" $torch_args \
       --device "$device" --dtype bf16 --compile --cublas-flops "$fwd_flops" \
       --repeats 20 > "$torch_log" 2>&1 < /dev/null
     rc_torch=$?
-    if [ $rc_torch -eq 124 ] && [ "$torch_end" != "$end" ]; then
+    if [ $rc_torch -eq 125 ]; then
       echo "run.sh: layer $name: PyTorch stopped after ${torch_cap} s" \
            "(its figures so far are kept)"
     else

@@ -187,12 +187,10 @@ if [ "$device" = cuda ]; then
   for t in moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests; do
     starts "unit $t" "$end" || continue
     start=$(now)
-    until=$(( $(date +%s) + unit_cap ))
-    [ "$budget" -gt 0 ] && [ "$end" -lt "$until" ] && until=$end
-    run_until "$until" "$pack/bin/$t" --gtest_output="xml:$logs/$t.xml" \
-      > "$logs/$t.txt" 2>&1
+    run_capped "$unit_cap" "$end" "$pack/bin/$t" \
+      --gtest_output="xml:$logs/$t.xml" > "$logs/$t.txt" 2>&1
     rc=$?
-    if [ $rc -eq 124 ] && [ "$until" != "$end" ]; then
+    if [ $rc -eq 125 ]; then
       echo "run.sh: stopped after ${unit_cap} s: a test hangs" >> "$logs/$t.txt"
       rc=1
     fi

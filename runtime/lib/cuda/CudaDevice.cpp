@@ -518,6 +518,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
                                bool timed) {
   const CudaDriver &d = gpu->driver;
   const size_t firstGrad = timed ? firstGradientStep(program) : 0;
+  void *statusWords = reinterpret_cast<void *>(cudaBuffer(*status).pointer);
   int64_t tag = 0; // KernelStatusWords::launch
   for (size_t g = 0; g < program.groups.size(); ++g)
     for (const LaunchDesc &launch : program.groups[g].launches) {
@@ -542,7 +543,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
             reinterpret_cast<void *>(cudaBuffer(*buffers[id]).pointer);
       }
       std::copy(shape.scalars.begin(), shape.scalars.end(), params.scalars);
-      params.status = reinterpret_cast<void *>(cudaBuffer(*status).pointer);
+      params.status = statusWords;
       params.launchTag = tag;
       void *args[] = {&params};
       auto start = std::chrono::steady_clock::now();
