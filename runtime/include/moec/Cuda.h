@@ -140,7 +140,15 @@ struct CudaEnvironment {
 CudaEnvironment probeCudaEnvironment();
 
 /// Whether the cuda device can run here, in the order it is checked.
-enum class CudaReadiness { Ready, NoDriver, NoGpu, NoNvrtc, UnsupportedGpu };
+enum class CudaReadiness {
+  Ready,
+  NoDriver,
+  NoGpu,
+  NoNvrtc,
+  UnsupportedGpu,
+  /// NVRTC of a newer CUDA major than the driver: its kernels do not load.
+  NvrtcNewerThanDriver,
+};
 
 /// Whether GPU 0 of `env` can run moec's kernels; `why` says what is
 /// missing (empty when ready).

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CublasLt.h"
+#include "ToolkitLibraries.h"
 #include "moec/Error.h"
 
 #include <cstdlib>
@@ -139,9 +140,9 @@ const CublasLt *CublasLt::get(std::string *why) {
     else if (override && *override)
       candidates = {override};
     else
-      candidates = {"libcublasLt.so.13", "libcublasLt.so.12",
-                    "/usr/local/cuda/lib64/libcublasLt.so.13",
-                    "/usr/local/cuda/lib64/libcublasLt.so.12"};
+      candidates =
+          toolkitLibraryCandidates("libcublasLt.so", installedDriverCudaMajor(),
+                                   /*unversioned=*/false);
     std::vector<std::string> failures;
     for (const std::string &candidate : candidates) {
       try {

@@ -43,8 +43,9 @@ struct cublasLtMatmulHeuristicResult {
 class CublasLt {
 public:
   /// The library, loaded at first use from $MOEC_CUBLASLT_LIBRARY if set,
-  /// else libcublasLt.so.13 or .12 on the library path or in
-  /// /usr/local/cuda/lib64; null when $MOEC_CUBLASLT is 0 or none loads
+  /// else libcublasLt.so.13 or .12 (those the driver runs first: see
+  /// ToolkitLibraries.h) on the library path or in /usr/local/cuda/lib64;
+  /// null when $MOEC_CUBLASLT is 0 or none loads
   /// (`why` then says which). Thread-safe; a failure is remembered.
   static const CublasLt *get(std::string *why = nullptr);
   /// Opens `library` and resolves every entry point; throws moec::Error

@@ -407,6 +407,23 @@ LoadedKernel &CudaDeviceImpl::loaded(const ProgramDesc &program,
                           program.name, kernel));
 }
 
+/// Why a CUBIN the driver refuses may have been refused: NVRTC of a newer
+/// CUDA major than the driver compiled it ("" when not so).
+std::string nvrtcNewerThanDriver(const CudaDriver &d) {
+  int driver = 0;
+  if (d.cuDriverGetVersion(&driver) != CUDA_SUCCESS || driver <= 0)
+    return "";
+  auto [major, minor] = Nvrtc::get().version();
+  if (major <= driver / 1000)
+    return "";
+  return fmt::format("; NVRTC {}.{} compiled it, newer than the CUDA {}.{} "
+                     "the driver supports: install NVRTC of CUDA {} (or set "
+                     "$MOEC_NVRTC_LIBRARY to its libnvrtc.so), or a newer "
+                     "driver",
+                     major, minor, driver / 1000, driver % 1000 / 10,
+                     driver / 1000);
+}
+
 void CudaDeviceImpl::load(const ProgramDesc &program,
                           const CompiledKernel &compiled) {
   const CudaDriver &d = gpu->driver;
@@ -416,9 +433,9 @@ void CudaDeviceImpl::load(const ProgramDesc &program,
     if (result != CUDA_SUCCESS) {
       modules.erase(at);
       throw Error(fmt::format("program '{}': loading kernel '{}' ({} CUBIN) "
-                              "failed: cuModuleLoadData: {}",
+                              "failed: cuModuleLoadData: {}{}",
                               program.name, compiled.name, archName,
-                              d.errorText(result)));
+                              d.errorText(result), nvrtcNewerThanDriver(d)));
     }
   }
   LoadedKernel kernel;

@@ -166,6 +166,16 @@ CudaReadiness cudaReadiness(const CudaEnvironment &env, std::string &why) {
                       fmt::join(env.nvrtcArchs, ", "));
     return CudaReadiness::UnsupportedGpu;
   }
+  int driverMajor = std::atoi(env.driverCudaVersion.c_str());
+  if (driverMajor > 0 && std::atoi(env.nvrtcVersion.c_str()) > driverMajor) {
+    why = fmt::format("NVRTC {} ({}) is newer than the CUDA {} the driver "
+                      "supports, which cannot load the kernels it compiles; "
+                      "install NVRTC of CUDA {} (or set $MOEC_NVRTC_LIBRARY "
+                      "to its libnvrtc.so), or a newer driver",
+                      env.nvrtcVersion, env.nvrtcLibrary, env.driverCudaVersion,
+                      driverMajor);
+    return CudaReadiness::NvrtcNewerThanDriver;
+  }
   why.clear();
   return CudaReadiness::Ready;
 }

@@ -9,6 +9,7 @@
 
 #include "Nvrtc.h"
 #include "KernelCacheFiles.h"
+#include "ToolkitLibraries.h"
 #include "moec/Error.h"
 #include "moec/Files.h"
 #include "moec/support/GpuArch.h"
@@ -165,12 +166,8 @@ std::unique_ptr<NvrtcApi> openLibrary(std::string &path) {
   if (override && *override)
     candidates = {override};
   else
-    candidates = {"libnvrtc.so.13",
-                  "libnvrtc.so.12",
-                  "libnvrtc.so",
-                  "/usr/local/cuda/lib64/libnvrtc.so.13",
-                  "/usr/local/cuda/lib64/libnvrtc.so.12",
-                  "/usr/local/cuda/lib64/libnvrtc.so"};
+    candidates = toolkitLibraryCandidates(
+        "libnvrtc.so", installedDriverCudaMajor(), /*unversioned=*/true);
   std::vector<std::string> failures;
   auto api = std::make_unique<NvrtcApi>();
   for (const std::string &candidate : candidates) {

@@ -55,8 +55,9 @@ struct NvrtcApi;
 class Nvrtc {
 public:
   /// NVRTC, loaded at first use from $MOEC_NVRTC_LIBRARY if set, else the
-  /// first of libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so on the library
-  /// path or in /usr/local/cuda/lib64. Throws moec::Error saying what was
+  /// first of libnvrtc.so.13, .12 (those the driver runs first: see
+  /// ToolkitLibraries.h) and libnvrtc.so on the library path or in
+  /// /usr/local/cuda/lib64. Throws moec::Error saying what was
   /// tried when none loads; a later call tries again.
   static const Nvrtc &get();
   /// Loads NVRTC as get() does, but a new instance every time (for tests).

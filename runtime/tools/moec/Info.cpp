@@ -33,6 +33,8 @@ int exitStatusOf(CudaReadiness readiness) {
     return 5;
   case CudaReadiness::UnsupportedGpu:
     return 6;
+  case CudaReadiness::NvrtcNewerThanDriver:
+    return 7;
   }
   return 1;
 }
@@ -49,6 +51,8 @@ const char *readinessName(CudaReadiness readiness) {
     return "no NVRTC";
   case CudaReadiness::UnsupportedGpu:
     return "unsupported GPU";
+  case CudaReadiness::NvrtcNewerThanDriver:
+    return "NVRTC newer than the driver";
   }
   return "unknown";
 }
@@ -62,7 +66,7 @@ public:
     option("require", "DEVICE",
            "Exit non-zero with one line on stderr unless DEVICE can run "
            "here: cuda (exit 3: no driver, 4: no GPU, 5: no NVRTC, 6: GPU or "
-           "NVRTC too old)",
+           "NVRTC too old, 7: NVRTC newer than the driver)",
            require)
         .oneOf({"cuda"});
   }

@@ -19,12 +19,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 using namespace moec;
 using namespace moec::detail;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -139,6 +141,8 @@ protected:
     state().failNextSynchronize = false;
     state().reportFrom.clear();
     state().failInstantiate = false;
+    state().failModuleLoad = false;
+    state().driverVersion = 13000;
     state().staticShared.clear();
     baseline = state().liveAllocations;
   }
@@ -397,6 +401,35 @@ TEST_F(CudaDeviceTest, AForgottenProgramsGraphIsNotReplayedForItsSuccessor) {
   ASSERT_EQ(state().launches.size(), 3u);
   for (const fake::Launch &l : state().launches)
     EXPECT_EQ(l.kernel, "moek_test_mma");
+}
+
+// A CUDA 12 driver does not load what NVRTC 13 compiles; the error says so.
+TEST_F(CudaDeviceTest, AKernelTheDriverRefusesNamesAnNvrtcNewerThanIt) {
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  state().failModuleLoad = true;
+  auto [major, minor] = cuda::Nvrtc::get().version();
+  state().driverVersion = (major - 1) * 1000 + 80;
+  std::string message = "(no error)";
+  try {
+    device->prepare(bundle.programs.at("forward"));
+  } catch (const Error &e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE"));
+  EXPECT_THAT(message,
+              HasSubstr(fmt::format("; NVRTC {}.{} compiled it, newer than the "
+                                    "CUDA {}.8 the driver supports: install "
+                                    "NVRTC of CUDA {}",
+                                    major, minor, major - 1, major - 1)));
+  // A driver as new as NVRTC: the driver's own words only.
+  std::unique_ptr<cuda::CudaDevice> current = makeDevice();
+  state().driverVersion = major * 1000;
+  try {
+    current->prepare(bundle.programs.at("forward"));
+    FAIL() << "the module loaded";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), Not(HasSubstr("NVRTC")));
+  }
 }
 
 // Graphs save host time only: a program whose capture the driver refuses

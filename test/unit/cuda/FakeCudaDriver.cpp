@@ -103,7 +103,7 @@ CUresult cuGetErrorString(CUresult error, const char **text) {
 
 CUresult cuInit(unsigned) { return kSuccess; }
 CUresult cuDriverGetVersion(int *version) {
-  *version = 13000;
+  *version = fakeCudaState()->driverVersion;
   return kSuccess;
 }
 CUresult cuDeviceGetCount(int *count) {
@@ -163,6 +163,8 @@ CUresult cuCtxSetCurrent(void *context) {
 }
 
 CUresult cuModuleLoadData(void **module, const void *image) {
+  if (state.failModuleLoad)
+    return kInvalidImage;
   if (std::memcmp(image,
                   "\x7f"
                   "ELF",

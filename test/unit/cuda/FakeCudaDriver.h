@@ -39,6 +39,8 @@ struct State {
   int64_t captures = 0;
   int64_t graphLaunches = 0;
   int64_t procAddressLookups = 0;
+  /// What cuDriverGetVersion answers (13000: CUDA 13.0).
+  int driverVersion = 13000;
   /// cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) by kernel.
   std::map<std::string, int> dynamicSharedLimit;
   /// Static shared memory by kernel (cuFuncGetAttribute); none when absent.
@@ -48,6 +50,8 @@ struct State {
   /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
   std::string failLaunchOf;
   bool failNextSynchronize = false;
+  /// cuModuleLoadData returns CUDA_ERROR_INVALID_IMAGE.
+  bool failModuleLoad = false;
   /// cuGraphInstantiateWithFlags returns CUDA_ERROR_INVALID_VALUE.
   bool failInstantiate = false;
   /// A launch of this kernel reports item `reportItem` through the status
