@@ -281,8 +281,11 @@ GemmRunner::Plan &GemmRunner::planFor(const GemmDesc &g, const GemmCall &c) {
   set(kDescTransB, &transB, sizeof(transB));
   set(kDescEpilogue, &epilogue, sizeof(epilogue));
   if (c.bias) {
+    // The heuristic sees the whole description; run() sets each call's
+    // own pointer.
     int biasType = cudaTypeOf(c.out);
     set(kDescBiasDataType, &biasType, sizeof(biasType));
+    set(kDescBiasPointer, &c.bias, sizeof(c.bias));
   }
   auto layout = [&](cublasLtMatrixLayout &out, DType type, int64_t rows,
                     int64_t cols, int64_t ld) {

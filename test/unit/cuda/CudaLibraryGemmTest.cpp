@@ -130,6 +130,7 @@ protected:
     lt().noAlgorithm = false;
     lt().failMatmul = false;
     lt().matmuls = 0;
+    lt().queriesWithoutBiasPointer = 0;
   }
 
   /// Runs linearCase() once at B = 2 on a fresh device.
@@ -193,6 +194,8 @@ TEST_F(CudaLibraryGemmTest, RowMajorOperandsWithBias) {
   EXPECT_EQ(lt().lastM, 3u) << "cuBLASLt's m is moec's n";
   EXPECT_EQ(lt().lastN, 7u);
   EXPECT_EQ(lt().lastK, 5u);
+  // The algorithm is chosen for the whole description, bias pointer too.
+  EXPECT_EQ(lt().queriesWithoutBiasPointer, 0);
 }
 
 // A linear gradient's dx = dy W^T: W [5, 3] read as a column-major 3 x 5.

@@ -190,10 +190,12 @@ struct HeuristicResult {
   int reserved[4];
 };
 
-Status cublasLtMatmulAlgoGetHeuristic(void *, Desc *, Layout *, Layout *,
+Status cublasLtMatmulAlgoGetHeuristic(void *, Desc *desc, Layout *, Layout *,
                                       Layout *, Layout *d, Preference *, int,
                                       HeuristicResult *result, int *found) {
   ++state.heuristicQueries;
+  if ((desc->epilogue & 4) != 0 && !desc->bias)
+    ++state.queriesWithoutBiasPointer;
   *found = 0;
   if (state.noAlgorithm)
     return kNotSupported;

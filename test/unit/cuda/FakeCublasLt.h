@@ -18,6 +18,8 @@ struct CublasLtState {
   /// Descriptors, layouts and preferences not yet destroyed.
   int64_t liveObjects = 0;
   int64_t heuristicQueries = 0;
+  /// Heuristic queries for a bias epilogue whose bias pointer was not set.
+  int64_t queriesWithoutBiasPointer = 0;
   int64_t matmuls = 0;
   /// The last product's column-major m, n, k.
   uint64_t lastM = 0, lastN = 0, lastK = 0;
