@@ -31,7 +31,11 @@
 #                       skipped, and a command still running at the end is
 #                       stopped. The examples get the first 55% when the
 #                       layer benchmarks will run (their commands stop
-#                       then), the layers the rest.
+#                       then), the layers the rest; an example that would
+#                       start after the 55% runs after the layers, if
+#                       they leave time.
+#   MOEC_PACK_EXAMPLES_SHARE  that share in percent (default 55; when set,
+#                       it applies also where no layers run)
 #   MOEC_PACK_DEVICE    cuda (default), or emu: the same suite on the emu
 #                       device, which needs no GPU (no cuda unit tests, no
 #                       layer benchmarks), to check the suite itself
@@ -74,6 +78,14 @@ case "$budget" in
                exit 2 ;;
 esac
 budget=$((10#$budget)) # 08 is eight seconds, not a bad octal number
+share_set="${MOEC_PACK_EXAMPLES_SHARE:-}"
+share="${share_set:-55}"
+case "$share" in
+  ''|*[!0-9]*) echo "run.sh: MOEC_PACK_EXAMPLES_SHARE must be a whole percentage, not '$share'" >&2
+               exit 2 ;;
+esac
+share=$((10#$share))
+[ "$share" -le 100 ] || { echo "run.sh: MOEC_PACK_EXAMPLES_SHARE is at most 100, not $share" >&2; exit 2; }
 case "$device" in
   cuda|emu) ;;
   *) echo "run.sh: MOEC_PACK_DEVICE must be cuda or emu, not '$device'" >&2
@@ -164,8 +176,9 @@ if [ "$device" = cuda ] &&
   layers=1
 fi
 examples_end=$end
-[ "$budget" -gt 0 ] && [ $layers -eq 1 ] &&
-  examples_end=$((started + budget * 55 / 100))
+if [ "$budget" -gt 0 ] && { [ $layers -eq 1 ] || [ -n "$share_set" ]; }; then
+  examples_end=$((started + budget * share / 100))
+fi
 
 mkdir -p "$out/bundles"
 for z in "$pack"/bundles/*."$tiles".*.bundle.json.gz; do
@@ -210,11 +223,11 @@ train() { # device cache steps metrics log
   rc=$?
   echo "$(elapsed "$start" "$(now)") $rc"
 }
-# The examples' commands end with their share of the budget.
-until=$examples_end
-for b in $bundles; do
+# One example: cold and warm start, kernel check, both curves. Its commands
+# stop at `until`.
+run_example() {
+  local b="$1" name cache cold rc_cold warm rc_warm rc start gpu rc_gpu cpu rc_cpu
   name=$(basename "$b" .bundle.json)
-  starts "example $name" "$examples_end" || continue
   cache="$out/cache/$name"
   rm -rf "$cache"
   rm -f "$logs/$name".*.jsonl
@@ -241,6 +254,19 @@ for b in $bundles; do
   say "train $name: cold start $cold s, warm start $warm s, $steps steps" \
       "$device $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
   summarize --quiet > /dev/null
+}
+
+# The examples first, within their share of the budget; those it leaves
+# out wait for what the layer benchmarks leave.
+until=$examples_end
+deferred=""
+for b in $bundles; do
+  if [ "$(left "$examples_end")" -le 0 ] && [ "$examples_end" -lt "$end" ]; then
+    deferred="$deferred $b"
+    continue
+  fi
+  starts "example $(basename "$b" .bundle.json)" "$end" || continue
+  run_example "$b"
 done
 
 until=$end
@@ -253,6 +279,11 @@ if [ $layers -eq 1 ]; then
 elif [ "$device" = cuda ]; then
   say "no PyTorch with CUDA here: the layer benchmarks against it are skipped"
 fi
+[ -z "$deferred" ] || say "the examples left for the layers:$deferred"
+for b in $deferred; do
+  starts "example $(basename "$b" .bundle.json)" "$end" || continue
+  run_example "$b"
+done
 # A failed layer benchmark fails the suite; one the budget cut short
 # leaves it incomplete (summarize.py says which in results.md).
 summarize --layers-status "$layers_status"

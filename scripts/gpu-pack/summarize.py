@@ -7,6 +7,7 @@ Usage: summarize.py OUTDIR [--steps N] [--device cuda|emu] [--quiet]
 Loss curves of the device under test and the cpu (same bundle, seed and
 data) must agree within the tolerances below; any unit-test failure,
 kernel-check failure, failed run or curve mismatch makes the exit status 1.
+results.json also carries the layer benchmarks' figures (layers.tsv).
 Work that run.sh's time budget skipped (status "skipped") or stopped
 (status 124, timeout's) fails nothing but leaves the suite incomplete:
 exit status 7 when nothing failed. OUTDIR/layers.md, when there, ends
@@ -107,6 +108,62 @@ def compare(cuda, cpu, dtype):
     }
 
 
+# layers.sh's layers.tsv, column by column.
+LAYER_COLUMNS = ("name", "forward_flops", "backward_flops",
+                 "moec_forward_ms", "moec_backward_ms",
+                 "torch_forward_ms", "torch_forward_backward_ms",
+                 "compiled_forward_ms", "compiled_forward_backward_ms",
+                 "cublas_same_flops_ms", "exit",
+                 "moec_own_gemms_forward_ms", "moec_own_gemms_backward_ms")
+
+
+def number(text):
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def tflops(flops, ms):
+    return flops / (ms * 1e9) if flops and ms else None
+
+
+def read_layers(out):
+    """layers.tsv as records, with the achieved TFLOP/s and ratios that
+    layers.md shows; the manifest's description of each layer beside it."""
+    manifest = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "layers", "manifest.tsv")
+    described = {row[0]: row[1] for row in read_tsv(manifest) if len(row) > 1}
+    layers = []
+    for row in read_tsv(os.path.join(out, "layers.tsv")):
+        if len(row) != len(LAYER_COLUMNS):
+            continue
+        layer = dict(zip(LAYER_COLUMNS, row))
+        exit_text = layer.pop("exit")
+        for key in LAYER_COLUMNS[1:]:
+            if key in layer:
+                layer[key] = number(layer[key])
+                if key.endswith("_flops") and layer[key] is not None:
+                    layer[key] = int(layer[key])
+        layer["what"] = described.get(layer["name"], "")
+        layer["state"] = check_state(exit_text)
+        moec_both = ((layer["moec_forward_ms"] or 0) +
+                     (layer["moec_backward_ms"] or 0)) or None
+        flops_both = ((layer["forward_flops"] or 0) +
+                      (layer["backward_flops"] or 0)) or None
+        layer["moec_forward_tflops"] = tflops(layer["forward_flops"],
+                                              layer["moec_forward_ms"])
+        layer["moec_forward_backward_tflops"] = tflops(flops_both, moec_both)
+        layer["cublas_tflops"] = tflops(layer["forward_flops"],
+                                        layer["cublas_same_flops_ms"])
+        eager = layer["torch_forward_backward_ms"]
+        layer["moec_vs_eager_forward_backward"] = (
+            eager / moec_both if eager and moec_both else None)
+        layers.append(layer)
+    return layers
+
+
 def timing(rows, tokens_per_step):
     steady = [r["time_s"] for r in rows[1:]] or [r["time_s"] for r in rows]
     if not steady:
@@ -190,6 +247,7 @@ def main():
         runs.append(run)
     result["checks"] = checks
     result["runs"] = runs
+    result["layers"] = read_layers(out)
     layers = args.layers_status
     result["layers_status"] = layers
     failed = (any(c["state"] == "failed" for c in checks) or

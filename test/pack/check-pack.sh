@@ -4,9 +4,11 @@
 # library outside the pack, that its runtime-only moec trains a packed
 # bundle on the cpu and emu devices under `env -i`, lists the same bundle
 # commands as the full build and refuses to compile in one line, that
-# run.sh's suite passes on the emu device and records what a spent time
-# budget skipped, and that run.sh reports the missing GPU in one line with
-# its own exit status.
+# the layer benchmarks reach layers.md and results.json, that run.sh's
+# suite passes on the emu device, records what a spent time budget
+# skipped and runs an example past the examples' share after the layers,
+# and that run.sh reports the missing GPU in one line with its own exit
+# status.
 # Usage: check-pack.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src="$1"
@@ -87,7 +89,20 @@ env MOEC_CUDA_DRIVER_LIBRARY="$pack/lib/libmoec-fake-cuda-driver.so" \
   fail "layers.sh against the fake driver: $(tail -n 3 "$work/layers-out/logs"/layer-*-moec.txt)"
 [ "$(grep -c '^| .* | forward |' "$work/layers-out/layers.md")" -eq 4 ] ||
   fail "layers.md lacks forward rows"
-echo "layers: $(cut -f1 "$work/layers-out/layers.tsv" | tr '\n' ' ')timed against the fake driver"
+# results.json carries the same rows (summarize.py fails here on the
+# missing examples, not on the layers).
+python3 "$pack/summarize.py" "$work/layers-out" --quiet > /dev/null || true
+python3 - "$work/layers-out/results.json" << 'EOF' || fail "results.json lacks the layers"
+import json, sys
+layers = json.load(open(sys.argv[1]))["layers"]
+assert len(layers) == 4, f"{len(layers)} layers"
+for layer in layers:
+    assert layer["state"] == "passed" and layer["what"], layer
+    assert layer["forward_flops"] > 0 and layer["backward_flops"] > 0, layer
+    assert layer["moec_forward_ms"] is not None, layer
+    assert layer["torch_forward_ms"] is None, layer  # no PyTorch here
+EOF
+echo "layers: $(cut -f1 "$work/layers-out/layers.tsv" | tr '\n' ' ')timed against the fake driver, in layers.md and results.json"
 # With run.sh's budget spent, every layer is skipped and the status is 7.
 set +e
 env MOEC_CUDA_DRIVER_LIBRARY="$pack/lib/libmoec-fake-cuda-driver.so" \
@@ -140,6 +155,16 @@ status=$(emu_suite emu-suite MOEC_PACK_BUDGET_S=1)
 [ ! -e "$work/emu-suite/logs/check-moe_lm.sm_90.f32.txt" ] &&
   ! grep -q '^| check-kernels' "$work/emu-suite/results.md" ||
   fail "a second run into the same folder kept the first one's record"
+# An examples' share of 0%: moe_lm waits for the layers (none on emu)
+# and then runs in the time left, as one would when the layers end early.
+rm -rf "$work/late-example"
+status=$(emu_suite late-example MOEC_PACK_STEPS=2 MOEC_PACK_BUDGET_S=900 \
+  MOEC_PACK_EXAMPLES_SHARE=0)
+[ $status -eq 0 ] || fail "a deferred example: run.sh exited $status: $(tail -n 5 "$work/late-example.txt")"
+grep -q '^run.sh: the examples left for the layers: .*moe_lm.sm_90.f32' \
+  "$work/late-example.txt" || fail "moe_lm was not deferred"
+grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/late-example/results.md" ||
+  fail "the deferred example did not run after the layers"
 rm -rf "$work/mine"
 mkdir -p "$work/mine"
 echo "keep me" > "$work/mine/notes.txt"
@@ -150,7 +175,7 @@ set -e
 [ $status -eq 2 ] && grep -q "name a new folder" "$work/mine.txt" &&
   [ "$(cat "$work/mine/notes.txt")" = "keep me" ] ||
   fail "run.sh into a folder of other files exited $status: $(cat "$work/mine.txt")"
-echo "emu suite: moe_lm checked, trained and compared; a spent budget skips it (exit 7); a folder of other files refused"
+echo "emu suite: moe_lm checked, trained and compared; a spent budget skips it (exit 7); an example past its share runs after the layers; a folder of other files refused"
 
 rm -rf "$work/results"
 set +e
