@@ -207,6 +207,13 @@ if [ "$device" = cuda ]; then
       echo "run.sh: stopped after ${unit_cap} s: a test hangs" >> "$logs/$t.txt"
       rc=1
     fi
+    # `moec info` found the GPU ready: a GPU test that skips itself did not
+    # find what it needs and checked nothing.
+    if [ $rc -eq 0 ] && [ "$t" = moec-cuda-gpu-tests ] &&
+       grep -q '^\[  SKIPPED \]' "$logs/$t.txt"; then
+      echo "run.sh: GPU tests skipped on a GPU machine" >> "$logs/$t.txt"
+      rc=1
+    fi
     summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$logs/$t.txt" | tr '\n' ' ')
     record unit "$t" "$rc" "$(elapsed "$start" "$(now)") s; $summary"
     say "$t: exit $rc; $summary"

@@ -225,8 +225,14 @@ def main():
         cpu_rows = read_metrics(os.path.join(logs, name + ".cpu.jsonl"))
         exits = {"cold": int(rc_cold), "warm": int(rc_warm),
                  "cuda": int(rc_gpu), "cpu": int(rc_cpu)}
+        # A refused graph capture or another warning: the run passes, but
+        # its times may not be what they seem.
+        warnings = [line.strip() for line in
+                    text("train-" + name + "-cuda.txt").splitlines()
+                    if line.startswith("moec: warning:")]
         run = {
             "name": name, "example": example, "arch": arch, "dtype": dtype,
+            "warnings": warnings,
             "tokens_per_step": tokens,
             "cold_start_s": float(cold), "warm_start_s": float(warm),
             "cuda": timing(cuda, tokens), "cpu": timing(cpu_rows, tokens),
@@ -308,6 +314,11 @@ def write(out, result, quiet=False):
                 f"| {f(last.get('cuda'), '.4f')}/{f(last.get('cpu'), '.4f')} "
                 f"| {f(c.get('max_rel'), '.1e')} "
                 f"| {verdict_of(c)} |")
+        warned = [(r["name"], w) for r in result["runs"] for w in r.get("warnings", [])]
+        if warned:
+            lines += ["", f"Warnings of the {device} training runs (the times above "
+                      "may not be what they seem):", ""]
+            lines += [f"- {name}: {w}" for name, w in warned]
         lines += ["", "Tolerances (relative, on the loss): " + "; ".join(
             f"{d}: first 20 steps {t['first20']:.0e}, every step {t['every']:.0e}, "
             f"mean of the last 20 {t['last20']:.0e}" for d, t in TOLERANCES.items()), ""]

@@ -137,6 +137,8 @@ grep -q '^| check-kernels | moe_lm.sm_90.f32 | pass |' "$work/emu-suite/results.
   fail "results.md lacks moe_lm's kernel check"
 grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
   fail "results.md lacks moe_lm's curve comparison"
+grep -q '"warnings": \[\]' "$work/emu-suite/results.json" ||
+  fail "results.json lacks the run's (empty) warnings"
 tar -tzf "$work/emu-suite/logs.tar.gz" > "$work/emu-suite.list"
 grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' "$work/emu-suite.list" ||
   fail "logs.tar.gz lacks the cpu curve"
