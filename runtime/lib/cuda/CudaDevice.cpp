@@ -152,6 +152,9 @@ struct LoadedKernel {
   int staticShared = 0;
   /// The dynamic shared memory the function may use (its attribute).
   int64_t dynamicLimit = 0;
+  /// The largest block it can run (its __launch_bounds__ and registers);
+  /// 0 when the driver does not say.
+  int64_t maxThreads = 0;
 };
 
 /// What graph replay remembers about one program.
@@ -458,6 +461,9 @@ void CudaDeviceImpl::load(const ProgramDesc &program,
                            kernel.function) == CUDA_SUCCESS
           ? value
           : std::max<int64_t>(0, kDefaultDynamicShared - kernel.staticShared);
+  if (d.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                           kernel.function) == CUDA_SUCCESS)
+    kernel.maxThreads = value;
   kernels.emplace(compiled.name, kernel);
 }
 
@@ -510,6 +516,11 @@ void CudaDeviceImpl::prepare(const ProgramDesc &program) {
                                launch.block[0], launch.block[1],
                                launch.block[2], gpu->maxThreadsPerBlock));
       LoadedKernel &kernel = loaded(program, launch.kernel);
+      if (kernel.maxThreads > 0 && threads > kernel.maxThreads)
+        throw fail(fmt::format("a block of {} threads; the kernel runs at "
+                               "most {} per block (its __launch_bounds__ or "
+                               "its registers)",
+                               threads, kernel.maxThreads));
       if (kernel.staticShared + launch.sharedBytes > gpu->maxSharedOptin)
         throw fail(fmt::format("{} bytes of static and {} of dynamic shared "
                                "memory; the GPU '{}' allows {} per block",

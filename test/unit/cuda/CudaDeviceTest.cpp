@@ -144,6 +144,7 @@ protected:
     state().failModuleLoad = false;
     state().driverVersion = 13000;
     state().staticShared.clear();
+    state().maxThreads.clear();
     baseline = state().liveAllocations;
   }
 
@@ -585,6 +586,23 @@ TEST_F(CudaDeviceTest, TooMuchSharedMemoryIsRefusedAtPrepare) {
     EXPECT_THAT(e.what(), HasSubstr("200000 of dynamic shared memory"));
     EXPECT_THAT(e.what(), HasSubstr("Fake A100"));
   }
+}
+
+// A block larger than the kernel's own limit (its __launch_bounds__, or
+// its registers) would fail at the launch; prepare says why.
+TEST_F(CudaDeviceTest, ABlockLargerThanTheKernelRunsIsRefusedAtPrepare) {
+  state().maxThreads["moek_test_mma"] = 64;
+  std::unique_ptr<cuda::CudaDevice> device = makeDevice();
+  try {
+    device->prepare(bundle.programs.at("forward"));
+    FAIL() << "a block of 128 threads was accepted for a kernel of 64";
+  } catch (const Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("program 'forward', group 1, kernel "
+                                    "'moek_test_mma'"));
+    EXPECT_THAT(e.what(), HasSubstr("a block of 128 threads; the kernel runs "
+                                    "at most 64 per block"));
+  }
+  EXPECT_TRUE(state().launches.empty());
 }
 
 TEST_F(CudaDeviceTest, ABundleForAnotherDeviceLibraryIsRefused) {

@@ -214,7 +214,10 @@ int dynamicSharedLimitOf(const std::string &name) {
 
 CUresult cuFuncGetAttribute(int *value, int attribute, void *function) {
   const std::string &name = static_cast<Function *>(function)->name;
-  if (attribute == 1)
+  if (attribute == 0) {
+    auto it = state.maxThreads.find(name);
+    *value = it == state.maxThreads.end() ? 1024 : it->second;
+  } else if (attribute == 1)
     *value = staticSharedOf(name);
   else if (attribute == 8)
     *value = dynamicSharedLimitOf(name);

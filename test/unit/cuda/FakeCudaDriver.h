@@ -45,6 +45,8 @@ struct State {
   std::map<std::string, int> dynamicSharedLimit;
   /// Static shared memory by kernel (cuFuncGetAttribute); none when absent.
   std::map<std::string, int> staticShared;
+  /// The largest block by kernel (cuFuncGetAttribute); 1024 when absent.
+  std::map<std::string, int> maxThreads;
   /// Failure injection: cuLaunchKernel of this kernel returns
   /// CUDA_ERROR_INVALID_VALUE; the next cuStreamSynchronize returns
   /// CUDA_ERROR_ILLEGAL_ADDRESS when set.
