@@ -22,7 +22,7 @@
 # Exit status: 0 all passed; 1 a test, kernel check or loss comparison
 # failed; 2 the pack cannot run here (its moec does not start, no python3);
 # 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too old for
-# moec; 7 the time budget ended the suite early and everything that ran
+# moec, or NVRTC newer than the driver; 7 the time budget ended the suite early and everything that ran
 # passed. Environment:
 #   MOEC_PACK_STEPS     training steps per run (default 200)
 #   MOEC_PACK_ONLY      a regular expression: only the bundles it matches
