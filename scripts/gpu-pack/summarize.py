@@ -131,13 +131,17 @@ def tflops(flops, ms):
 
 def read_layers(out):
     """layers.tsv as records, with the achieved TFLOP/s and ratios that
-    layers.md shows; the manifest's description of each layer beside it."""
+    layers.md shows; the manifest's description of each layer beside it.
+    A row it cannot read is a failed layer, not a crash."""
     manifest = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "layers", "manifest.tsv")
     described = {row[0]: row[1] for row in read_tsv(manifest) if len(row) > 1}
     layers = []
     for row in read_tsv(os.path.join(out, "layers.tsv")):
         if len(row) != len(LAYER_COLUMNS):
+            layers.append({"name": row[0], "state": "failed",
+                           "why": f"layers.tsv row of {len(row)} columns, "
+                                  f"not {len(LAYER_COLUMNS)}"})
             continue
         layer = dict(zip(LAYER_COLUMNS, row))
         exit_text = layer.pop("exit")
@@ -147,11 +151,23 @@ def read_layers(out):
                 if key.endswith("_flops") and layer[key] is not None:
                     layer[key] = int(layer[key])
         layer["what"] = described.get(layer["name"], "")
-        layer["state"] = check_state(exit_text)
-        moec_both = ((layer["moec_forward_ms"] or 0) +
-                     (layer["moec_backward_ms"] or 0)) or None
-        flops_both = ((layer["forward_flops"] or 0) +
-                      (layer["backward_flops"] or 0)) or None
+        try:
+            layer["state"] = check_state(exit_text)
+        except ValueError:
+            layer["state"] = "failed"
+            layer["why"] = f"exit status '{exit_text}' in layers.tsv"
+        if layer["state"] in ("skipped", "stopped"):
+            # Nothing was timed: the zeros layers.sh wrote are no times.
+            for key in LAYER_COLUMNS:
+                if key.endswith("_ms"):
+                    layer[key] = None
+
+        def both(first, second):
+            a, b = layer[first], layer[second]
+            return a + b if a is not None and b is not None else None
+
+        moec_both = both("moec_forward_ms", "moec_backward_ms")
+        flops_both = both("forward_flops", "backward_flops")
         layer["moec_forward_tflops"] = tflops(layer["forward_flops"],
                                               layer["moec_forward_ms"])
         layer["moec_forward_backward_tflops"] = tflops(flops_both, moec_both)

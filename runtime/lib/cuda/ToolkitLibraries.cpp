@@ -15,8 +15,12 @@ int driverCudaMajor(const std::string &driverLibrary) {
   using GetVersion = int (*)(int *);
   auto getVersion =
       reinterpret_cast<GetVersion>(::dlsym(handle, "cuDriverGetVersion"));
+  if (!getVersion) {
+    ::dlclose(handle); // not a driver
+    return 0;
+  }
   int version = 0;
-  if (!getVersion || getVersion(&version) != 0)
+  if (getVersion(&version) != 0)
     version = 0;
   // The driver stays loaded, as CudaDriver keeps it: unloading libcuda is
   // not something it is known to survive.
@@ -31,19 +35,30 @@ int installedDriverCudaMajor() {
 std::vector<std::string> toolkitLibraryCandidates(const std::string &stem,
                                                   int driverMajor,
                                                   bool unversioned) {
+  const std::string locations[] = {"", "/usr/local/cuda/lib64/"};
+  std::vector<std::string> names;
+  if (driverMajor == 0) {
+    // No driver to fit: the loader's path first, newest major first.
+    for (const std::string &location : locations) {
+      for (int major : kToolkitMajors)
+        names.push_back(location + stem + "." + std::to_string(major));
+      if (unversioned)
+        names.push_back(location + stem);
+    }
+    return names;
+  }
   std::vector<int> majors;
   for (int major : kToolkitMajors)
-    if (driverMajor == 0 || major <= driverMajor)
+    if (major <= driverMajor)
       majors.push_back(major);
   // The last resort: the newer majors, the one nearest the driver first.
   for (auto it = std::rbegin(kToolkitMajors); it != std::rend(kToolkitMajors);
        ++it)
-    if (driverMajor != 0 && *it > driverMajor)
+    if (*it > driverMajor)
       majors.push_back(*it);
-  std::vector<std::string> names;
   auto add = [&](const std::string &name) {
-    names.push_back(name);
-    names.push_back("/usr/local/cuda/lib64/" + name);
+    for (const std::string &location : locations)
+      names.push_back(location + name);
   };
   for (int major : majors)
     add(stem + "." + std::to_string(major));

@@ -26,12 +26,13 @@ int driverCudaMajor(const std::string &driverLibrary);
 /// driverCudaMajor of $MOEC_CUDA_DRIVER_LIBRARY, else of libcuda.so.1.
 int installedDriverCudaMajor();
 
-/// The names to dlopen for `stem` ("libnvrtc.so"): for each major of
-/// kToolkitMajors that a driver of `driverMajor` runs (every major when it
-/// is 0, unknown), newest first, then the newer majors, oldest first (a
-/// last resort: the load fails later, saying why), each first on the
-/// loader's path and then in /usr/local/cuda/lib64; the unversioned names
-/// last when `unversioned`.
+/// The names to dlopen for `stem` ("libnvrtc.so"). With a driver: for each
+/// major of kToolkitMajors that it runs, newest first, then the newer
+/// majors, oldest first (a last resort: the load fails later, saying why),
+/// each first on the loader's path and then in /usr/local/cuda/lib64; the
+/// unversioned names last when `unversioned`. Without one (`driverMajor`
+/// 0): every name on the loader's path, newest first, then the same in
+/// /usr/local/cuda/lib64.
 std::vector<std::string> toolkitLibraryCandidates(const std::string &stem,
                                                   int driverMajor,
                                                   bool unversioned);

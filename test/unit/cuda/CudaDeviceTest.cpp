@@ -145,7 +145,15 @@ protected:
     state().driverVersion = 13000;
     state().staticShared.clear();
     state().maxThreads.clear();
+    state().dynamicSharedLimit.clear(); // a real driver's goes with the module
     baseline = state().liveAllocations;
+  }
+
+  // The fake driver outlives the test: what a test changed of it must not
+  // reach the tests of other fixtures (ToolkitLibrariesTest).
+  void TearDown() override {
+    state().driverVersion = 13000;
+    state().failModuleLoad = false;
   }
 
   fake::State &state() { return fakeState(); }

@@ -75,7 +75,7 @@ Tensor gemmOperand(DType dtype, Shape shape, double phase) {
   return dtype == DType::F32 ? t : t.to(dtype);
 }
 
-GemmOperands gemmOperands(const GemmCase &c, int64_t batch) {
+GemmOperands gemmOperands(const GemmCase &c, int64_t batch, double phase) {
   SymbolValues symbols{{"B", batch}};
   auto shape = [&](const std::vector<DimExpr> &dims) {
     Shape s;
@@ -87,9 +87,9 @@ GemmOperands gemmOperands(const GemmCase &c, int64_t batch) {
   o.m = *dim(c.m).evaluate(symbols);
   o.n = *dim(c.n).evaluate(symbols);
   o.k = *dim(c.k).evaluate(symbols);
-  o.a = gemmOperand(c.in, shape(c.aDims), 0.3);
-  o.b = gemmOperand(c.in, shape(c.bDims), 1.1);
-  o.bias = gemmOperand(c.out, {o.n}, 2.0);
+  o.a = gemmOperand(c.in, shape(c.aDims), 0.3 + phase);
+  o.b = gemmOperand(c.in, shape(c.bDims), 1.1 + phase);
+  o.bias = gemmOperand(c.out, {o.n}, 2.0 + phase);
   return o;
 }
 

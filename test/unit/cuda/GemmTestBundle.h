@@ -41,12 +41,13 @@ detail::BundleData gemmBundle(const GemmCase &c);
 /// Values that are not round in bf16 and differ from element to element.
 Tensor gemmOperand(DType dtype, Shape shape, double phase);
 
-/// The case's operands at B = batch, and its sizes there.
+/// The case's operands at B = batch, and its sizes there; another `phase`
+/// gives other values.
 struct GemmOperands {
   Tensor a, b, bias;
   int64_t m = 0, n = 0, k = 0;
 };
-GemmOperands gemmOperands(const GemmCase &c, int64_t batch);
+GemmOperands gemmOperands(const GemmCase &c, int64_t batch, double phase = 0);
 
 /// d[i, j] as the case defines it, in double.
 double gemmExpected(const GemmCase &c, const GemmOperands &o, int64_t i,

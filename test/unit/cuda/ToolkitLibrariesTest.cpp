@@ -55,11 +55,15 @@ TEST(ToolkitLibraries, TheMajorsTheDriverRunsComeFirstNewestFirst) {
   EXPECT_THAT(toolkitLibraryCandidates("libcublasLt.so", 12, false),
               ElementsAre("libcublasLt.so.12", kLib + "libcublasLt.so.12",
                           "libcublasLt.so.13", kLib + "libcublasLt.so.13"));
-  // Newer drivers run both; without a driver the newest comes first.
-  for (int driverMajor : {14, 0})
-    EXPECT_THAT(toolkitLibraryCandidates("libcublasLt.so", driverMajor, false),
-                ElementsAre("libcublasLt.so.13", kLib + "libcublasLt.so.13",
-                            "libcublasLt.so.12", kLib + "libcublasLt.so.12"));
+  // A newer driver runs both.
+  EXPECT_THAT(toolkitLibraryCandidates("libcublasLt.so", 14, false),
+              ElementsAre("libcublasLt.so.13", kLib + "libcublasLt.so.13",
+                          "libcublasLt.so.12", kLib + "libcublasLt.so.12"));
+  // No driver (a machine that only compiles): the loader's path first.
+  EXPECT_THAT(toolkitLibraryCandidates("libnvrtc.so", 0, true),
+              ElementsAre("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
+                          kLib + "libnvrtc.so.13", kLib + "libnvrtc.so.12",
+                          kLib + "libnvrtc.so"));
   // Older than both: the nearest newer one first.
   EXPECT_THAT(toolkitLibraryCandidates("libnvrtc.so", 11, false),
               ElementsAre("libnvrtc.so.12", kLib + "libnvrtc.so.12",
