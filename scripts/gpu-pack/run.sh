@@ -20,10 +20,11 @@
 #    results.json and logs.tar.gz are the whole record.
 #
 # Exit status: 0 all passed; 1 a test, kernel check or loss comparison
-# failed; 2 the pack cannot run here (its moec does not start, no python3);
-# 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too old for
-# moec, or NVRTC newer than the driver; 7 the time budget ended the suite early and everything that ran
-# passed. Environment:
+# failed; 2 the pack cannot run here (its moec does not start, no python3)
+# or a setting below is not what it must be (found before OUTDIR is
+# touched); 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too
+# old for moec, or NVRTC newer than the driver; 7 the time budget ended the
+# suite early and everything that ran passed. Environment:
 #   MOEC_PACK_STEPS     training steps per run (default 200)
 #   MOEC_PACK_ONLY      a regular expression: only the bundles it matches
 #   MOEC_PACK_BUDGET_S  seconds the whole suite may take (default 0: no
@@ -45,6 +46,32 @@ if [ $# -ne 1 ]; then
   echo "usage: run.sh OUTDIR" >&2
   exit 2
 fi
+# whole NAME DEFAULT: $NAME, else DEFAULT, as a whole number (08 is eight,
+# not a bad octal number); a word that is not one ends run.sh, status 2.
+whole() {
+  local value="${!1:-$2}"
+  case "$value" in
+    ''|*[!0-9]*) echo "run.sh: $1 must be a whole number, not '$value'" >&2
+                 return 2 ;;
+  esac
+  echo $((10#$value))
+}
+# Every setting is checked before anything is written.
+steps=$(whole MOEC_PACK_STEPS 200) || exit 2
+budget=$(whole MOEC_PACK_BUDGET_S 0) || exit 2
+share_set="${MOEC_PACK_EXAMPLES_SHARE:-}"
+share=$(whole MOEC_PACK_EXAMPLES_SHARE 55) || exit 2
+[ "$share" -le 100 ] || { echo "run.sh: MOEC_PACK_EXAMPLES_SHARE is a percentage, at most 100, not $share" >&2; exit 2; }
+unit_cap=$(whole MOEC_PACK_UNIT_CAP_S 120) || exit 2
+# layers.sh's, checked here so that a bad one costs no examples' time.
+whole MOEC_PACK_LAYER_STEPS 12 > /dev/null || exit 2
+whole MOEC_PACK_TORCH_CAP_S 150 > /dev/null || exit 2
+device="${MOEC_PACK_DEVICE:-cuda}"
+case "$device" in
+  cuda|emu) ;;
+  *) echo "run.sh: MOEC_PACK_DEVICE must be cuda or emu, not '$device'" >&2
+     exit 2 ;;
+esac
 # OUTDIR is run.sh's own: a new or empty folder, or one an earlier run
 # marked; whatever an earlier run left there goes first.
 if [ -n "$(ls -A "$1" 2>/dev/null)" ] && [ ! -f "$1/.moec-suite" ]; then
@@ -60,10 +87,7 @@ rm -f "$out"/*.tsv "$out/layers.md" "$out/results.md" "$out/results.json" \
 touch "$out/.moec-suite"
 mkdir -p "$logs" || exit 2
 moec="$pack/bin/moec"
-steps="${MOEC_PACK_STEPS:-200}"
 only="${MOEC_PACK_ONLY:-.}"
-budget="${MOEC_PACK_BUDGET_S:-0}"
-device="${MOEC_PACK_DEVICE:-cuda}"
 export MOEC_FAKE_CUDA_DRIVER="$pack/lib/libmoec-fake-cuda-driver.so"
 export MOEC_FAKE_CUBLASLT="$pack/lib/libmoec-fake-cublaslt.so"
 
@@ -73,24 +97,6 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 # One status line per check, read back by summarize.py.
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$out/checks.tsv"; }
 
-case "$budget" in
-  ''|*[!0-9]*) echo "run.sh: MOEC_PACK_BUDGET_S must be whole seconds, not '$budget'" >&2
-               exit 2 ;;
-esac
-budget=$((10#$budget)) # 08 is eight seconds, not a bad octal number
-share_set="${MOEC_PACK_EXAMPLES_SHARE:-}"
-share="${share_set:-55}"
-case "$share" in
-  ''|*[!0-9]*) echo "run.sh: MOEC_PACK_EXAMPLES_SHARE must be a whole percentage, not '$share'" >&2
-               exit 2 ;;
-esac
-share=$((10#$share))
-[ "$share" -le 100 ] || { echo "run.sh: MOEC_PACK_EXAMPLES_SHARE is at most 100, not $share" >&2; exit 2; }
-case "$device" in
-  cuda|emu) ;;
-  *) echo "run.sh: MOEC_PACK_DEVICE must be cuda or emu, not '$device'" >&2
-     exit 2 ;;
-esac
 
 # The time budget: an end for the whole suite, a few seconds kept back for
 # the summary and the log archive. Without a budget the end is far away.
@@ -195,7 +201,6 @@ bundles=$(printf '%s\n' "$out"/bundles/*.bundle.json | grep -E "$only" |
 # Unit tests of the cuda device, each stopped after unit_cap seconds: a
 # hang at the first real launches must not take the examples' time, and
 # counts as a failure.
-unit_cap="${MOEC_PACK_UNIT_CAP_S:-120}"
 if [ "$device" = cuda ]; then
   for t in moec-cuda-tests moec-cuda-device-tests moec-cuda-gpu-tests; do
     starts "unit $t" "$end" || continue

@@ -167,6 +167,15 @@ grep -q '^run.sh: the examples left for the layers: .*moe_lm.sm_90.f32' \
   "$work/late-example.txt" || fail "moe_lm was not deferred"
 grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/late-example/results.md" ||
   fail "the deferred example did not run after the layers"
+# A setting that is not a number ends the suite at once, writing nothing.
+rm -rf "$work/bad-setting"
+set +e
+MOEC_PACK_STEPS=2OO "$pack/run.sh" "$work/bad-setting" > "$work/bad-setting.txt" 2>&1
+status=$?
+set -e
+[ $status -eq 2 ] && [ ! -e "$work/bad-setting" ] &&
+  [ "$(cat "$work/bad-setting.txt")" = "run.sh: MOEC_PACK_STEPS must be a whole number, not '2OO'" ] ||
+  fail "a bad MOEC_PACK_STEPS: exit $status: $(cat "$work/bad-setting.txt")"
 rm -rf "$work/mine"
 mkdir -p "$work/mine"
 echo "keep me" > "$work/mine/notes.txt"
