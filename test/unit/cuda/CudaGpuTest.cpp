@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <random>
 
@@ -323,6 +324,104 @@ TEST(CudaGpu, TheDeviceRunsCapturesAndReplaysAProgram) {
     }
   }
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+/// "forward": y = 2x over x [B, 4], whose kernel reports row r of x that
+/// holds a NaN as token r of a router's logits [B, 2, 4] (the status words
+/// a router kernel reports through).
+detail::BundleData reportingBundle() {
+  using namespace detail;
+  BundleData bundle;
+  bundle.origin = "gpu-test.bundle.json";
+  bundle.deviceLibraryHash = std::string(deviceLibraryHash());
+  bundle.kernels["moek_gpu_report"] = {"moek_gpu_report", R"(
+extern "C" __global__ void __launch_bounds__(128)
+moek_gpu_report(const moec::KernelParams p) {
+  moec::gptr<const float> x = moec::bufferArg<const float>(p, 0);
+  moec::gptr<float> y = moec::bufferArg<float>(p, 1);
+  const int64_t n = moec::scalarArg(p, 0);
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  const float v = x[i];
+  if (moec::isNanValue(v))
+    moec::reportBadItem(moec::kernelReport(p), moec::kStatusRouterLogits,
+                        i / 4);
+  y[i] = 2.0f * v;
+}
+)"};
+  ProgramDesc &p = bundle.programs["forward"];
+  p.name = "forward";
+  DimExpr batch = *DimExpr::parse("B"), items = *DimExpr::parse("4*B");
+  p.buffers = {
+      {BufferKind::Input, DType::F32, {batch, DimExpr(4)}, "x", {}},
+      {BufferKind::Temp, DType::F32, {batch, DimExpr(4)}, "", {}},
+      {BufferKind::Temp, DType::F32, {batch, DimExpr(2), DimExpr(4)}, "", {}}};
+  p.inputs = {{"x", 0}};
+  p.outputs = {{"y", 1}};
+  StepDesc router;
+  router.op = "moe.topk_router";
+  router.in = {2};
+  router.loc = "gpu-test.moe:7:3";
+  p.steps = {router};
+  LaunchDesc l;
+  l.kernel = "moek_gpu_report";
+  l.grid[0] = {items, 128};
+  l.grid[1] = {DimExpr(1), 1};
+  l.block[0] = 128;
+  l.buffers = {0, 1};
+  l.scalars = {items};
+  GroupDesc g;
+  g.steps = {0};
+  g.launches.push_back(l);
+  p.groups = {g};
+  return bundle;
+}
+
+// The status words on the real GPU: a kernel's report fails the run with
+// the cpu device's words for the lowest item reported, directly and from a
+// replayed graph, and leaves nothing behind for the next run.
+TEST(CudaGpu, AKernelsReportFailsTheRunAndIsClearedAfter) {
+  MOEC_REQUIRE_GPU(gpu);
+  test::ScopedEnv graphs("MOEC_CUDA_GRAPHS", "1");
+  test::ScopedEnv sync("MOEC_CUDA_SYNC", std::nullopt);
+  detail::BundleData bundle = reportingBundle();
+  std::unique_ptr<CudaDevice> device = createCudaDevice();
+  device->setBundle(bundle);
+  detail::ProgramRunner runner(*device, bundle.programs.at("forward"));
+  const int64_t batch = 96; // 384 elements, three blocks
+  auto runWithNanAt = [&](std::vector<int64_t> nans) {
+    Tensor x(DType::F32, {batch, 4});
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] = 0.25f * float(i % 7) - 0.5f;
+    for (int64_t i : nans)
+      x.data<float>()[i] = std::nanf("");
+    detail::BufferMap params, states;
+    try {
+      Tensor y = runner.run({{"x", x}}, params, states).at("y");
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (y.data<float>()[i] != 2 * x.data<float>()[i])
+          return fmt::format("y[{}] is {}, not {}", i, y.data<float>()[i],
+                             2 * x.data<float>()[i]);
+      return std::string("(no error)");
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+  };
+  auto words = [](const char *token) {
+    return fmt::format("program 'forward', group 0, kernel 'moek_gpu_report': "
+                       "moe.topk_router: the logits of token {} contain NaN "
+                       "or +inf, or are all -inf; the router cannot rank "
+                       "them (from gpu-test.moe:7:3)",
+                       token);
+  };
+  EXPECT_EQ(runWithNanAt({}), "(no error)"); // kernel by kernel
+  // Row 7 of x is token [3, 1]; rows 300 / 4 = 75 and 383 / 4 = 95 are
+  // later, in other blocks: the lowest stays, whichever block comes first.
+  EXPECT_EQ(runWithNanAt({383, 29, 300}), words("[3, 1]")); // captured
+  EXPECT_EQ(runWithNanAt({}), "(no error)");                // replayed
+  EXPECT_EQ(runWithNanAt({2, 130}), words("[0, 0]"));
+  EXPECT_EQ(runWithNanAt({}), "(no error)");
 }
 
 // The cuda device's GEMMs through the real cuBLASLt, in the storage orders
