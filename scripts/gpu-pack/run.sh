@@ -46,26 +46,33 @@ if [ $# -ne 1 ]; then
   echo "usage: run.sh OUTDIR" >&2
   exit 2
 fi
-# whole NAME DEFAULT: $NAME, else DEFAULT, as a whole number (08 is eight,
-# not a bad octal number); a word that is not one ends run.sh, status 2.
+# whole NAME DEFAULT MIN MAX: $NAME, else DEFAULT, as a whole number from
+# MIN to MAX (08 is eight, not a bad octal number); anything else ends
+# run.sh, status 2.
 whole() {
   local value="${!1:-$2}"
   case "$value" in
     ''|*[!0-9]*) echo "run.sh: $1 must be a whole number, not '$value'" >&2
                  return 2 ;;
   esac
-  echo $((10#$value))
+  value=${value#"${value%%[!0]*}"} # no leading zeros: 10# of 19 digits wraps
+  if [ ${#value} -gt 9 ] || [ "${value:-0}" -lt "$3" ] || [ "${value:-0}" -gt "$4" ]; then
+    echo "run.sh: $1 must be from $3 to $4, not '${!1}'" >&2
+    return 2
+  fi
+  echo "${value:-0}"
 }
 # Every setting is checked before anything is written.
-steps=$(whole MOEC_PACK_STEPS 200) || exit 2
-budget=$(whole MOEC_PACK_BUDGET_S 0) || exit 2
+steps=$(whole MOEC_PACK_STEPS 200 1 1000000) || exit 2
+budget=$(whole MOEC_PACK_BUDGET_S 0 0 1000000) || exit 2
 share_set="${MOEC_PACK_EXAMPLES_SHARE:-}"
-share=$(whole MOEC_PACK_EXAMPLES_SHARE 55) || exit 2
-[ "$share" -le 100 ] || { echo "run.sh: MOEC_PACK_EXAMPLES_SHARE is a percentage, at most 100, not $share" >&2; exit 2; }
-unit_cap=$(whole MOEC_PACK_UNIT_CAP_S 120) || exit 2
-# layers.sh's, checked here so that a bad one costs no examples' time.
-whole MOEC_PACK_LAYER_STEPS 12 > /dev/null || exit 2
-whole MOEC_PACK_TORCH_CAP_S 150 > /dev/null || exit 2
+share=$(whole MOEC_PACK_EXAMPLES_SHARE 55 0 100) || exit 2
+unit_cap=$(whole MOEC_PACK_UNIT_CAP_S 120 1 100000) || exit 2
+# layers.sh's, checked (and written plainly) here so that a bad one costs
+# no examples' time.
+layer_steps=$(whole MOEC_PACK_LAYER_STEPS 12 1 100000) || exit 2
+torch_cap=$(whole MOEC_PACK_TORCH_CAP_S 150 1 100000) || exit 2
+export MOEC_PACK_LAYER_STEPS="$layer_steps" MOEC_PACK_TORCH_CAP_S="$torch_cap"
 device="${MOEC_PACK_DEVICE:-cuda}"
 case "$device" in
   cuda|emu) ;;

@@ -273,6 +273,7 @@ def main():
     layers = args.layers_status
     result["layers_status"] = layers
     failed = (any(c["state"] == "failed" for c in checks) or
+              any(l["state"] == "failed" for l in result["layers"]) or
               any(not r["comparison"]["passed"] and
                   not r["comparison"].get("stopped") for r in runs) or
               layers not in (0, INCOMPLETE))

@@ -136,25 +136,13 @@ protected:
     std::string why;
     if (!test::tryNvrtc(why))
       GTEST_SKIP() << "NVRTC is not available: " << why;
-    state().launches.clear();
-    state().failLaunchOf.clear();
-    state().failNextSynchronize = false;
-    state().reportFrom.clear();
-    state().failInstantiate = false;
-    state().failModuleLoad = false;
-    state().driverVersion = 13000;
-    state().staticShared.clear();
-    state().maxThreads.clear();
-    state().dynamicSharedLimit.clear(); // a real driver's goes with the module
+    state().resetInjections();
     baseline = state().liveAllocations;
   }
 
-  // The fake driver outlives the test: what a test changed of it must not
-  // reach the tests of other fixtures (ToolkitLibrariesTest).
-  void TearDown() override {
-    state().driverVersion = 13000;
-    state().failModuleLoad = false;
-  }
+  // The fake driver outlives the test: what a test injected must not reach
+  // the tests of other fixtures (ToolkitLibrariesTest, CudaLibraryGemmTest).
+  void TearDown() override { state().resetInjections(); }
 
   fake::State &state() { return fakeState(); }
 

@@ -55,7 +55,7 @@ protected:
     std::string why;
     if (!test::tryNvrtc(why))
       GTEST_SKIP() << "NVRTC is not available: " << why;
-    driver().launches.clear();
+    driver().resetInjections();
     lt().failCreate = false;
     lt().noAlgorithm = false;
     lt().failMatmul = false;

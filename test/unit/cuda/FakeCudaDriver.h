@@ -61,6 +61,22 @@ struct State {
   /// does (also when replayed from a graph).
   std::string reportFrom;
   uint32_t reportItem = 0;
+
+  /// Back to a plain driver: no failures injected, no attributes or
+  /// version set, no launches recorded (the counters stay).
+  void resetInjections() {
+    launches.clear();
+    dynamicSharedLimit.clear();
+    staticShared.clear();
+    maxThreads.clear();
+    driverVersion = 13000;
+    failLaunchOf.clear();
+    failNextSynchronize = false;
+    failModuleLoad = false;
+    failInstantiate = false;
+    reportFrom.clear();
+    reportItem = 0;
+  }
 };
 
 } // namespace moec::fake
