@@ -35,8 +35,9 @@
 #                       then), the layers the rest; an example that would
 #                       start after the 55% runs after the layers, if
 #                       they leave time.
-#   MOEC_PACK_EXAMPLES_SHARE  that share in percent (default 55; when set,
-#                       it applies also where no layers run)
+#   MOEC_PACK_EXAMPLES_SHARE  that share in percent (default 55; set where
+#                       no layers run, it only sends the examples past it
+#                       to the end of the queue)
 #   MOEC_PACK_DEVICE    cuda (default), or emu: the same suite on the emu
 #                       device, which needs no GPU (no cuda unit tests, no
 #                       layer benchmarks), to check the suite itself
