@@ -247,16 +247,16 @@ TEST(CudaGpu, DeviceBuffersKeepRandomTensorsExactly) {
   EXPECT_EQ(std::memcmp(back.raw(), t.raw(), t.numel() * sizeof(float)), 0);
 }
 
-/// A program of the bundle's kind: "forward", y[B, 4] = exp(x) times the
-/// sum of x over each 128-element block, one launch of the scale kernel.
-detail::BundleData scaleBundle() {
+/// A program of the bundle's kind: "forward", y[B, 4] from x[B, 4] by one
+/// launch of `kernel` (its own source, without the device library) over
+/// the 4B elements, 128 threads a block.
+detail::BundleData elementwiseBundle(const std::string &kernel,
+                                     std::string source) {
   using namespace detail;
   BundleData bundle;
   bundle.origin = "gpu-test.bundle.json";
   bundle.deviceLibraryHash = std::string(deviceLibraryHash());
-  std::string unit = test::scaleKernelSource("moek_gpu_scale", "gpu");
-  bundle.kernels["moek_gpu_scale"] = {
-      "moek_gpu_scale", unit.substr(deviceLibrarySource().size() + 1)};
+  bundle.kernels[kernel] = {kernel, std::move(source)};
   ProgramDesc &p = bundle.programs["forward"];
   p.name = "forward";
   DimExpr batch = *DimExpr::parse("B"), items = *DimExpr::parse("4*B");
@@ -265,7 +265,7 @@ detail::BundleData scaleBundle() {
   p.inputs = {{"x", 0}};
   p.outputs = {{"y", 1}};
   LaunchDesc l;
-  l.kernel = "moek_gpu_scale";
+  l.kernel = kernel;
   l.grid[0] = {items, 128};
   l.grid[1] = {DimExpr(1), 1};
   l.block[0] = 128;
@@ -277,6 +277,26 @@ detail::BundleData scaleBundle() {
   return bundle;
 }
 
+/// y = exp(x) times the sum of x over each 128-element block.
+detail::BundleData scaleBundle() {
+  std::string unit = test::scaleKernelSource("moek_gpu_scale", "gpu");
+  return elementwiseBundle("moek_gpu_scale",
+                           unit.substr(deviceLibrarySource().size() + 1));
+}
+
+/// A cuda device that captures a program's second run as a CUDA graph
+/// (whatever MOEC_CUDA_GRAPHS and MOEC_CUDA_SYNC say), with "forward"
+/// compiled, so that any kernel-cache warning comes before a test reads
+/// stderr.
+std::unique_ptr<CudaDevice> capturingDevice(const detail::BundleData &bundle) {
+  test::ScopedEnv graphs("MOEC_CUDA_GRAPHS", "1");
+  test::ScopedEnv sync("MOEC_CUDA_SYNC", std::nullopt);
+  std::unique_ptr<CudaDevice> device = createCudaDevice();
+  device->setBundle(bundle);
+  device->prepare(bundle.programs.at("forward"));
+  return device;
+}
+
 // The cuda device's own path on the real driver: prepare, a run kernel by
 // kernel, the capture of a CUDA graph on the second run with the same
 // buffers, its replays, the status words read back after each; every
@@ -284,13 +304,8 @@ detail::BundleData scaleBundle() {
 // kernel by kernel, slower, with one).
 TEST(CudaGpu, TheDeviceRunsCapturesAndReplaysAProgram) {
   MOEC_REQUIRE_GPU(gpu);
-  test::ScopedEnv graphs("MOEC_CUDA_GRAPHS", "1");
-  test::ScopedEnv sync("MOEC_CUDA_SYNC", std::nullopt);
   detail::BundleData bundle = scaleBundle();
-  std::unique_ptr<CudaDevice> device = createCudaDevice();
-  device->setBundle(bundle);
-  // Compiled (and any kernel-cache warning given) before stderr is read.
-  device->prepare(bundle.programs.at("forward"));
+  std::unique_ptr<CudaDevice> device = capturingDevice(bundle);
   detail::ProgramRunner runner(*device, bundle.programs.at("forward"));
   const int64_t batch = 80; // 320 elements: two full blocks and a part
   std::mt19937 rng(5);
@@ -331,10 +346,7 @@ TEST(CudaGpu, TheDeviceRunsCapturesAndReplaysAProgram) {
 /// a router kernel reports through).
 detail::BundleData reportingBundle() {
   using namespace detail;
-  BundleData bundle;
-  bundle.origin = "gpu-test.bundle.json";
-  bundle.deviceLibraryHash = std::string(deviceLibraryHash());
-  bundle.kernels["moek_gpu_report"] = {"moek_gpu_report", R"(
+  BundleData bundle = elementwiseBundle("moek_gpu_report", R"(
 extern "C" __global__ void __launch_bounds__(128)
 moek_gpu_report(const moec::KernelParams p) {
   moec::gptr<const float> x = moec::bufferArg<const float>(p, 0);
@@ -354,32 +366,19 @@ moek_gpu_report(const moec::KernelParams p) {
                         i / 4);
   y[i] = 2.0f * v;
 }
-)"};
-  ProgramDesc &p = bundle.programs["forward"];
-  p.name = "forward";
-  DimExpr batch = *DimExpr::parse("B"), items = *DimExpr::parse("4*B");
-  p.buffers = {
-      {BufferKind::Input, DType::F32, {batch, DimExpr(4)}, "x", {}},
-      {BufferKind::Temp, DType::F32, {batch, DimExpr(4)}, "", {}},
-      {BufferKind::Temp, DType::F32, {batch, DimExpr(2), DimExpr(4)}, "", {}}};
-  p.inputs = {{"x", 0}};
-  p.outputs = {{"y", 1}};
+)");
+  ProgramDesc &p = bundle.programs.at("forward");
+  p.buffers.push_back({BufferKind::Temp,
+                       DType::F32,
+                       {*DimExpr::parse("B"), DimExpr(2), DimExpr(4)},
+                       "",
+                       {}});
   StepDesc router;
   router.op = "moe.topk_router";
   router.in = {2};
   router.loc = "gpu-test.moe:7:3";
   p.steps = {router};
-  LaunchDesc l;
-  l.kernel = "moek_gpu_report";
-  l.grid[0] = {items, 128};
-  l.grid[1] = {DimExpr(1), 1};
-  l.block[0] = 128;
-  l.buffers = {0, 1};
-  l.scalars = {items};
-  GroupDesc g;
-  g.steps = {0};
-  g.launches.push_back(l);
-  p.groups = {g};
+  p.groups[0].steps = {0};
   return bundle;
 }
 
@@ -388,12 +387,8 @@ moek_gpu_report(const moec::KernelParams p) {
 // replayed graph, and leaves nothing behind for the next run.
 TEST(CudaGpu, AKernelsReportFailsTheRunAndIsClearedAfter) {
   MOEC_REQUIRE_GPU(gpu);
-  test::ScopedEnv graphs("MOEC_CUDA_GRAPHS", "1");
-  test::ScopedEnv sync("MOEC_CUDA_SYNC", std::nullopt);
   detail::BundleData bundle = reportingBundle();
-  std::unique_ptr<CudaDevice> device = createCudaDevice();
-  device->setBundle(bundle);
-  device->prepare(bundle.programs.at("forward"));
+  std::unique_ptr<CudaDevice> device = capturingDevice(bundle);
   detail::ProgramRunner runner(*device, bundle.programs.at("forward"));
   const int64_t batch = 96; // 384 elements, three blocks
   auto runWithNanAt = [&](std::vector<int64_t> nans) {
@@ -468,13 +463,9 @@ TEST(CudaGpu, LibraryGemmsMatchTheHostInEveryStorageOrder) {
                {"input gradient", inputGradient, 1e-5},
                {"weight gradient", weightGradient, 1e-5},
                {"bf16 linear with bias", bf16, 8e-3}};
-  test::ScopedEnv graphs("MOEC_CUDA_GRAPHS", "1");
-  test::ScopedEnv sync("MOEC_CUDA_SYNC", std::nullopt);
   for (const Case &c : cases) {
     detail::BundleData bundle = test::gemmBundle(c.gemm);
-    std::unique_ptr<CudaDevice> device = createCudaDevice();
-    device->setBundle(bundle);
-    device->prepare(bundle.programs.at("forward"));
+    std::unique_ptr<CudaDevice> device = capturingDevice(bundle);
     detail::ProgramRunner runner(*device, bundle.programs.at("forward"));
     ::testing::internal::CaptureStderr();
     for (int run = 0; run < 4; ++run) {
