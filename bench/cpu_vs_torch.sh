@@ -2,7 +2,8 @@
 # The cpu device against PyTorch on the CPU, same thread count, measured in
 # one run: examples/moe_lm.moe grown to d_model D with E experts, batch 4 x
 # 512 tokens, and its attention and expert layers alone. Prints markdown
-# table rows. Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
+# table rows: training, the layers, the forward alone and decoding.
+# Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
 # (from the repository root, after a build; needs python3-torch).
 # With MOA="E K" every block's attention is MoA with E experts, top K, head
 # dimension 64, and only the training step is compared. K=k routes each
@@ -36,7 +37,7 @@ fi
 # One warm-up step more than PyTorch's timed steps, as PyTorch's peer runs
 # one untimed: the mean of steps 2.. from the running means of steps 1 and N.
 OMP_NUM_THREADS=$threads "$moec" train "$out/model.json" --steps $((steps + 1)) \
-  --log-every 1 --valid-batches 0 --profile > "$out/moec.txt"
+  --log-every 1 --valid-batches 0 --profile --save "$out/weights.ckpt" > "$out/moec.txt"
 moec_ms=$(sed -n 's/.* mean \([0-9.]*\) ms\/step.*/\1/p' "$out/moec.txt" |
   awk -v n=$((steps + 1)) 'NR == 1 { first = $1 } END { printf "%.0f", (n * $1 - first) / (n - 1) }')
 # Per call of an op: ms/step divided by calls per step. The profile leaves
@@ -59,3 +60,18 @@ for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; d
   t=$(awk -v op="$op" '$2 == op { print $3 }' "$out/torch.txt")
   echo "| \`$op\` per layer ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
 done
+# Without gradients: the held-out loss of a batch of the same shape, and
+# greedy decoding of one sequence with the KV cache, per token after a
+# 16-token prompt (moec eval and moec run print their times).
+OMP_NUM_THREADS=$threads "$moec" eval "$out/model.json" --weights "$out/weights.ckpt" \
+  --batches $((steps + 1)) > "$out/eval.txt"
+m=$(sed -n 's/^time: \([0-9.]*\) ms per batch.*/\1/p' "$out/eval.txt")
+t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --steps "$steps" \
+  --forward | sed -n 's/^torch forward \([0-9.]*\) ms.*/\1/p')
+echo "| moe_lm forward: held-out loss, no gradients ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+OMP_NUM_THREADS=$threads "$moec" run "$out/model.json" --weights "$out/weights.ckpt" \
+  --prompt "the cat sat on t" --max-tokens 129 > "$out/run.txt"
+m=$(sed -n 's/.* tokens after it at \([0-9.]*\) ms each.*/\1/p' "$out/run.txt")
+t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --decode 128 |
+  sed -n 's/.* \([0-9.]*\) ms\/token.*/\1/p')
+echo "| moe_lm decoding, KV cache, batch 1, per token after a 16-token prompt ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"

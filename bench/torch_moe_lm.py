@@ -8,7 +8,8 @@ block, a top-k mixture of GELU (tanh) experts on every second block
 others, a final norm and an untied LM head; cross-entropy plus the Switch
 balance loss and the router z-loss; AdamW. The experts run as the papers'
 code runs them: a loop over experts with an index gather and an
-index_add combine. Prints the mean ms/step after warm-up.
+index_add combine. Prints the mean ms/step after warm-up; with --forward
+the loss without gradients, with --decode greedy decoding with a KV cache.
 """
 import argparse
 import time
@@ -149,19 +150,63 @@ def build(args):
         blocks=nn.ModuleList(blocks), norm=nn.LayerNorm(d), head=nn.Linear(d, 256)))
 
 
-def step(model, opt, tokens):
+def loss_of(model, tokens):
     x = model["embed"](tokens[:, :-1]) + model["pos"].weight[: tokens.shape[1] - 1]
     aux = 0.0
     for blk in model["blocks"]:
         x, bal, z = blk(x)
         aux = aux + 0.01 * bal + 0.001 * z
     logits = model["head"](model["norm"](x))
-    loss = F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1)) + aux
+    return F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1)) + aux
+
+
+def step(model, opt, tokens):
+    loss = loss_of(model, tokens)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return loss.item()
+
+
+def decode_block(blk, x, cache):
+    """One block over the new positions x [1, t, d], attending to the keys
+    and values of every earlier position (kept in `cache`) and its own."""
+    b, s, d = x.shape
+    q, k, v = blk.qkv(blk.norm1(x)).split(d, dim=-1)
+    shape = (b, s, blk.heads, d // blk.heads)
+    q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+    if "k" in cache:
+        k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+    cache["k"], cache["v"] = k, v
+    past = k.shape[2] - s
+    scores = (q @ k.transpose(-1, -2)) * (d // blk.heads) ** -0.5
+    causal = torch.ones(s, past + s, dtype=torch.bool).triu(past + 1)
+    a = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
+    x = x + blk.proj(a.transpose(1, 2).reshape(b, s, d))
+    return blk.feed_forward(x)[0]
+
+
+def decode_times(model, prompt_len, new_tokens):
+    """Greedy decoding of one sequence with a KV cache: ms for the prompt,
+    then ms per token for each later step (one token in, one out)."""
+    caches = [dict() for _ in model["blocks"]]
+
+    def forward(chunk, past):
+        x = model["embed"](chunk) + model["pos"].weight[past: past + chunk.shape[1]]
+        for blk, cache in zip(model["blocks"], caches):
+            x = decode_block(blk, x, cache)
+        return model["head"](model["norm"](x))[:, -1].argmax(-1, keepdim=True)
+
+    with torch.no_grad():
+        start = time.perf_counter()
+        token = forward(torch.randint(0, 256, (1, prompt_len)), 0)
+        prompt_ms = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        for i in range(new_tokens):
+            token = forward(token, prompt_len + i)
+        token_ms = (time.perf_counter() - start) * 1000 / new_tokens
+    return prompt_ms, token_ms
 
 
 def timed_backward(forward, inputs, grad, repeats=5):
@@ -239,6 +284,11 @@ def main():
     p.add_argument("--moa-head-dim", type=int, default=64)
     p.add_argument("--layers", action="store_true",
                    help="time the attention and expert layers alone")
+    p.add_argument("--forward", action="store_true",
+                   help="time the loss without gradients (evaluation)")
+    p.add_argument("--decode", type=int, default=0, metavar="N",
+                   help="time greedy decoding of N tokens after a 16-token "
+                   "prompt, batch 1, with a KV cache")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
@@ -248,6 +298,16 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98),
                             eps=1e-9, weight_decay=0.01)
     tokens = torch.randint(0, 256, (args.batch, args.seq + 1))
+    if args.forward:
+        with torch.no_grad():
+            ms = timed(lambda: loss_of(model, tokens).item(), args.steps, CPU)
+        print(f"torch forward {ms:.2f} ms/batch")
+        return
+    if args.decode:
+        decode_times(model, 16, 4)  # warm-up
+        prompt_ms, token_ms = decode_times(model, 16, args.decode)
+        print(f"torch decode prompt {prompt_ms:.2f} ms, {token_ms:.3f} ms/token")
+        return
     step(model, opt, tokens)  # warm-up
     start = time.perf_counter()
     for _ in range(args.steps):

@@ -16,6 +16,7 @@
 #include "moec/Version.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 #include <omp.h>
@@ -331,7 +332,8 @@ Tensor Session::logits(const Batch &batch) {
 }
 
 std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
-                                       const GenerateOptions &options) {
+                                       const GenerateOptions &options,
+                                       GenerateTimes *times) {
   if (!impl->bundle.hasProgram("decode"))
     throw Error("this model has no 'decode' program, so it cannot generate");
   const int64_t maxSeq = impl->data.model.maxSeq;
@@ -349,8 +351,10 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
   std::vector<int32_t> generated;
   std::vector<int32_t> chunk = prompt;
   int64_t past = 0;
+  GenerateTimes spent;
   while (static_cast<int64_t>(generated.size()) < options.maxNewTokens &&
          past + static_cast<int64_t>(chunk.size()) <= maxSeq) {
+    auto start = std::chrono::steady_clock::now();
     std::map<std::string, Tensor> inputs{
         {"tokens", Tensor::of<int32_t>(
                        {1, static_cast<int64_t>(chunk.size())}, chunk)},
@@ -363,10 +367,22 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
       row[v] = logits.at(last * vocab + v);
     int32_t next = detail::sampleToken(row, options.temperature, options.topK,
                                        options.seed, generated.size());
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (past == 0) {
+      spent.promptTokens = static_cast<int64_t>(chunk.size());
+      spent.promptSeconds = seconds;
+    } else {
+      ++spent.tokenSteps;
+      spent.tokenSeconds += seconds;
+    }
     past += static_cast<int64_t>(chunk.size());
     generated.push_back(next);
     chunk = {next};
   }
+  if (times)
+    *times = spent;
   return generated;
 }
 

@@ -94,6 +94,16 @@ struct GenerateOptions {
   uint64_t seed = 0;
 };
 
+/// Where generate() spent its time: the first decode step reads the whole
+/// prompt (prefill), each later one a single token.
+struct GenerateTimes {
+  int64_t promptTokens = 0;
+  double promptSeconds = 0;
+  /// Decode steps after the first, one generated token each.
+  int64_t tokenSteps = 0;
+  double tokenSeconds = 0;
+};
+
 /// Decoding settings of translate(); unset fields take the bundle's
 /// `generate` section.
 struct TranslateOptions {
@@ -143,9 +153,11 @@ public:
 
   /// Continues `prompt` (token ids) with up to maxNewTokens tokens, using
   /// the `decode` program and its KV cache. Stops early at the model's
-  /// max_seq. Returns only the new tokens.
+  /// max_seq. Returns only the new tokens; `times`, when given, receives
+  /// the wall-clock time of the prompt and of the later steps.
   std::vector<int32_t> generate(const std::vector<int32_t> &prompt,
-                                const GenerateOptions &options);
+                                const GenerateOptions &options,
+                                GenerateTimes *times = nullptr);
 
   /// Translates each source (ids without eos) with an encoder-decoder
   /// model's `encode` and `decode` programs: beam search ranked by

@@ -13,6 +13,7 @@
 #include "moec/Session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -137,6 +138,10 @@ int EvalCommand::run() {
   int64_t passes = (rows + config.batch - 1) / config.batch;
   double ce = 0;
   Accuracy accuracy;
+  // The first batch warms the device up (allocation, kernel loads); the
+  // time per batch leaves it out when there are others.
+  double firstSeconds = 0, laterSeconds = 0;
+  int64_t firstRows = 0, laterRows = 0;
   for (int64_t i = 0; i < passes; ++i) {
     int64_t size = std::min(config.batch, rows - i * config.batch);
     // Batch i of size `size` starts at row i * size: keep rows contiguous
@@ -145,8 +150,14 @@ int EvalCommand::run() {
                       ? data.source->batch(i, config.batch, config.seqLen)
                       : tailBatch(*data.source, i * config.batch, size,
                                   config.seqLen);
+    auto start = std::chrono::steady_clock::now();
     ce += session.evaluate(batch).at("ce") * static_cast<double>(size) /
           static_cast<double>(rows);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    (i == 0 ? firstSeconds : laterSeconds) += seconds;
+    (i == 0 ? firstRows : laterRows) += size;
     if (objective == "mlm" || objective == "classify")
       addAccuracy(session.logits(batch), batch.targets,
                   objective == "classify", accuracy);
@@ -156,6 +167,15 @@ int EvalCommand::run() {
                            "({} rows in {} batches of up to {} x {})\n",
                            ce, std::exp(ce), rows, batches, config.batch,
                            config.seqLen);
+  bool leaveFirstOut = passes > 1;
+  double seconds = leaveFirstOut ? laterSeconds : firstSeconds;
+  int64_t timedRows = leaveFirstOut ? laterRows : firstRows;
+  std::cout << fmt::format(
+      "time: {:.2f} ms per batch of up to {} x {} ({:.0f} tokens/s){}\n",
+      seconds * 1e3 / static_cast<double>(leaveFirstOut ? passes - 1 : 1),
+      config.batch, config.seqLen,
+      static_cast<double>(timedRows * config.seqLen) / seconds,
+      leaveFirstOut ? ", the first batch left out" : "");
   if (objective == "mlm")
     std::cout << fmt::format("masked-token accuracy {:.2f}% ({} of {} "
                              "predicted tokens)\n",

@@ -361,6 +361,29 @@ TEST(Decoding, GenerateIsReproducibleAndStopsAtTheContext) {
   EXPECT_THROW(session.generate({300}, options), Error);
 }
 
+TEST(Decoding, GenerateTimesThePromptAndEachLaterToken) {
+  Bundle bundle = compileSource(kTinySpec, "tiny.moe");
+  Session session(bundle);
+  GenerateOptions options;
+  options.maxNewTokens = 7;
+  GenerateTimes times;
+  std::vector<int32_t> out =
+      session.generate({84, 104, 101, 32, 99}, options, &times);
+  ASSERT_EQ(out.size(), 7u);
+  // The first step reads the 5 prompt tokens and yields a token; each of
+  // the 6 others reads one.
+  EXPECT_EQ(times.promptTokens, 5);
+  EXPECT_EQ(times.tokenSteps, 6);
+  EXPECT_GT(times.promptSeconds, 0);
+  EXPECT_GT(times.tokenSeconds, 0);
+  // One new token leaves no later step to time.
+  options.maxNewTokens = 1;
+  session.generate({84, 104}, options, &times);
+  EXPECT_EQ(times.promptTokens, 2);
+  EXPECT_EQ(times.tokenSteps, 0);
+  EXPECT_EQ(times.tokenSeconds, 0);
+}
+
 } // namespace
 
 namespace {
