@@ -46,7 +46,10 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo
   echo "\`bench/cpu_vs_torch.sh D E $steps $threads\`: the same model and"
   echo "layers in moec (\`moec train --profile\`, per call) and in PyTorch"
-  echo "(bench/torch_moe_lm.py: eager, the papers' loop over experts);"
+  echo "(bench/torch_moe_lm.py: eager, the papers' loop over experts); the"
+  echo "forward alone (\`moec eval\` per batch against the loss under"
+  echo "\`torch.no_grad()\`) and greedy decoding with a KV cache (\`moec run\`"
+  echo "per token after a 16-token prompt, batch 1, against the same loop);"
   echo "ratio = PyTorch time / moec time, above 1 when moec is faster. Top-1"
   echo "rows: \`K=1 bench/cpu_vs_torch.sh ...\`; fine-grained experts (top-8 of"
   echo "64, each a quarter as wide: the FLOPs of top-2): \`K=8 HIDDEN=128\`."
