@@ -11,6 +11,9 @@
 #    kernels the cold start compiled, then training on cuda and on the cpu
 #    with the same seed and a comparison of the loss curves; records the
 #    cold compile, the warm start, ms/step, tokens/s and host time per step;
+#    then, from the weights the device trained, the held-out loss per batch
+#    without gradients (moec eval) and generation with the KV cache (moec
+#    run, ms per token; translation for encoder-decoders), on the device;
 # 4. writes OUTDIR/results.md and OUTDIR/results.json after every example,
 #    so that a run cut short still leaves what it measured;
 # 5. times the layer benchmarks against PyTorch eager, torch.compile and a
@@ -19,13 +22,15 @@
 # 6. packs the logs (OUTDIR/logs) into OUTDIR/logs.tar.gz: results.md,
 #    results.json and logs.tar.gz are the whole record.
 #
-# Exit status: 0 all passed; 1 a test, kernel check or loss comparison
-# failed; 2 the pack cannot run here (its moec does not start, no python3)
-# or a setting below is not what it must be (found before OUTDIR is
-# touched); 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too
+# Exit status: 0 all passed; 1 a test, kernel check, loss comparison,
+# evaluation or generation failed; 2 the pack cannot run here (its moec
+# does not start, no python3) or a setting below is not what it must be
+# (found before OUTDIR is touched); 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too
 # old for moec, or NVRTC newer than the driver; 7 the time budget ended the
 # suite early and everything that ran passed. Environment:
 #   MOEC_PACK_STEPS     training steps per run (default 200)
+#   MOEC_PACK_EVAL_BATCHES    held-out batches moec eval times (default 6)
+#   MOEC_PACK_GENERATE_TOKENS tokens moec run generates (default 65)
 #   MOEC_PACK_ONLY      a regular expression: only the bundles it matches
 #   MOEC_PACK_BUDGET_S  seconds the whole suite may take (default 0: no
 #                       limit); work that would start later is recorded as
@@ -66,6 +71,8 @@ whole() {
 # Every setting is checked before anything is written.
 steps=$(whole MOEC_PACK_STEPS 200 1 1000000) || exit 2
 budget=$(whole MOEC_PACK_BUDGET_S 0 0 1000000) || exit 2
+eval_batches=$(whole MOEC_PACK_EVAL_BATCHES 6 1 100000) || exit 2
+generate_tokens=$(whole MOEC_PACK_GENERATE_TOKENS 65 1 100000) || exit 2
 share_set="${MOEC_PACK_EXAMPLES_SHARE:-}"
 share=$(whole MOEC_PACK_EXAMPLES_SHARE 55 0 100) || exit 2
 unit_cap=$(whole MOEC_PACK_UNIT_CAP_S 120 1 100000) || exit 2
@@ -89,7 +96,7 @@ fi
 mkdir -p "$1" || exit 2
 out="$(cd "$1" && pwd)"
 logs="$out/logs"
-rm -rf "$logs" "$out/bundles" "$out/cache" "$out/layers"
+rm -rf "$logs" "$out/bundles" "$out/cache" "$out/layers" "$out/weights"
 rm -f "$out"/*.tsv "$out/layers.md" "$out/results.md" "$out/results.json" \
   "$out/logs.tar.gz"
 touch "$out/.moec-suite"
@@ -235,16 +242,45 @@ fi
 
 # Training: cold compile, warm start, then the curves on the device and
 # the cpu. Prints "seconds status".
-train() { # device cache steps metrics log
+train() { # device cache steps metrics log [more moec train options]
   local start rc
   start=$(now)
   MOEC_CACHE_DIR="$2" limited "$moec" train "$b" --device "$1" --steps "$3" \
-    --seed 1 --valid-batches 0 --log-every 50 --metrics "$4" > "$5" 2>&1
+    --seed 1 --valid-batches 0 --log-every 50 --metrics "$4" "${@:6}" > "$5" 2>&1
   rc=$?
   echo "$(elapsed "$start" "$(now)") $rc"
 }
-# One example: cold and warm start, kernel check, both curves. Its commands
-# stop at `until`.
+# Inference on the device from the weights it trained: the held-out loss
+# without gradients, then generation (encoders do not generate). Each is a
+# check whose detail is the time line moec printed, or its last line.
+infer() { # name cache weights
+  local name="$1" rc kind
+  [ -f "$3" ] || return 0 # the training run failed or was stopped: recorded
+  starts "eval $name" "$until" || return 0
+  MOEC_CACHE_DIR="$2" limited "$moec" eval "$b" --weights "$3" --device "$device" \
+    --batches "$eval_batches" --sentences 8 > "$logs/eval-$name.txt" 2>&1
+  rc=$?
+  record eval "$name" "$rc" "$(time_line "$logs/eval-$name.txt" "$rc")"
+  say "eval $name: exit $rc; $(time_line "$logs/eval-$name.txt" "$rc")"
+  kind=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["kind"])' "$b")
+  [ "$kind" != encoder ] || return 0
+  starts "generate $name" "$until" || return 0
+  MOEC_CACHE_DIR="$2" limited "$moec" run "$b" --weights "$3" --device "$device" \
+    --max-tokens "$generate_tokens" > "$logs/generate-$name.txt" 2>&1
+  rc=$?
+  record generate "$name" "$rc" "$(time_line "$logs/generate-$name.txt" "$rc")"
+  say "generate $name: exit $rc; $(time_line "$logs/generate-$name.txt" "$rc")"
+}
+# What a log's "time:" line says (the last line of a failed command's).
+time_line() { # log status
+  if [ "$2" -eq 0 ]; then
+    sed -n 's/^time: *//p' "$1" | head -n 1
+  else
+    tail -n 1 "$1"
+  fi
+}
+# One example: cold and warm start, kernel check, both curves, inference.
+# Its commands stop at `until`.
 run_example() {
   local b="$1" name cache cold rc_cold warm rc_warm rc start gpu rc_gpu cpu rc_cpu
   name=$(basename "$b" .bundle.json)
@@ -265,14 +301,18 @@ run_example() {
     "$(tail -n 1 "$logs/check-$name.txt") ($(elapsed "$start" "$(now)") s)"
   say "check-kernels $name: exit $rc; $(tail -n 1 "$logs/check-$name.txt")"
 
+  mkdir -p "$out/weights"
+  rm -f "$out/weights/$name.safetensors"
   read -r gpu rc_gpu < <(train "$device" "$cache" "$steps" \
-    "$logs/$name.cuda.jsonl" "$logs/train-$name-cuda.txt")
+    "$logs/$name.cuda.jsonl" "$logs/train-$name-cuda.txt" \
+    --save "$out/weights/$name.safetensors")
   read -r cpu rc_cpu < <(train cpu "$cache" "$steps" \
     "$logs/$name.cpu.jsonl" "$logs/train-$name-cpu.txt")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$cold" "$rc_cold" \
     "$warm" "$rc_warm" "$gpu" "$rc_gpu" "$cpu" "$rc_cpu" >> "$out/runs.tsv"
   say "train $name: cold start $cold s, warm start $warm s, $steps steps" \
       "$device $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
+  infer "$name" "$cache" "$out/weights/$name.safetensors"
   summarize --quiet > /dev/null
 }
 

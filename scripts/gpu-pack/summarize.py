@@ -7,7 +7,9 @@ Usage: summarize.py OUTDIR [--steps N] [--device cuda|emu] [--quiet]
 Loss curves of the device under test and the cpu (same bundle, seed and
 data) must agree within the tolerances below; any unit-test failure,
 kernel-check failure, failed run or curve mismatch makes the exit status 1.
-results.json also carries the layer benchmarks' figures (layers.tsv).
+results.json also carries the layer benchmarks' figures (layers.tsv) and
+the inference checks' times ("inference": moec eval per batch, moec run per
+token), read from the time lines moec printed.
 Work that run.sh's time budget skipped (status "skipped") or stopped
 (status 124, timeout's) fails nothing but leaves the suite incomplete:
 exit status 7 when nothing failed. OUTDIR/layers.md, when there, ends
@@ -19,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -180,6 +183,46 @@ def read_layers(out):
     return layers
 
 
+# The time lines of moec eval and moec run (README), and what each figure
+# is called in results.json.
+TIME_LINES = (
+    (r"(?P<ms_per_batch>[0-9.]+) ms per batch of up to (?P<batch>[0-9]+) x "
+     r"(?P<seq_len>[0-9]+) \((?P<tokens_per_s>[0-9.]+) tokens/s\)"),
+    (r"prompt (?P<prompt_tokens>[0-9]+) tokens in (?P<prompt_ms>[0-9.]+) ms"
+     r"(; (?P<later_tokens>[0-9]+) tokens after it at (?P<ms_per_token>[0-9.]+)"
+     r" ms each \((?P<decode_tokens_per_s>[0-9.]+) tokens/s\))?"),
+    (r"(?P<translate_ms>[0-9.]+) ms for (?P<source_tokens>[0-9]+) source and "
+     r"(?P<output_tokens>[0-9]+) output tokens"),
+)
+
+
+COUNTS = ("batch", "seq_len", "prompt_tokens", "later_tokens",
+          "source_tokens", "output_tokens")
+
+
+def read_inference(checks):
+    """The eval and generate checks' figures by model: what their time
+    lines say, as numbers (none for a check that failed or did not run)."""
+    models = {}
+    for c in checks:
+        if c["kind"] not in ("eval", "generate"):
+            continue
+        entry = models.setdefault(c["name"], {"name": c["name"]})
+        entry[c["kind"]] = c["state"]
+        if c["state"] != "passed":
+            continue
+        for pattern in TIME_LINES:
+            m = re.match(pattern, c["detail"])
+            if m:
+                entry.update({k: int(v) if k in COUNTS else number(v)
+                              for k, v in m.groupdict().items()
+                              if v is not None})
+                break
+        else:
+            entry.setdefault("unread", []).append(c["detail"])
+    return list(models.values())
+
+
 def timing(rows, tokens_per_step):
     steady = [r["time_s"] for r in rows[1:]] or [r["time_s"] for r in rows]
     if not steady:
@@ -270,6 +313,7 @@ def main():
     result["checks"] = checks
     result["runs"] = runs
     result["layers"] = read_layers(out)
+    result["inference"] = read_inference(checks)
     layers = args.layers_status
     result["layers_status"] = layers
     failed = (any(c["state"] == "failed" for c in checks) or

@@ -122,13 +122,14 @@ emu_suite() {
   shift
   set +e
   env -i PATH="$PATH" HOME="$work" MOEC_PACK_DEVICE=emu \
-    MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' "$@" "$pack/run.sh" \
+    MOEC_PACK_ONLY='/moe_lm\.sm_90\.f32\.' MOEC_PACK_EVAL_BATCHES=2 \
+    MOEC_PACK_GENERATE_TOKENS=5 "$@" "$pack/run.sh" \
     "$work/$name" > "$work/$name.txt" 2>&1
   echo $?
 }
 
 # The whole suite: the kernel check, the four training runs, the curve
-# comparison and the record.
+# comparison, inference from the trained weights and the record.
 rm -rf "$work/emu-suite" "$work/no-time"
 status=$(emu_suite emu-suite MOEC_PACK_STEPS=3)
 cat "$work/emu-suite.txt"
@@ -139,6 +140,16 @@ grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
   fail "results.md lacks moe_lm's curve comparison"
 grep -q '"warnings": \[\]' "$work/emu-suite/results.json" ||
   fail "results.json lacks the run's (empty) warnings"
+grep -q '^| eval | moe_lm.sm_90.f32 | pass | [0-9.]* ms per batch of up to 16 x 64 ' \
+  "$work/emu-suite/results.md" || fail "results.md lacks moe_lm's eval time"
+grep -q '^| generate | moe_lm.sm_90.f32 | pass | prompt [0-9]* tokens in [0-9.]* ms; 4 tokens after it at ' \
+  "$work/emu-suite/results.md" || fail "results.md lacks moe_lm's generation time"
+python3 - "$work/emu-suite/results.json" <<'PY' || fail "results.json lacks the inference times"
+import json, sys
+[entry] = json.load(open(sys.argv[1]))["inference"]
+assert entry["ms_per_batch"] > 0 and entry["ms_per_token"] > 0, entry
+assert entry["later_tokens"] == 4 and "unread" not in entry, entry
+PY
 tar -tzf "$work/emu-suite/logs.tar.gz" > "$work/emu-suite.list"
 grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' "$work/emu-suite.list" ||
   fail "logs.tar.gz lacks the cpu curve"
