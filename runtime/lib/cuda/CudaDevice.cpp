@@ -16,6 +16,7 @@
 #include "KernelStatus.h"
 #include "LaunchShape.h"
 #include "Precompile.h"
+#include "ToolkitLibraries.h"
 #include "moec/Error.h"
 
 #include <algorithm>
@@ -420,11 +421,9 @@ std::string nvrtcNewerThanDriver(const CudaDriver &d) {
   if (major <= driver / 1000)
     return "";
   return fmt::format("; NVRTC {}.{} compiled it, newer than the CUDA {}.{} "
-                     "the driver supports: install NVRTC of CUDA {} (or set "
-                     "$MOEC_NVRTC_LIBRARY to its libnvrtc.so), or a newer "
-                     "driver",
+                     "the driver supports: {}",
                      major, minor, driver / 1000, driver % 1000 / 10,
-                     driver / 1000);
+                     nvrtcForDriverAdvice(driver / 1000));
 }
 
 void CudaDeviceImpl::load(const ProgramDesc &program,

@@ -8,6 +8,7 @@
 #include "CublasLt.h"
 #include "CudaDriver.h"
 #include "Nvrtc.h"
+#include "ToolkitLibraries.h"
 #include "moec/Cuda.h"
 #include "moec/Error.h"
 #include "moec/support/GpuArch.h"
@@ -170,10 +171,9 @@ CudaReadiness cudaReadiness(const CudaEnvironment &env, std::string &why) {
   if (driverMajor > 0 && std::atoi(env.nvrtcVersion.c_str()) > driverMajor) {
     why = fmt::format("NVRTC {} ({}) is newer than the CUDA {} the driver "
                       "supports, which cannot load the kernels it compiles; "
-                      "install NVRTC of CUDA {} (or set $MOEC_NVRTC_LIBRARY "
-                      "to its libnvrtc.so), or a newer driver",
+                      "{}",
                       env.nvrtcVersion, env.nvrtcLibrary, env.driverCudaVersion,
-                      driverMajor);
+                      detail::cuda::nvrtcForDriverAdvice(driverMajor));
     return CudaReadiness::NvrtcNewerThanDriver;
   }
   why.clear();

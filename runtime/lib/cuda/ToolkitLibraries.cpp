@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <iterator>
 
 namespace moec::detail::cuda {
@@ -65,6 +66,12 @@ std::vector<std::string> toolkitLibraryCandidates(const std::string &stem,
   if (unversioned)
     add(stem);
   return names;
+}
+
+std::string nvrtcForDriverAdvice(int driverMajor) {
+  return fmt::format("install NVRTC of CUDA {} (or set $MOEC_NVRTC_LIBRARY "
+                     "to its libnvrtc.so), or a newer driver",
+                     driverMajor);
 }
 
 } // namespace moec::detail::cuda

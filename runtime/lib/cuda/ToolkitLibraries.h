@@ -37,6 +37,11 @@ std::vector<std::string> toolkitLibraryCandidates(const std::string &stem,
                                                   int driverMajor,
                                                   bool unversioned);
 
+/// What to do when the NVRTC in use is newer than the CUDA `driverMajor`
+/// the driver runs: "install NVRTC of CUDA 12 (or set ...), or a newer
+/// driver".
+std::string nvrtcForDriverAdvice(int driverMajor);
+
 } // namespace moec::detail::cuda
 
 #endif // MOEC_RUNTIME_CUDA_TOOLKITLIBRARIES_H
