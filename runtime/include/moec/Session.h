@@ -95,13 +95,14 @@ struct GenerateOptions {
 };
 
 /// Where generate() spent its time: the first decode step reads the whole
-/// prompt (prefill), each later one a single token.
+/// prompt (prefill), each later one a single token. The decode program is
+/// prepared (its kernels compiled or loaded) before the clock starts; the
+/// first step still makes its first allocations.
 struct GenerateTimes {
   int64_t promptTokens = 0;
   double promptSeconds = 0;
-  /// Decode steps after the first, one generated token each.
-  int64_t tokenSteps = 0;
-  double tokenSeconds = 0;
+  /// Each decode step after the first, one generated token each.
+  std::vector<double> tokenSeconds;
 };
 
 /// Decoding settings of translate(); unset fields take the bundle's

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Report.h"
 #include "moec/Bleu.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
@@ -138,10 +139,12 @@ int EvalCommand::run() {
   int64_t passes = (rows + config.batch - 1) / config.batch;
   double ce = 0;
   Accuracy accuracy;
-  // The first batch warms the device up (allocation, kernel loads); the
-  // time per batch leaves it out when there are others.
-  double firstSeconds = 0, laterSeconds = 0;
-  int64_t firstRows = 0, laterRows = 0;
+  // The first batch warms the device up (allocation, kernel loads) and a
+  // GPU captures a CUDA graph on the second: the time per batch is the
+  // median of the full batches after the first, when there are some.
+  double firstSeconds = 0;
+  int64_t firstRows = 0;
+  std::vector<double> laterSeconds;
   for (int64_t i = 0; i < passes; ++i) {
     int64_t size = std::min(config.batch, rows - i * config.batch);
     // Batch i of size `size` starts at row i * size: keep rows contiguous
@@ -156,8 +159,12 @@ int EvalCommand::run() {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    (i == 0 ? firstSeconds : laterSeconds) += seconds;
-    (i == 0 ? firstRows : laterRows) += size;
+    if (i == 0) {
+      firstSeconds = seconds;
+      firstRows = size;
+    } else if (size == config.batch) {
+      laterSeconds.push_back(seconds);
+    }
     if (objective == "mlm" || objective == "classify")
       addAccuracy(session.logits(batch), batch.targets,
                   objective == "classify", accuracy);
@@ -167,15 +174,10 @@ int EvalCommand::run() {
                            "({} rows in {} batches of up to {} x {})\n",
                            ce, std::exp(ce), rows, batches, config.batch,
                            config.seqLen);
-  bool leaveFirstOut = passes > 1;
-  double seconds = leaveFirstOut ? laterSeconds : firstSeconds;
-  int64_t timedRows = leaveFirstOut ? laterRows : firstRows;
-  std::cout << fmt::format(
-      "time: {:.2f} ms per batch of up to {} x {} ({:.0f} tokens/s){}\n",
-      seconds * 1e3 / static_cast<double>(leaveFirstOut ? passes - 1 : 1),
-      config.batch, config.seqLen,
-      static_cast<double>(timedRows * config.seqLen) / seconds,
-      leaveFirstOut ? ", the first batch left out" : "");
+  std::cout << "time: "
+            << formatBatchTime(firstSeconds, firstRows, laterSeconds,
+                               config.batch, config.seqLen)
+            << "\n";
   if (objective == "mlm")
     std::cout << fmt::format("masked-token accuracy {:.2f}% ({} of {} "
                              "predicted tokens)\n",

@@ -176,4 +176,42 @@ void printLayerProfile(std::ostream &os,
   }
 }
 
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0;
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string formatGenerateTime(const GenerateTimes &times) {
+  std::string text = fmt::format("prompt {} tokens in {:.2f} ms",
+                                 times.promptTokens, times.promptSeconds * 1e3);
+  if (!times.tokenSeconds.empty()) {
+    double each = median(times.tokenSeconds);
+    text += fmt::format("; {} tokens after it at {:.3f} ms each (median; "
+                        "{:.0f} tokens/s)",
+                        times.tokenSeconds.size(), each * 1e3, 1.0 / each);
+  }
+  return text;
+}
+
+std::string formatBatchTime(double firstSeconds, int64_t firstRows,
+                            const std::vector<double> &laterSeconds,
+                            int64_t batch, int64_t seqLen) {
+  double seconds = firstSeconds;
+  int64_t rows = firstRows;
+  std::string which = "one batch, with its warm-up";
+  if (!laterSeconds.empty()) {
+    seconds = median(laterSeconds);
+    rows = batch;
+    which =
+        fmt::format("median of {} batch{} after the first", laterSeconds.size(),
+                    laterSeconds.size() == 1 ? "" : "es");
+  }
+  return fmt::format("{:.2f} ms per batch of {} x {} ({:.0f} tokens/s; {})",
+                     seconds * 1e3, rows, seqLen,
+                     static_cast<double>(rows * seqLen) / seconds, which);
+}
+
 } // namespace moec::driver

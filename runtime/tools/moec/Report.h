@@ -48,6 +48,23 @@ void printLayerProfile(std::ostream &os,
                        const std::vector<Session::LayerTime> &layers,
                        int64_t steps);
 
+/// The median of `values`, 0 when there are none: one slow step (a GPU
+/// capturing a CUDA graph) does not move it.
+double median(std::vector<double> values);
+
+/// moec run's time line: "prompt 16 tokens in 3.10 ms; 63 tokens after it
+/// at 0.840 ms each (median; 1190 tokens/s)", the prefill and then the
+/// steady per-token rate.
+std::string formatGenerateTime(const GenerateTimes &times);
+
+/// moec eval's time line: "107.45 ms per batch of 4 x 512 (19059
+/// tokens/s; median of 5 batches after the first)" from the full batches
+/// after the first, or the first batch's time (`firstRows` rows) when
+/// there are none.
+std::string formatBatchTime(double firstSeconds, int64_t firstRows,
+                            const std::vector<double> &laterSeconds,
+                            int64_t batch, int64_t seqLen);
+
 } // namespace moec::driver
 
 #endif // MOEC_TOOLS_MOEC_REPORT_H

@@ -13,20 +13,6 @@
 namespace moec::driver {
 namespace {
 
-/// "prompt 16 tokens in 3.1 ms; 63 tokens after it at 0.84 ms each (1190
-/// tokens/s)": the prefill, then the steady per-token rate.
-std::string describeTimes(const GenerateTimes &times) {
-  std::string text = fmt::format("prompt {} tokens in {:.2f} ms",
-                                 times.promptTokens, times.promptSeconds * 1e3);
-  if (times.tokenSteps > 0) {
-    double each = times.tokenSeconds / static_cast<double>(times.tokenSteps);
-    text += fmt::format("; {} tokens after it at {:.3f} ms each ({:.0f} "
-                        "tokens/s)",
-                        times.tokenSteps, each * 1e3, 1.0 / each);
-  }
-  return text;
-}
-
 class RunCommand : public cli::Command {
 public:
   RunCommand()
@@ -156,7 +142,7 @@ int RunCommand::run() {
   std::cout << fmt::format("loaded {} (step {})\n", weights, session.step());
   std::cout << "prompt:    " << tokenizer.decode(tokens) << "\n";
   std::cout << "generated: " << tokenizer.decode(output) << "\n";
-  std::cout << "time:      " << describeTimes(times) << "\n";
+  std::cout << "time:      " << formatGenerateTime(times) << "\n";
   printExpertLoad(std::cout, session.expertLoad(),
                   "expert load while generating");
   return 0;

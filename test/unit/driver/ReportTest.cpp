@@ -60,4 +60,37 @@ TEST(Report, PhaseAndGatesInTheProgressLine) {
             "1.00e-03  |g| 0.250");
 }
 
+TEST(Report, TheMedianIgnoresOneSlowStep) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_DOUBLE_EQ(median({0.003, 0.001, 0.002}), 0.002);
+  // A step that captured a CUDA graph: of an even count, the mean of the
+  // middle two.
+  EXPECT_DOUBLE_EQ(median({0.004, 0.050, 0.001, 0.003}), 0.0035);
+}
+
+TEST(Report, GenerationTimeLine) {
+  GenerateTimes times;
+  times.promptTokens = 16;
+  times.promptSeconds = 0.0031;
+  EXPECT_EQ(formatGenerateTime(times), "prompt 16 tokens in 3.10 ms");
+  times.tokenSeconds = {0.0005, 0.0009, 0.0004, 0.02, 0.0005};
+  EXPECT_EQ(formatGenerateTime(times),
+            "prompt 16 tokens in 3.10 ms; 5 tokens after it at 0.500 ms "
+            "each (median; 2000 tokens/s)");
+}
+
+TEST(Report, EvaluationTimeLine) {
+  // The tail batch (3 rows) is not among the later ones; the first is
+  // left out when others ran.
+  EXPECT_EQ(formatBatchTime(0.2, 4, {0.1, 0.125, 0.5}, 4, 512),
+            "125.00 ms per batch of 4 x 512 (16384 tokens/s; median of 3 "
+            "batches after the first)");
+  EXPECT_EQ(formatBatchTime(0.2, 4, {0.1}, 4, 512),
+            "100.00 ms per batch of 4 x 512 (20480 tokens/s; median of 1 "
+            "batch after the first)");
+  EXPECT_EQ(formatBatchTime(0.064, 2, {}, 4, 64),
+            "64.00 ms per batch of 2 x 64 (2000 tokens/s; one batch, with "
+            "its warm-up)");
+}
+
 } // namespace
