@@ -25,9 +25,10 @@
 # Exit status: 0 all passed; 1 a test, kernel check, loss comparison,
 # evaluation or generation failed; 2 the pack cannot run here (its moec
 # does not start, no python3) or a setting below is not what it must be
-# (found before OUTDIR is touched); 3 no CUDA driver; 4 no GPU; 5 no NVRTC; 6 a GPU or NVRTC too
-# old for moec, or NVRTC newer than the driver; 7 the time budget ended the
-# suite early and everything that ran passed. Environment:
+# (found before OUTDIR is touched); 3 no CUDA driver; 4 no GPU; 5 no
+# NVRTC; 6 a GPU or NVRTC too old for moec, or NVRTC newer than the
+# driver; 7 the time budget ended the suite early and everything that ran
+# passed. Environment:
 #   MOEC_PACK_STEPS     training steps per run (default 200)
 #   MOEC_PACK_EVAL_BATCHES    held-out batches moec eval times (default 6)
 #   MOEC_PACK_GENERATE_TOKENS tokens moec run generates (default 65)
