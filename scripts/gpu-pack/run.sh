@@ -259,27 +259,32 @@ train() { # device cache steps metrics log [more moec train options]
 # check whose detail is the time line moec printed, or its last line. The
 # weights go once measured: they are no part of the record.
 infer() { # name cache weights
-  local name="$1" rc kind
+  local name="$1" kind
   [ -f "$3" ] || return 0 # the training run failed or was stopped: recorded
   if starts "eval $name" "$until"; then
-    MOEC_CACHE_DIR="$2" limited "$moec" eval "$b" --weights "$3" --device "$device" \
-      --batches "$eval_batches" --sentences 8 > "$logs/eval-$name.txt" 2>&1
-    rc=$?
-    record eval "$name" "$rc" "$(time_line "$logs/eval-$name.txt" "$rc")"
-    say "eval $name: exit $rc; $(time_line "$logs/eval-$name.txt" "$rc")"
+    timed_check eval "$name" "$2" eval "$b" --weights "$3" --device "$device" \
+      --batches "$eval_batches" --sentences 8
   fi
   kind=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["kind"])' \
     "$b" 2> "$logs/kind-$name.txt") || kind=unknown
   if [ "$kind" = unknown ]; then
     record generate "$name" 1 "the bundle's model kind could not be read: $(tail -n 1 "$logs/kind-$name.txt")"
   elif [ "$kind" != encoder ] && starts "generate $name" "$until"; then
-    MOEC_CACHE_DIR="$2" limited "$moec" run "$b" --weights "$3" --device "$device" \
-      --max-tokens "$generate_tokens" > "$logs/generate-$name.txt" 2>&1
-    rc=$?
-    record generate "$name" "$rc" "$(time_line "$logs/generate-$name.txt" "$rc")"
-    say "generate $name: exit $rc; $(time_line "$logs/generate-$name.txt" "$rc")"
+    timed_check generate "$name" "$2" run "$b" --weights "$3" --device "$device" \
+      --max-tokens "$generate_tokens"
   fi
   rm -f "$3"
+}
+# Runs `moec ARGS...` with the cache, its output in logs/KIND-NAME.txt, and
+# records check KIND NAME with the time line it printed.
+timed_check() { # kind name cache moec-args...
+  local kind="$1" name="$2" cache="$3" log="$logs/$1-$2.txt" rc line
+  shift 3
+  MOEC_CACHE_DIR="$cache" limited "$moec" "$@" > "$log" 2>&1
+  rc=$?
+  line=$(time_line "$log" "$rc")
+  record "$kind" "$name" "$rc" "$line"
+  say "$kind $name: exit $rc; $line"
 }
 # What a log's "time:" line says (the last line of a failed command's).
 time_line() { # log status
