@@ -2,10 +2,11 @@
 
 #include "KernelCheck.h"
 #include "Initializers.h"
-#include "ProgramRunner.h"
-#include "moec/Error.h"
 #include "Philox.h"
+#include "ProgramRunner.h"
 #include "RouterSlotCheck.h"
+#include "moec/Error.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -529,9 +530,7 @@ void ProgramCheck::checkGroup(size_t g) {
   subject.prepare(groupPart);
   auto start = std::chrono::steady_clock::now();
   subject.run(groupPart, symbols, subs);
-  report.deviceSeconds += std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
+  report.deviceSeconds += support::secondsSince(start);
 
   BufferComparison base;
   base.program = program.name;

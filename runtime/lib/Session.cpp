@@ -6,14 +6,15 @@
 #include "Device.h"
 #include "Initializers.h"
 #include "InputCheck.h"
+#include "Philox.h"
 #include "ProgramRunner.h"
-#include "data/Sources.h"
 #include "Sampling.h"
+#include "data/Sources.h"
 #include "moec/Checkpoint.h"
 #include "moec/Error.h"
 #include "moec/ModelData.h"
-#include "Philox.h"
 #include "moec/Version.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -368,9 +369,7 @@ std::vector<int32_t> Session::generate(const std::vector<int32_t> &prompt,
       row[v] = logits.at(last * vocab + v);
     int32_t next = detail::sampleToken(row, options.temperature, options.topK,
                                        options.seed, generated.size());
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    double seconds = support::secondsSince(start);
     if (past == 0) {
       spent.promptTokens = static_cast<int64_t>(chunk.size());
       spent.promptSeconds = seconds;

@@ -13,6 +13,7 @@
 #include "kernels/Kernels.h"
 #include "moec/Error.h"
 #include "moec/support/MoeDefs.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -122,9 +123,7 @@ public:
           hidden.invalidate(view(id));
         if (!profiling)
           continue;
-        double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+        double seconds = support::secondsSince(start);
         OpProfile &entry = ops[step.op];
         ++entry.calls;
         entry.seconds += seconds;

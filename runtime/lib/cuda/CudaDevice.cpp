@@ -18,6 +18,7 @@
 #include "Precompile.h"
 #include "ToolkitLibraries.h"
 #include "moec/Error.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -600,10 +601,7 @@ void CudaDeviceImpl::launchAll(const ProgramDesc &program,
       if (timed)
         recordLaunch(program, g,
                      library ? launch.kernel + " (cuBLASLt)" : launch.kernel,
-                     firstGrad,
-                     std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count());
+                     firstGrad, support::secondsSince(start));
     }
 }
 
@@ -656,9 +654,7 @@ void CudaDeviceImpl::finish(const ProgramDesc &program,
       &reported, cudaBuffer(*status).pointer, sizeof reported, gpu->stream);
   if (result == CUDA_SUCCESS)
     result = gpu->driver.cuStreamSynchronize(gpu->stream);
-  waited +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  waited += support::secondsSince(start);
   if (result != CUDA_SUCCESS)
     throw Error(fmt::format("program '{}': {} failed on the GPU: {}; run with "
                             "MOEC_CUDA_SYNC=1 to find the kernel",

@@ -8,6 +8,7 @@
 #include "moec/Files.h"
 #include "moec/Version.h"
 #include "moec/support/DeviceLibrary.h"
+#include "moec/support/Stopwatch.h"
 
 #include <chrono>
 #include <cstdio>
@@ -170,11 +171,6 @@ std::string memoryKeyOf(const KernelRequest &r, bool wantPtx) {
   return r.keyHash + (wantPtx ? "+ptx" : "");
 }
 
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 } // namespace
 
 std::optional<CompiledKernel> KernelCache::find(const KernelRequest &r,
@@ -206,7 +202,7 @@ std::optional<CompiledKernel> KernelCache::find(const KernelRequest &r,
   }
   CompiledKernel result = *entry;
   result.cacheHit = true;
-  result.seconds = secondsSince(start);
+  result.seconds = support::secondsSince(start);
   return result;
 }
 
@@ -293,7 +289,7 @@ std::vector<CompiledKernel> KernelCache::compileTogether(
     CompiledKernel result = *futures[i].get();
     result.cacheHit = !compiledHere[i];
     if (result.cacheHit)
-      result.seconds = secondsSince(start);
+      result.seconds = support::secondsSince(start);
     results.push_back(std::move(result));
   }
   return results;

@@ -13,6 +13,7 @@
 #include "moec/Error.h"
 #include "moec/Files.h"
 #include "moec/support/GpuArch.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <cctype>
@@ -370,9 +371,7 @@ std::vector<CompiledKernel> Nvrtc::compileTogether(
     run(opts, program, ptxLog);
     ptx = programPtx(*api, program.handle);
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  double seconds = support::secondsSince(start);
   auto shared = std::make_shared<const std::string>(std::move(cubin));
   std::vector<CompiledKernel> kernels(names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -13,6 +13,7 @@
 #include "cuda/KernelSource.h"
 #include "moec/Error.h"
 #include "moec/support/DeviceLibrary.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <atomic>
@@ -271,9 +272,7 @@ void EmuDevice::run(const ProgramDesc &program, const SymbolValues &symbols,
       }
       if (profiling)
         recordLaunch(program, g, launch.kernel, firstGrad,
-                     std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count());
+                     support::secondsSince(start));
     }
   if (std::optional<Error> error = kernelStatusError(program, symbols, status))
     throw *error;

@@ -12,6 +12,7 @@
 #include "moec/Bleu.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -156,9 +157,7 @@ int EvalCommand::run() {
     auto start = std::chrono::steady_clock::now();
     ce += session.evaluate(batch).at("ce") * static_cast<double>(size) /
           static_cast<double>(rows);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    double seconds = support::secondsSince(start);
     if (i == 0) {
       firstSeconds = seconds;
       firstRows = size;

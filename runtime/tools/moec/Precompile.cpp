@@ -10,6 +10,7 @@
 
 #include "Commands.h"
 #include "moec/Cuda.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -97,9 +98,7 @@ int PrecompileCommand::run() {
   auto start = std::chrono::steady_clock::now();
   std::vector<PrecompiledKernel> kernels =
       precompileKernels(bundle, arch, static_cast<unsigned>(jobs), mix);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  double seconds = support::secondsSince(start);
   size_t hits = 0, spilling = 0;
   int maxRegisters = 0, maxShared = 0;
   for (const PrecompiledKernel &k : kernels) {

@@ -4,6 +4,7 @@
 #include "Report.h"
 #include "moec/Error.h"
 #include "moec/Session.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -69,9 +70,7 @@ private:
     std::vector<int32_t> output =
         session.translate({source}, data.tokenizer->specials(), options)
             .front();
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    double seconds = support::secondsSince(start);
     std::cout << fmt::format("loaded {} (step {})\n", weights,
                              session.step());
     std::cout << "source:    " << data.tokenizer->decode(source) << "\n";

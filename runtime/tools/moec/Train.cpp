@@ -6,6 +6,7 @@
 #include "moec/Error.h"
 #include "moec/Files.h"
 #include "moec/Session.h"
+#include "moec/support/Stopwatch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -211,9 +212,7 @@ int TrainCommand::run() {
     StepResult result = session.trainStep(batch);
     if (skipFirst && i == 0)
       session.setProfiling(true);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
+    double seconds = support::secondsSince(t0);
     double loss = result.scalars.at("loss");
     if (metricsFile)
       writeMetrics(metricsLine(result, seconds, before, session.expertLoad()));
@@ -229,9 +228,7 @@ int TrainCommand::run() {
     windowSum += loss;
     ++windowCount;
     if (i == 0 || (i + 1) % every == 0 || i + 1 == total) {
-      double elapsed = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
+      double elapsed = support::secondsSince(start);
       std::cout << formatProgress(result, firstStep + total,
                                   windowSum / windowCount, windowCount,
                                   elapsed / (i + 1),

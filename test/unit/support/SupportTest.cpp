@@ -1,6 +1,7 @@
-//===- SupportTest.cpp - suggestions and GPU architecture names -----------===//
+//===- SupportTest.cpp - suggestions, GPU architecture names, the clock ---===//
 
 #include "moec/support/GpuArch.h"
+#include "moec/support/Stopwatch.h"
 #include "moec/support/Suggest.h"
 
 #include <gmock/gmock.h>
@@ -10,6 +11,14 @@ using namespace moec;
 using ::testing::HasSubstr;
 
 namespace {
+
+TEST(Stopwatch, SecondsSinceAPointInThePast) {
+  auto now = std::chrono::steady_clock::now();
+  double seconds = support::secondsSince(now - std::chrono::milliseconds(2500));
+  EXPECT_GE(seconds, 2.5);
+  EXPECT_LT(seconds, 3.5);
+  EXPECT_LT(support::secondsSince(std::chrono::steady_clock::now()), 0.5);
+}
 
 TEST(Suggest, NearestNameCountsASwapAsOneEditAndCaseAsNone) {
   std::vector<std::string> names{"steps", "seed", "adam", "adamw", "sgd",
