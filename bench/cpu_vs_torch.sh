@@ -5,11 +5,14 @@
 # table rows: training, the layers, the forward alone and decoding.
 # Usage: bench/cpu_vs_torch.sh D E [STEPS] [THREADS]
 # (from the repository root, after a build; needs python3-torch).
-# With MOA="E K" every block's attention is MoA with E experts, top K, head
-# dimension 64, and only the training step is compared. K=k routes each
-# token to k experts (default 2) and HIDDEN=h makes each expert h wide
-# (default 2 D): fine-grained experts, e.g. E 64, K=8, HIDDEN=D/2, do the
-# FLOPs of the default top-2 with a quarter of its width per expert.
+# K=k routes each token to k experts (default 2) and HIDDEN=h makes each
+# expert h wide (default 2 D): fine-grained experts, e.g. E 64, K=8,
+# HIDDEN=D/2, do the FLOPs of the default top-2 with a quarter of its width
+# per expert. Variants, of which only the training step and the forward
+# are compared: MOA="E K" makes every block's attention MoA with E
+# experts, top K, head dimension 64; MAE=G every attention MAE with a gate
+# G wide (trained jointly); MHMOE=H every MoE layer MH-MoE with H
+# sub-tokens (SwiGLU experts HIDDEN wide, top K of the E experts).
 set -euo pipefail
 d="$1" experts="$2" steps="${3:-5}" threads="${4:-2}"
 k="${K:-2}" hidden="${HIDDEN:-$((2 * d))}"
@@ -25,13 +28,28 @@ sed -e "s/^let d = 128/let d = $d/" -e "s/^let heads = 4/let heads = $heads/" \
     -e 's/seq_len = 64/seq_len = 512/' examples/moe_lm.moe > "$out/model.moe"
 torch_args=(--d "$d" --heads "$heads" --experts "$experts" --k "$k"
   --expert-hidden "$hidden" --threads "$threads")
-what="moe_lm training step"
+name="moe_lm" variant=""
 if [ -n "${MOA:-}" ]; then
   read -r moa_experts moa_k <<< "$MOA"
   sed -i "s/attention(heads = heads)/moa(experts = $moa_experts, k = $moa_k, head_dim = 64)/" \
     "$out/model.moe"
   torch_args+=(--moa-experts "$moa_experts" --moa-k "$moa_k" --moa-head-dim 64)
-  what="moe_lm with MoA (E $moa_experts, top-$moa_k, head_dim 64) training step"
+  name="moe_lm with MoA (E $moa_experts, top-$moa_k, head_dim 64)" variant=moa
+elif [ -n "${MAE:-}" ]; then
+  sed -i "s/attention(heads = heads)/mae(heads = heads, gate_hidden = $MAE)/" \
+    "$out/model.moe"
+  torch_args+=(--mae-gate "$MAE")
+  name="moe_lm with MAE ($heads heads, gate $MAE, joint training)" variant=mae
+fi
+if [ -n "${MHMOE:-}" ]; then
+  sed -i "/^      moe(experts/,/balance = all_slots)/c\\      mh_moe(heads = $MHMOE, experts = experts, k = $k, hidden = $hidden)" \
+    "$out/model.moe"
+  torch_args+=(--mh-moe-heads "$MHMOE")
+  name="moe_lm with MH-MoE ($MHMOE sub-tokens, SwiGLU experts)" variant=mh_moe
+fi
+if [ -n "$variant" ] && ! grep -q "^ *$variant(" "$out/model.moe"; then
+  echo "cpu_vs_torch.sh: examples/moe_lm.moe changed: no $variant layer written" >&2
+  exit 1
 fi
 "$moec" compile "$out/model.moe" -o "$out/model.json"
 # One warm-up step more than PyTorch's timed steps, as PyTorch's peer runs
@@ -52,8 +70,16 @@ shape="d $d, $heads heads, E $experts top-$k, 4 x 512 tokens, $threads threads"
 [ "$hidden" = $((2 * d)) ] ||
   shape="d $d, $heads heads, E $experts top-$k, experts $hidden wide, 4 x 512 tokens, $threads threads"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", b / a }'; }
-echo "| $what ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
-if [ -n "${MOA:-}" ]; then exit 0; fi
+echo "| $name training step ($shape) | $moec_ms ms | $torch_ms ms | $(ratio "$moec_ms" "$torch_ms") |"
+forward_row() {
+  OMP_NUM_THREADS=$threads "$moec" eval "$out/model.json" --weights "$out/weights.ckpt" \
+    --batches $((steps + 1)) > "$out/eval.txt"
+  m=$(sed -n 's/^time: \([0-9.]*\) ms per batch.*/\1/p' "$out/eval.txt")
+  t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --steps "$steps" \
+    --forward | sed -n 's/^torch forward \([0-9.]*\) ms.*/\1/p')
+  echo "| $name forward: held-out loss, no gradients ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+}
+if [ -n "$variant" ]; then forward_row; exit 0; fi
 /usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --layers > "$out/torch.txt"
 for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; do
   m=$(per_call "$op")
@@ -63,12 +89,7 @@ done
 # Without gradients: the held-out loss of a batch of the same shape, and
 # greedy decoding of one sequence with the KV cache, per token after a
 # 16-token prompt (moec eval and moec run print their times).
-OMP_NUM_THREADS=$threads "$moec" eval "$out/model.json" --weights "$out/weights.ckpt" \
-  --batches $((steps + 1)) > "$out/eval.txt"
-m=$(sed -n 's/^time: \([0-9.]*\) ms per batch.*/\1/p' "$out/eval.txt")
-t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --steps "$steps" \
-  --forward | sed -n 's/^torch forward \([0-9.]*\) ms.*/\1/p')
-echo "| moe_lm forward: held-out loss, no gradients ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+forward_row
 OMP_NUM_THREADS=$threads "$moec" run "$out/model.json" --weights "$out/weights.ckpt" \
   --prompt "the cat sat on t" --max-tokens 129 > "$out/run.txt"
 m=$(sed -n 's/.* tokens after it at \([0-9.]*\) ms each.*/\1/p' "$out/run.txt")

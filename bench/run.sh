@@ -53,6 +53,9 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo "ratio = PyTorch time / moec time, above 1 when moec is faster. Top-1"
   echo "rows: \`K=1 bench/cpu_vs_torch.sh ...\`; fine-grained experts (top-8 of"
   echo "64, each a quarter as wide: the FLOPs of top-2): \`K=8 HIDDEN=128\`."
+  echo "The whole model with MoA, MAE or MH-MoE layers, training and forward:"
+  echo "\`MOA=\"8 2\"\`, \`MAE=256\`, \`MHMOE=4 K=1 HIDDEN=256\` (PyTorch's layers"
+  echo "from bench/torch_layers.py)."
   echo
   echo "| what | moec | PyTorch | ratio |"
   echo "|---|---|---|---|"
@@ -63,6 +66,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   K=1 bash bench/cpu_vs_torch.sh 256 16 "$steps" "$threads"
   K=8 HIDDEN=128 bash bench/cpu_vs_torch.sh 256 64 "$steps" "$threads"
   MOA="8 2" bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
+  MAE=256 bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
+  MHMOE=4 K=1 HIDDEN=256 bash bench/cpu_vs_torch.sh 256 8 "$steps" "$threads"
   echo
   echo "\`bench/cpu_layers_vs_torch.sh 256 $steps $threads\`: the MoA, MH-MoE and MAE"
   echo "layers, each in moe_lm at d 256 (every attention a MoA or MAE layer, every"

@@ -8,8 +8,11 @@ block, a top-k mixture of GELU (tanh) experts on every second block
 others, a final norm and an untied LM head; cross-entropy plus the Switch
 balance loss and the router z-loss; AdamW. The experts run as the papers'
 code runs them: a loop over experts with an index gather and an
-index_add combine. Prints the mean ms/step after warm-up; with --forward
-the loss without gradients, with --decode greedy decoding with a KV cache.
+index_add combine. Variants: every attention MoA (--moa-experts) or MAE
+(--mae-gate, trained jointly), every MoE layer MH-MoE (--mh-moe-heads),
+with bench/torch_layers.py's layers. Prints the mean ms/step after
+warm-up; with --forward the loss without gradients, with --decode greedy
+decoding with a KV cache.
 """
 import argparse
 import time
@@ -18,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_layers import per_expert, timed
+from torch_layers import Mae, MhMoE, per_expert, timed
 
 CPU = torch.device("cpu")
 
@@ -98,12 +101,16 @@ class MoA(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, ffn, moa=None):
+    """A pre-norm block: attention (or `mixer`, a MoA or MAE layer), then
+    the feed-forward layer; returns the output and the weighted auxiliary
+    losses."""
+
+    def __init__(self, d, heads, ffn, mixer=None):
         super().__init__()
         self.heads = heads
         self.norm1 = nn.LayerNorm(d, eps=1e-5)
-        self.moa = moa
-        if moa is None:
+        self.mixer = mixer
+        if mixer is None:
             self.qkv = nn.Linear(d, 3 * d)
             self.proj = nn.Linear(d, d)
         self.norm2 = nn.LayerNorm(d, eps=1e-5)
@@ -111,8 +118,10 @@ class Block(nn.Module):
 
     def forward(self, x):
         b, s, d = x.shape
-        if self.moa is not None:
-            return self.feed_forward(x + self.moa(self.norm1(x)))
+        if isinstance(self.mixer, Mae):
+            return self.feed_forward(x + self.mixer(self.norm1(x))[0])
+        if self.mixer is not None:
+            return self.feed_forward(x + self.mixer(self.norm1(x)))
         q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
         shape = (b, s, self.heads, d // self.heads)
         q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
@@ -125,26 +134,35 @@ class Block(nn.Module):
 
     def feed_forward(self, x):
         b, s, d = x.shape
-        h = self.norm2(x).reshape(b * s, d)
+        h = self.norm2(x)
+        if isinstance(self.ffn, MhMoE):
+            y, aux = self.ffn(h)  # its balance loss, weighted 0.01
+            return x + y, aux
+        h = h.reshape(b * s, d)
         if isinstance(self.ffn, MoE):
             y, bal, z = self.ffn(h)
-        else:
-            y, bal, z = self.ffn(h), 0.0, 0.0
-        return x + y.reshape(b, s, d), bal, z
+            return x + y.reshape(b, s, d), 0.01 * bal + 0.001 * z
+        return x + self.ffn(h).reshape(b, s, d), 0.0
 
 
 def build(args):
     d = args.d
     blocks = []
     for i in range(args.blocks):
-        if i % 2 == 1:
-            ffn = MoE(d, args.experts, args.expert_hidden or 2 * d, args.k)
+        hidden = args.expert_hidden or 2 * d
+        if i % 2 == 1 and args.mh_moe_heads:
+            ffn = MhMoE(d, args.mh_moe_heads, args.experts, args.k, hidden)
+        elif i % 2 == 1:
+            ffn = MoE(d, args.experts, hidden, args.k)
         else:
             ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
                                 nn.Linear(4 * d, d))
-        moa = (MoA(d, args.moa_experts, args.moa_k, args.moa_head_dim)
-               if args.moa_experts else None)
-        blocks.append(Block(d, args.heads, ffn, moa))
+        mixer = None
+        if args.moa_experts:
+            mixer = MoA(d, args.moa_experts, args.moa_k, args.moa_head_dim)
+        elif args.mae_gate:
+            mixer = Mae(d, args.heads, args.mae_gate)
+        blocks.append(Block(d, args.heads, ffn, mixer))
     return nn.ModuleDict(dict(
         embed=nn.Embedding(256, d), pos=nn.Embedding(args.seq, d),
         blocks=nn.ModuleList(blocks), norm=nn.LayerNorm(d), head=nn.Linear(d, 256)))
@@ -154,8 +172,8 @@ def loss_of(model, tokens):
     x = model["embed"](tokens[:, :-1]) + model["pos"].weight[: tokens.shape[1] - 1]
     aux = 0.0
     for blk in model["blocks"]:
-        x, bal, z = blk(x)
-        aux = aux + 0.01 * bal + 0.001 * z
+        x, weighted = blk(x)
+        aux = aux + weighted
     logits = model["head"](model["norm"](x))
     return F.cross_entropy(logits.reshape(-1, 256), tokens[:, 1:].reshape(-1)) + aux
 
@@ -282,6 +300,11 @@ def main():
                    help="MoA attention with this many experts on every block")
     p.add_argument("--moa-k", type=int, default=2)
     p.add_argument("--moa-head-dim", type=int, default=64)
+    p.add_argument("--mae-gate", type=int, default=0, metavar="G",
+                   help="MAE attention with a gate G wide on every block")
+    p.add_argument("--mh-moe-heads", type=int, default=0, metavar="H",
+                   help="every MoE layer MH-MoE with H sub-tokens and SwiGLU "
+                   "experts --expert-hidden wide")
     p.add_argument("--layers", action="store_true",
                    help="time the attention and expert layers alone")
     p.add_argument("--forward", action="store_true",
@@ -294,10 +317,14 @@ def main():
     torch.manual_seed(1)
     if args.layers:
         return layer_times(args)
+    if args.decode and (args.moa_experts or args.mae_gate):
+        p.error("--decode runs plain attention only")
     model = build(args)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98),
                             eps=1e-9, weight_decay=0.01)
     tokens = torch.randint(0, 256, (args.batch, args.seq + 1))
+    if args.forward or args.decode:
+        model.eval()  # no dropout, as moec's evaluation and decoding
     if args.forward:
         with torch.no_grad():
             ms = timed(lambda: loss_of(model, tokens).item(), args.steps, CPU)
