@@ -7,7 +7,10 @@
 // each thread rescales its running sum when its max grows, and the block
 // combines the threads' pairs), four logits per 16-byte load when the row
 // is aligned and V is a multiple of 4; the backward then writes the row in
-// a second pass.
+// a second pass. The forward can also count the rows whose target is the
+// first index of the row's largest logit (accuracy, for evaluation): each
+// thread keeps the first index of its own max, and the smallest such index
+// among the threads that hold the row's max wins.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,26 +63,40 @@ struct SoftmaxStats {
 
 } // namespace detail
 
-/// grid = rows; loss[0] = sum of row losses / max(1, counted rows) and
-/// count[0] (may be null) the counted rows.
+/// grid = rows; loss[0] = sum of row losses / max(1, counted rows),
+/// count[0] (may be null) the counted rows, and correct[0] (may be null;
+/// then so may rowHit) the counted rows whose target is the first index of
+/// the row's largest logit (index 0 when no logit exceeds -3e38).
 template <int V, int THREADS>
 MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
                                      gptr<const float> logits,
                                      gptr<const int32_t> targets,
-                                     gptr<float> rowLoss, gptr<float> loss,
-                                     gptr<float> count,
+                                     gptr<float> rowLoss, gptr<float> rowHit,
+                                     gptr<float> loss, gptr<float> count,
+                                     gptr<float> correct,
                                      gptr<unsigned> ticket) {
   MOEC_SHARED(float, scratch, THREADS / 32);
+  MOEC_SHARED(int, indexScratch, THREADS / 32);
   const int64_t row = blockIdx.x;
   const int64_t base = row * V;
   detail::SoftmaxStats stats;
   float total = 0.0f;
-  detail::forRowValues<V, THREADS>(logits + base, [&](int, float l) {
+  int first = V; // the first index of this thread's max (it reads in order)
+  detail::forRowValues<V, THREADS>(logits + base, [&](int v, float l) {
+    if (l > stats.max)
+      first = v;
     stats.add(l);
     total += l;
   });
+  const float threadMax = stats.max;
   stats.combine<THREADS>(scratch);
   total = blockSum<THREADS>(total, scratch);
+  int argmax = 0;
+  if (correct) {
+    argmax = blockMin<THREADS>(threadMax == stats.max ? first : V,
+                               indexScratch);
+    argmax = argmax == V ? 0 : argmax;
+  }
   if (threadIdx.x == 0) {
     const int32_t target = targets[row];
     float value = 0.0f;
@@ -90,22 +107,31 @@ MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
       value = (1.0f - smoothing) * nll + smoothing * uniform;
     }
     rowLoss[row] = value;
+    if (correct)
+      rowHit[row] = target >= 0 && target == argmax ? 1.0f : 0.0f;
   }
   if (!isLastBlock(ticket))
     return;
   float s = 0.0f;
   float counted = 0.0f;
+  float hits = 0.0f;
   for (int64_t r = threadIdx.x; r < rows; r += THREADS) {
     s += rowLoss[r];
     counted += targets[r] >= 0 ? 1.0f : 0.0f;
+    if (correct)
+      hits += rowHit[r];
   }
   s = blockSum<THREADS>(s, scratch);
   counted = blockSum<THREADS>(counted, scratch);
+  if (correct)
+    hits = blockSum<THREADS>(hits, scratch);
   if (threadIdx.x == 0) {
     if (loss)
       loss[0] = s / fmaxf(counted, 1.0f);
     if (count)
       count[0] = counted;
+    if (correct)
+      correct[0] = hits;
   }
 }
 

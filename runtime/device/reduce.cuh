@@ -12,51 +12,52 @@
 
 namespace moec {
 
-/// Sum over the 32 lanes of a warp (xor butterfly: every lane gets it).
-template <typename T> MOEC_DEVICE T warpSum(T v) {
+/// Combines v over the 32 lanes of a warp with `op` (xor butterfly: every
+/// lane gets the result).
+template <typename T, typename Op> MOEC_DEVICE T warpReduce(T v, Op op) {
   for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_xor_sync(kFullMask, v, offset);
+    v = op(v, __shfl_xor_sync(kFullMask, v, offset));
   return v;
 }
 
-template <typename T> MOEC_DEVICE T warpMax(T v) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    T other = __shfl_xor_sync(kFullMask, v, offset);
-    v = other > v ? other : v;
-  }
-  return v;
-}
-
-/// Sum over a block of `Threads` threads (a multiple of 32); every thread
-/// gets the result. `scratch` holds at least Threads / 32 values.
-template <int Threads, typename T>
-MOEC_DEVICE T blockSum(T v, sptr<T> scratch) {
+/// Combines v over a block of `Threads` threads (a multiple of 32) with
+/// `op`, the warps' results in warp order; every thread gets the result.
+/// `scratch` holds at least Threads / 32 values.
+template <int Threads, typename T, typename Op>
+MOEC_DEVICE T blockReduce(T v, sptr<T> scratch, Op op) {
   constexpr int kWarps = Threads / 32;
-  v = warpSum(v);
+  v = warpReduce(v, op);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads(); // scratch may still be read by a previous call
   if (lane == 0)
     scratch[warp] = v;
   __syncthreads();
-  T total = T(0);
-  for (int w = 0; w < kWarps; ++w)
-    total += scratch[w];
-  return total;
+  T result = scratch[0];
+  for (int w = 1; w < kWarps; ++w)
+    result = op(result, scratch[w]);
+  return result;
+}
+
+template <typename T> MOEC_DEVICE T warpSum(T v) {
+  return warpReduce(v, [](T a, T b) { return a + b; });
+}
+template <typename T> MOEC_DEVICE T warpMax(T v) {
+  return warpReduce(v, [](T a, T b) { return b > a ? b : a; });
 }
 
 template <int Threads, typename T>
+MOEC_DEVICE T blockSum(T v, sptr<T> scratch) {
+  return blockReduce<Threads>(v, scratch, [](T a, T b) { return a + b; });
+}
+template <int Threads, typename T>
 MOEC_DEVICE T blockMax(T v, sptr<T> scratch) {
-  constexpr int kWarps = Threads / 32;
-  v = warpMax(v);
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0)
-    scratch[warp] = v;
-  __syncthreads();
-  T best = scratch[0];
-  for (int w = 1; w < kWarps; ++w)
-    best = scratch[w] > best ? scratch[w] : best;
-  return best;
+  return blockReduce<Threads>(v, scratch,
+                              [](T a, T b) { return b > a ? b : a; });
+}
+template <int Threads, typename T>
+MOEC_DEVICE T blockMin(T v, sptr<T> scratch) {
+  return blockReduce<Threads>(v, scratch,
+                              [](T a, T b) { return b < a ? b : a; });
 }
 
 /// True in every thread of the block that finishes last among the grid's

@@ -120,6 +120,8 @@ func.func @routing(%x: tensor<6x4xf32>, %logits: tensor<6x3xf32>, %w1: tensor<3x
   %dz = moe.z_loss_grad %logits, %z : (tensor<6x3xf32>, tensor<f32>) -> tensor<6x3xf32>
   // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} {label_smoothing = 1.000000e-01 : f64}
   %ce, %count = moe.cross_entropy %logits, %tgt {label_smoothing = 0.1 : f64} : (tensor<6x3xf32>, tensor<6xi32>) -> (tensor<f32>, tensor<f32>)
+  // CHECK: moe.cross_entropy %{{.*}}, %{{.*}} : (tensor<6x3xf32>, tensor<6xi32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
+  %ce3:3 = moe.cross_entropy %logits, %tgt : (tensor<6x3xf32>, tensor<6xi32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
   // CHECK: moe.cross_entropy_grad
   %dce = moe.cross_entropy_grad %logits, %tgt, %ce : (tensor<6x3xf32>, tensor<6xi32>, tensor<f32>) -> tensor<6x3xf32>
   return %ce : tensor<f32>

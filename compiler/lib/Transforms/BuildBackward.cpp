@@ -38,7 +38,7 @@ bool isPiecewiseConstant(Value v) {
   if (v.getDefiningOp<SampleExpertOp>())
     return true;
   auto ce = v.getDefiningOp<CrossEntropyOp>();
-  return ce && v == ce.getCount();
+  return ce && v != ce.getLoss();
 }
 
 /// Values that depend on a trained parameter and on which `objective`

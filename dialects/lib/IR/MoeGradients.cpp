@@ -265,7 +265,7 @@ LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                             SmallVectorImpl<Value> &grads) {
   resetGrads(*this, grads);
   if (!dys[0])
-    return success(); // count is piecewise constant: no gradient.
+    return success(); // count and correct are piecewise constant.
   grads[0] = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
                                           getLogits(), getTargets(), dys[0],
                                           getLabelSmoothingAttr());

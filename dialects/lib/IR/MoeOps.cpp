@@ -1251,6 +1251,8 @@ CrossEntropyOp::inferSymbolicShapes(ArrayRef<SymShape> s,
     return failure();
   r.push_back(scalarShape());
   r.push_back(scalarShape());
+  if (getCorrect())
+    r.push_back(scalarShape());
   return success();
 }
 LogicalResult CrossEntropyOp::verify() {

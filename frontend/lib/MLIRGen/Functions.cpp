@@ -218,12 +218,16 @@ void ModuleEmitter::emitObjective(Function &fn, Value logits, Location loc) {
   const TrainSpec &t = spec.train;
   logits = convert(logits, masterType, loc);
   auto crossEntropy = b.create<CrossEntropyOp>(
-      loc, TypeRange{scalar(), scalar()}, logits, fn.input("targets"),
+      loc, TypeRange{scalar(), scalar(), scalar()}, logits, fn.input("targets"),
       b.getF64FloatAttr(t.labelSmoothing));
   Value ce = crossEntropy.getLoss();
   Value total = ce;
   SmallVector<std::pair<std::string, Value>> stats;
   stats.push_back({"ce", ce});
+  // Accuracy from the same pass over the logits: evaluation sums both
+  // counts over its batches.
+  stats.push_back({"correct", crossEntropy.getCorrect()});
+  stats.push_back({"predicted", crossEntropy.getCount()});
   if (!fn.balanceLosses.empty())
     stats.push_back({"balance_loss", sum(fn.balanceLosses, loc)});
   // MH-MoE layers have no z-loss.

@@ -1,9 +1,10 @@
 //===- Eval.cpp - moec eval -----------------------------------------------===//
 //
-// Held-out quality of a trained model, by objective: perplexity for
-// language models, masked-token accuracy for MLM, accuracy for classifiers,
-// and corpus BLEU (sacreBLEU's default) for translation, with greedy and
-// beam search.
+// Held-out quality of a trained model, by objective: perplexity and
+// next-token accuracy for language models, masked-token accuracy for MLM,
+// accuracy for classifiers, and corpus BLEU (sacreBLEU's default) for
+// translation, with greedy and beam search. One run of the loss program
+// per batch gives the cross-entropy and the accuracy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <iostream>
+#include <map>
 
 namespace moec::driver {
 namespace {
@@ -33,27 +35,6 @@ struct Accuracy {
                  : 0.0;
   }
 };
-
-/// Argmax of logits [B, S, V] against targets [B, S] (negative: skipped);
-/// `firstOnly` scores position 0 of each row (classifiers).
-void addAccuracy(const Tensor &logits, const Tensor &targets, bool firstOnly,
-                 Accuracy &acc) {
-  const int64_t rows = targets.shape()[0], seq = targets.shape()[1];
-  const int64_t vocab = logits.shape().back();
-  for (int64_t b = 0; b < rows; ++b)
-    for (int64_t s = 0; s < (firstOnly ? 1 : seq); ++s) {
-      int32_t target = targets.data<int32_t>()[b * seq + s];
-      if (target < 0)
-        continue;
-      const int64_t base = (b * seq + s) * vocab;
-      int64_t best = 0;
-      for (int64_t v = 1; v < vocab; ++v)
-        if (logits.at(base + v) > logits.at(base + best))
-          best = v;
-      acc.correct += best == target;
-      ++acc.total;
-    }
-}
 
 /// Rows [first, first + size) of a source, as one batch of `size` rows:
 /// batch index b of batch size `size` holds rows b * size ..., so the tail
@@ -138,6 +119,18 @@ int EvalCommand::run() {
   if (int64_t held = data.source->examples(); held > 0)
     rows = std::min(rows, held);
   int64_t passes = (rows + config.batch - 1) / config.batch;
+  // The loss program counts the targets its logits predict (a bundle
+  // compiled by an older moec does not).
+  std::vector<std::string> outputs = bundle.programOutputs(
+      bundle.hasProgram("eval_loss") ? "eval_loss" : "loss");
+  const bool counts =
+      std::count(outputs.begin(), outputs.end(), "correct") > 0 &&
+      std::count(outputs.begin(), outputs.end(), "predicted") > 0;
+  if (!counts && (objective == "mlm" || objective == "classify"))
+    throw Error(fmt::format("{}: the bundle's loss program does not count "
+                            "correct predictions (it was compiled by an "
+                            "older moec); compile the model again",
+                            input));
   double ce = 0;
   Accuracy accuracy;
   // The first batch warms the device up (allocation, kernel loads) and a
@@ -155,18 +148,20 @@ int EvalCommand::run() {
                       : tailBatch(*data.source, i * config.batch, size,
                                   config.seqLen);
     auto start = std::chrono::steady_clock::now();
-    ce += session.evaluate(batch).at("ce") * static_cast<double>(size) /
-          static_cast<double>(rows);
+    std::map<std::string, double> scalars = session.evaluate(batch);
     double seconds = support::secondsSince(start);
+    ce += scalars.at("ce") * static_cast<double>(size) /
+          static_cast<double>(rows);
     if (i == 0) {
       firstSeconds = seconds;
       firstRows = size;
     } else if (size == config.batch) {
       laterSeconds.push_back(seconds);
     }
-    if (objective == "mlm" || objective == "classify")
-      addAccuracy(session.logits(batch), batch.targets,
-                  objective == "classify", accuracy);
+    if (counts) {
+      accuracy.correct += std::llround(scalars.at("correct"));
+      accuracy.total += std::llround(scalars.at("predicted"));
+    }
   }
   batches = passes;
   std::cout << fmt::format("held-out cross-entropy {:.4f}, perplexity {:.3f} "
@@ -177,6 +172,11 @@ int EvalCommand::run() {
             << formatBatchTime(firstSeconds, firstRows, laterSeconds,
                                config.batch, config.seqLen)
             << "\n";
+  if ((objective == "lm" || objective == "translate") && accuracy.total > 0)
+    std::cout << fmt::format("next-token accuracy {:.2f}% ({} of {} "
+                             "predicted tokens)\n",
+                             accuracy.percent(), accuracy.correct,
+                             accuracy.total);
   if (objective == "mlm")
     std::cout << fmt::format("masked-token accuracy {:.2f}% ({} of {} "
                              "predicted tokens)\n",

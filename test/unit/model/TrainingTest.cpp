@@ -384,6 +384,41 @@ TEST(Decoding, GenerateTimesThePromptAndEachLaterToken) {
   EXPECT_TRUE(times.tokenSeconds.empty());
 }
 
+// Evaluation counts the targets predicted right in the loss program's pass
+// over the logits: the same count as the forward program's logits give
+// (the first index of each row's largest logit).
+TEST(Evaluation, CountsTheTargetsTheForwardLogitsPredict) {
+  Bundle bundle = compileFile(MOEC_SOURCE_DIR "/examples/moa_mlm.moe");
+  Session session(bundle, oneThread());
+  ModelData data = openModelData(bundle, "", session.seed(), Split::Train);
+  const TrainingConfig &config = bundle.training();
+  for (int64_t i = 0; i < 40; ++i)
+    session.trainStep(data.source->batch(i, config.batch, config.seqLen));
+  for (int64_t i = 40; i < 42; ++i) {
+    Batch batch = data.source->batch(i, config.batch, config.seqLen);
+    std::map<std::string, double> scalars = session.evaluate(batch);
+    Tensor logits = session.logits(batch);
+    const int64_t rows = batch.targets.numel(), vocab = logits.shape().back();
+    int64_t predicted = 0, correct = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t target = batch.targets.data<int32_t>()[r];
+      if (target < 0)
+        continue;
+      int64_t best = 0;
+      for (int64_t v = 1; v < vocab; ++v)
+        if (logits.at(r * vocab + v) > logits.at(r * vocab + best))
+          best = v;
+      ++predicted;
+      correct += best == target;
+    }
+    EXPECT_EQ(scalars.at("predicted"), static_cast<double>(predicted));
+    EXPECT_EQ(scalars.at("correct"), static_cast<double>(correct));
+    // After 40 steps the model predicts some masked bytes, not all.
+    EXPECT_GT(correct, 0);
+    EXPECT_LT(correct, predicted);
+  }
+}
+
 } // namespace
 
 namespace {

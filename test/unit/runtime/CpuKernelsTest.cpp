@@ -208,6 +208,31 @@ TEST(CpuKernels, CrossEntropyIgnoresNegativeTargets) {
                1e-15, "cross_entropy_grad");
 }
 
+TEST(CpuKernels, CrossEntropyCountsTargetsAtTheFirstLargestLogit) {
+  // Rows: argmax 2 (hit); a tie of 1 and 3 goes to 1 (hit); argmax 0
+  // against target 2 (miss); ignored although its argmax is its target;
+  // all -inf: index 0 (hit).
+  float inf = std::numeric_limits<float>::infinity();
+  // clang-format off
+  Tensor logits = Tensor::of<float>({5, 4}, {0.5f, -1, 2.5f, 2,
+                                             0, 7, 1, 7,
+                                             3, 1, 2, -4,
+                                             0, 0, 9, 0,
+                                             -inf, -inf, -inf, -inf});
+  // clang-format on
+  Tensor targets = Tensor::of<int32_t>({5}, {2, 1, 2, -1, 0});
+  std::vector<Tensor> out =
+      runKernel("moe.cross_entropy", {logits, targets},
+                {absent(), zeros(DType::F32, {}), zeros(DType::F32, {})});
+  EXPECT_EQ(out[1].at(0), 4.0);
+  EXPECT_EQ(out[2].at(0), 3.0);
+  // The tie's other index, and a miss on the all -inf row.
+  targets = Tensor::of<int32_t>({5}, {2, 3, 2, -1, 1});
+  out = runKernel("moe.cross_entropy", {logits, targets},
+                  {absent(), absent(), zeros(DType::F32, {})});
+  EXPECT_EQ(out[2].at(0), 1.0);
+}
+
 TEST(CpuKernels, CrossEntropyRejectsTargetPastVocab) {
   Tensor logits = zeros(DType::F32, {2, 4});
   Tensor targets = Tensor::of<int32_t>({2}, {0, 4});

@@ -35,17 +35,26 @@ LogicalResult mlir::moe::cuda::emitCrossEntropyGroup(GroupEmitter &e) {
   };
   std::string loss = optionalOut(op.getLoss(), "loss");
   std::string count = optionalOut(op.getCount(), "count");
+  // A program that leaves `correct` out or unread skips the argmax.
+  std::string correct = "moec::gptr<float>()", rowHit = correct;
+  if (Value c = op.getCorrect(); c && e.escapes(c)) {
+    correct = e.declared(w, c, true, "correct");
+    rowHit = e.bufferExpr(e.argument(e.scratch(f32, {rows})), f32, true);
+  }
   w.line(fill("moec::crossEntropyForward<${V}, ${threads}>(rows, "
-              "${smoothing}, ${logits}, ${targets}, ${rowLoss}, ${loss}, "
-              "${count}, moec::bufferArg<unsigned>(p, ${ticket}));",
+              "${smoothing}, ${logits}, ${targets}, ${rowLoss}, ${rowHit}, "
+              "${loss}, ${count}, ${correct}, "
+              "moec::bufferArg<unsigned>(p, ${ticket}));",
               {{"V", vocab},
                {"threads", threads},
                {"smoothing", smoothingLiteral(op.getLabelSmoothing())},
                {"logits", logits},
                {"targets", targets},
                {"rowLoss", e.bufferExpr(e.argument(rowLoss), f32, true)},
+               {"rowHit", rowHit},
                {"loss", loss},
                {"count", count},
+               {"correct", correct},
                {"ticket", int64_t(e.argument(ticket))}}));
   e.finishKernel(w.str(), GridDim{rows, 1}, GridDim(), GridDim(), threads);
   return success();

@@ -1031,11 +1031,15 @@ def Moe_CrossEntropyOp : Moe_DiffOp<"cross_entropy"> {
     `l_t = -(1 - a) lp[target_t] - (a / V) sum_v lp[v]`;
     `loss = sum over counted t of l_t / max(1, #counted)` and `count =
     #counted` (a 0-d float, for losses that scale by the number of target
-    tokens). A target >= V is a run-time error.
+    tokens). The optional `correct` (0-d float) counts the counted t whose
+    target is the first index of the largest logit above -3e38 (index 0
+    when there is none), so that evaluation gets accuracy from the same
+    pass. A target >= V is a run-time error.
   }];
   let arguments = (ins Moe_FloatTensor:$logits, Moe_IndexTensor:$targets,
                        DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
-  let results = (outs Moe_FloatTensor:$loss, Moe_FloatTensor:$count);
+  let results = (outs Moe_FloatTensor:$loss, Moe_FloatTensor:$count,
+                      Optional<Moe_FloatTensor>:$correct);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
 

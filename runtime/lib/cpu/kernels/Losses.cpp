@@ -288,6 +288,19 @@ CrossEntropyOperands crossEntropyOperands(const KernelContext &ctx,
   return {rs.rows, rs.width, counted, a};
 }
 
+/// The first index of the largest of `n` values above -3e38, else 0: the
+/// device library's blocks find the same one.
+template <typename T> int64_t firstLargest(const T *row, int64_t n) {
+  int64_t first = 0;
+  T largest = static_cast<T>(-3.0e38f);
+  for (int64_t v = 0; v < n; ++v)
+    if (row[v] > largest) {
+      largest = row[v];
+      first = v;
+    }
+  return first;
+}
+
 template <typename T> void crossEntropy(KernelContext &ctx) {
   const TensorView &logits = requireInput(ctx, 0, "logits");
   const TensorView &targets = requireInput(ctx, 1, "targets");
@@ -295,7 +308,9 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
   const T *l = logits.as<T>();
   const int32_t *tg = targets.as<int32_t>();
   int64_t vocab = ce.vocab;
+  const bool countCorrect = ctx.out(2).present();
   std::vector<double> terms(ce.n, 0.0);
+  std::vector<char> hit(countCorrect ? ce.n : 0, 0);
   parallelFor(ce.n, 40 * vocab, [&](int64_t t) {
     if (tg[t] < 0)
       return;
@@ -308,10 +323,14 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
     double lpTarget = row[tg[t]] - lse;
     double lpSum = sumLogits - vocab * lse;
     terms[t] = -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
+    if (countCorrect)
+      hit[t] = firstLargest(row, vocab) == tg[t];
   });
   double loss = sumInOrder(terms) / std::max<int64_t>(1, ce.counted);
   writeScalar<T>(ctx, ctx.out(0), "loss", loss);
   writeScalar<T>(ctx, ctx.out(1), "count", static_cast<double>(ce.counted));
+  writeScalar<T>(ctx, ctx.out(2), "correct",
+                 static_cast<double>(std::count(hit.begin(), hit.end(), 1)));
 }
 
 template <typename T> void crossEntropyGrad(KernelContext &ctx) {
@@ -385,7 +404,7 @@ void zLossGradKernel(KernelContext &ctx) {
 }
 
 void crossEntropyKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 2, 1, 2);
+  checkArity(ctx, 2, 2, 1, 3);
   dispatchFloat(ctx, requireInput(ctx, 0, "logits"), "logits",
                 [&](auto tag) { crossEntropy<decltype(tag)>(ctx); });
 }
