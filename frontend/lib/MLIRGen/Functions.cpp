@@ -284,6 +284,20 @@ bool ModuleEmitter::randomInTraining() const {
   return random;
 }
 
+bool ModuleEmitter::routesDifferentlyInEval() const {
+  for (const StackSpec &stack : model.stacks)
+    for (const BlockSpec &block : stack.blocks)
+      for (const SublayerSpec &sub : block.sublayers) {
+        const MoeLayerSpec &e = sub.moe;
+        if (sub.kind == SublayerSpec::Kind::Moe &&
+            (e.capacity != e.evalCapacity ||
+             e.capacityFactor != e.evalCapacityFactor ||
+             e.minCapacity != e.evalMinCapacity))
+          return true;
+      }
+  return false;
+}
+
 OwningOpRef<ModuleOp> ModuleEmitter::run() {
   Location loc = locationOf(model.range);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
@@ -311,7 +325,7 @@ OwningOpRef<ModuleOp> ModuleEmitter::run() {
   emitFunction(Mode::Loss);
   if (spec.train.phases)
     emitFunction(Mode::GateLoss);
-  if (randomInTraining())
+  if (randomInTraining() || routesDifferentlyInEval())
     emitFunction(Mode::EvalLoss);
   emitFunction(Mode::Forward);
   if (model.kind == ModelKind::EncoderDecoder)

@@ -131,6 +131,9 @@ public:
   /// Whether training draws random numbers (dropout, sampled MoA heads):
   /// then the loss takes an rng and an eval_loss program exists.
   bool randomInTraining() const;
+  /// Whether an expert layer's capacity outside training differs from its
+  /// training one: then an eval_loss program routes as evaluation does.
+  bool routesDifferentlyInEval() const;
   /// Whether training alternates F and G steps (train's `phases`).
   bool coordinateDescent() const;
 
