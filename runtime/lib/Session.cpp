@@ -307,9 +307,12 @@ StepResult Session::trainStep(const Batch &batch) {
   return result;
 }
 
+std::string Session::evaluationProgram() const {
+  return impl->bundle.hasProgram("eval_loss") ? "eval_loss" : "loss";
+}
+
 std::map<std::string, double> Session::evaluate(const Batch &batch) {
-  std::string program =
-      impl->bundle.hasProgram("eval_loss") ? "eval_loss" : "loss";
+  std::string program = evaluationProgram();
   ProgramRunner &r = impl->runner(program);
   std::map<std::string, Tensor> outputs =
       impl->run(program, impl->batchInputs(batch, r, impl->step));

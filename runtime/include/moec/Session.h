@@ -142,6 +142,9 @@ public:
   StepResult trainStep(const Batch &batch);
   /// The objective's outputs on `batch` without updating anything.
   std::map<std::string, double> evaluate(const Batch &batch);
+  /// The program evaluate() runs: `eval_loss` where the bundle has one
+  /// (training draws random numbers or routes differently), else `loss`.
+  std::string evaluationProgram() const;
   /// The `forward` program's logits on `batch` (its tokens and the inputs
   /// the model family takes): [B, S, vocab], or [B, S, classes] for
   /// classifiers.

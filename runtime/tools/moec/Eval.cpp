@@ -121,8 +121,8 @@ int EvalCommand::run() {
   int64_t passes = (rows + config.batch - 1) / config.batch;
   // The loss program counts the targets its logits predict (a bundle
   // compiled by an older moec does not).
-  std::vector<std::string> outputs = bundle.programOutputs(
-      bundle.hasProgram("eval_loss") ? "eval_loss" : "loss");
+  std::vector<std::string> outputs =
+      bundle.programOutputs(session.evaluationProgram());
   const bool counts =
       std::count(outputs.begin(), outputs.end(), "correct") > 0 &&
       std::count(outputs.begin(), outputs.end(), "predicted") > 0;

@@ -394,6 +394,8 @@ TEST(Evaluation, CountsTheTargetsTheForwardLogitsPredict) {
   const TrainingConfig &config = bundle.training();
   for (int64_t i = 0; i < 40; ++i)
     session.trainStep(data.source->batch(i, config.batch, config.seqLen));
+  // No dropout, no sampled heads, no capacity: training's loss program.
+  EXPECT_EQ(session.evaluationProgram(), "loss");
   for (int64_t i = 40; i < 42; ++i) {
     Batch batch = data.source->batch(i, config.batch, config.seqLen);
     std::map<std::string, double> scalars = session.evaluate(batch);
