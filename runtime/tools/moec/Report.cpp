@@ -214,4 +214,24 @@ std::string formatBatchTime(double firstSeconds, int64_t firstRows,
                      static_cast<double>(rows * seqLen) / seconds, which);
 }
 
+std::string formatAccuracy(const std::string &objective,
+                           const Accuracy &accuracy) {
+  std::string label, unit = "predicted tokens";
+  if (objective == "lm" || objective == "translate") {
+    // Teacher-forced for translation; nothing to say when nothing counted.
+    if (accuracy.total == 0)
+      return "";
+    label = "next-token accuracy";
+  } else if (objective == "mlm") {
+    label = "masked-token accuracy";
+  } else if (objective == "classify") {
+    label = "accuracy";
+    unit = "examples";
+  } else {
+    return "";
+  }
+  return fmt::format("{} {:.2f}% ({} of {} {})", label, accuracy.percent(),
+                     accuracy.correct, accuracy.total, unit);
+}
+
 } // namespace moec::driver

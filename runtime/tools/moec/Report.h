@@ -3,6 +3,7 @@
 #ifndef MOEC_TOOLS_MOEC_REPORT_H
 #define MOEC_TOOLS_MOEC_REPORT_H
 
+#include "HeldOut.h"
 #include "moec/Session.h"
 
 #include <ostream>
@@ -64,6 +65,13 @@ std::string formatGenerateTime(const GenerateTimes &times);
 std::string formatBatchTime(double firstSeconds, int64_t firstRows,
                             const std::vector<double> &laterSeconds,
                             int64_t batch, int64_t seqLen);
+
+/// The objective's accuracy line: "next-token accuracy 12.50% (3 of 24
+/// predicted tokens)" for lm and translate (empty when nothing was
+/// counted), "masked-token accuracy ..." for mlm, "accuracy ... examples"
+/// for classify.
+std::string formatAccuracy(const std::string &objective,
+                           const Accuracy &accuracy);
 
 } // namespace moec::driver
 

@@ -253,15 +253,18 @@ int TrainCommand::run() {
   if (validBatches > 0) {
     ModelData validData =
         openModelData(bundle, input, session.seed(), Split::Valid);
-    const std::unique_ptr<DataSource> &valid = validData.source;
-    double ce = 0;
-    for (int64_t i = 0; i < validBatches; ++i)
-      ce += session.evaluate(valid->batch(i, config.batch, config.seqLen))
-                .at("ce") /
-            validBatches;
-    std::cout << fmt::format("validation: cross-entropy {:.4f} over {} "
-                             "held-out batches\n",
-                             ce, validBatches);
+    HeldOutResult held =
+        evaluateHeldOut(session, *validData.source, validBatches);
+    std::string line = fmt::format(
+        "validation: cross-entropy {:.4f} over {} held-out "
+        "rows ({} batch{})",
+        held.ce, held.rows, held.batches, held.batches == 1 ? "" : "es");
+    if (countsPredictions(session))
+      if (std::string text =
+              formatAccuracy(bundle.model().objective, held.accuracy);
+          !text.empty())
+        line += ", " + text;
+    std::cout << line << "\n";
   }
   if (!save.empty()) {
     session.saveCheckpoint(save);

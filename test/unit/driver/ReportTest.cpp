@@ -5,6 +5,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 #include <limits>
+#include <stdexcept>
 
 using namespace moec;
 using namespace moec::driver;
@@ -91,6 +92,30 @@ TEST(Report, EvaluationTimeLine) {
   EXPECT_EQ(formatBatchTime(0.064, 2, {}, 4, 64),
             "64.00 ms per batch of 2 x 64 (2000 tokens/s; one batch, with "
             "its warm-up)");
+}
+
+TEST(Report, AccuracyLinePerObjective) {
+  Accuracy accuracy;
+  accuracy.add({{"ce", 2.0}, {"correct", 3.0}, {"predicted", 24.0}});
+  accuracy.add({{"ce", 1.0}, {"correct", 2.0}, {"predicted", 16.0}});
+  EXPECT_EQ(accuracy.correct, 5);
+  EXPECT_EQ(accuracy.total, 40);
+  EXPECT_EQ(formatAccuracy("lm", accuracy),
+            "next-token accuracy 12.50% (5 of 40 predicted tokens)");
+  EXPECT_EQ(formatAccuracy("translate", accuracy),
+            "next-token accuracy 12.50% (5 of 40 predicted tokens)");
+  EXPECT_EQ(formatAccuracy("mlm", accuracy),
+            "masked-token accuracy 12.50% (5 of 40 predicted tokens)");
+  EXPECT_EQ(formatAccuracy("classify", accuracy),
+            "accuracy 12.50% (5 of 40 examples)");
+  // Nothing counted: a language model says nothing, an MLM batch with no
+  // masked token says 0 of 0.
+  Accuracy none;
+  EXPECT_EQ(formatAccuracy("lm", none), "");
+  EXPECT_EQ(formatAccuracy("mlm", none),
+            "masked-token accuracy 0.00% (0 of 0 predicted tokens)");
+  // A batch without the counts is a bundle error, not a zero.
+  EXPECT_THROW(none.add({{"ce", 1.0}}), std::out_of_range);
 }
 
 } // namespace
