@@ -70,6 +70,15 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-3)
 
 
+def last20_accuracy(rows):
+    """The share of target tokens the logits got right over `rows`, in
+    percent; None for metrics without the counts."""
+    if not rows or any("correct" not in r or "predicted" not in r for r in rows):
+        return None
+    total = sum(r["predicted"] for r in rows)
+    return 100.0 * sum(r["correct"] for r in rows) / total if total else None
+
+
 def compare(cuda, cpu, dtype):
     tol = TOLERANCES.get(dtype, TOLERANCES["f32"])
     n = min(len(cuda), len(cpu))
@@ -88,6 +97,8 @@ def compare(cuda, cpu, dtype):
     mean_cpu = statistics.fmean(r["loss"] for r in cpu[n - tail:n])
     last = relative(mean_cuda, mean_cpu)
     worst = diffs.index(every) + 1
+    accuracy = {"cuda": last20_accuracy(cuda[n - tail:n]),
+                "cpu": last20_accuracy(cpu[n - tail:n])}
     failures = []
     if first > tol["first20"]:
         failures.append(f"first 20 steps differ by {first:.2e} > {tol['first20']:.0e}")
@@ -107,6 +118,9 @@ def compare(cuda, cpu, dtype):
         "last20_mean_rel": last,
         "first_loss": {"cuda": cuda[0]["loss"], "cpu": cpu[0]["loss"]},
         "last20_mean_loss": {"cuda": mean_cuda, "cpu": mean_cpu},
+        # Shown beside the losses, not checked: a near-tie of two logits
+        # falls either way under another device's rounding.
+        "last20_accuracy": accuracy,
         "tolerance": tol,
     }
 
@@ -362,20 +376,23 @@ def write(out, result, quiet=False):
                   "kernel cache; warm: the same with the cache filled).", "",
                   f"| model | cold start s | warm start s | {device} ms/step | {device} tok/s "
                   f"| host ms/step | cpu ms/step | loss first ({device}/cpu) | "
-                  f"loss last 20 ({device}/cpu) | max rel. diff | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  f"loss last 20 ({device}/cpu) | accuracy % last 20 ({device}/cpu) "
+                  "| max rel. diff | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in result["runs"]:
             c, g, p = r["comparison"], r["cuda"], r["cpu"]
             def f(v, spec):
                 return format(v, spec) if isinstance(v, (int, float)) else "-"
             first = c.get("first_loss", {})
             last = c.get("last20_mean_loss", {})
+            hits = c.get("last20_accuracy", {})
             lines.append(
                 f"| {r['name']} | {r['cold_start_s']:.2f} | {r['warm_start_s']:.2f} "
                 f"| {f(g.get('ms_per_step'), '.2f')} | {f(g.get('tokens_per_s'), '.0f')} "
                 f"| {f(g.get('host_ms_per_step'), '.3f')} | {f(p.get('ms_per_step'), '.1f')} "
                 f"| {f(first.get('cuda'), '.4f')}/{f(first.get('cpu'), '.4f')} "
                 f"| {f(last.get('cuda'), '.4f')}/{f(last.get('cpu'), '.4f')} "
+                f"| {f(hits.get('cuda'), '.2f')}/{f(hits.get('cpu'), '.2f')} "
                 f"| {f(c.get('max_rel'), '.1e')} "
                 f"| {verdict_of(c)} |")
         warned = [(r["name"], w) for r in result["runs"] for w in r.get("warnings", [])]

@@ -150,6 +150,10 @@ import json, sys
 assert entry["ms_per_batch"] > 0 and entry["ms_per_token"] > 0, entry
 assert entry["later_tokens"] == 4 and entry["batches"] == 1, entry
 assert "unread" not in entry, entry
+# The accuracy of the curves' last steps, from the metrics' counts.
+[run] = json.load(open(sys.argv[1]))["runs"]
+hits = run["comparison"]["last20_accuracy"]
+assert 0 < hits["cpu"] < 100 and abs(hits["cuda"] - hits["cpu"]) < 1, hits
 PY
 tar -tzf "$work/emu-suite/logs.tar.gz" > "$work/emu-suite.list"
 grep -q '^logs/moe_lm.sm_90.f32.cpu.jsonl$' "$work/emu-suite.list" ||
