@@ -237,8 +237,8 @@ LogicalResult mlir::moe::cuda::emitElementwiseGroup(GroupEmitter &e) {
     {
       w.line("#pragma unroll");
       CodeWriter::Scope lanesLoop(w, "for (int c = 0; c < 8; ++c)");
-      w.line("const int64_t i = q * 8 + c;");
-      w.line("(void)i;");
+      // Only index-dependent ops read `i` (rope, the head mixture, dropout).
+      w.line("[[maybe_unused]] const int64_t i = q * 8 + c;");
       if (failed(
               body([&](Value v, StringRef) { return lanes.lookup(v) + "[c]"; },
                    [&](StringRef ptr, StringRef value) {
