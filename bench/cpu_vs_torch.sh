@@ -8,8 +8,8 @@
 # K=k routes each token to k experts (default 2) and HIDDEN=h makes each
 # expert h wide (default 2 D): fine-grained experts, e.g. E 64, K=8,
 # HIDDEN=D/2, do the FLOPs of the default top-2 with a quarter of its width
-# per expert. Variants, of which only the training step and the forward
-# are compared: MOA="E K" makes every block's attention MoA with E
+# per expert. Variants, of which the training step, the forward and
+# decoding are compared (not the layers alone): MOA="E K" makes every block's attention MoA with E
 # experts, top K, head dimension 64; MAE=G every attention MAE with a gate
 # G wide (trained jointly); MHMOE=H every MoE layer MH-MoE with H
 # sub-tokens (SwiGLU experts HIDDEN wide, top K of the E experts).
@@ -79,7 +79,21 @@ forward_row() {
     --forward | sed -n 's/^torch forward \([0-9.]*\) ms.*/\1/p')
   echo "| $name forward: held-out loss, no gradients ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
 }
-if [ -n "$variant" ]; then forward_row; exit 0; fi
+# Greedy decoding of one sequence with the caches, per token after a
+# 16-token prompt (moec run prints its time).
+decode_row() {
+  OMP_NUM_THREADS=$threads "$moec" run "$out/model.json" --weights "$out/weights.ckpt" \
+    --prompt "the cat sat on t" --max-tokens 129 > "$out/run.txt"
+  m=$(sed -n 's/.* tokens after it at \([0-9.]*\) ms each.*/\1/p' "$out/run.txt")
+  t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --decode 128 |
+    sed -n 's/.* \([0-9.]*\) ms\/token.*/\1/p')
+  echo "| $name decoding, KV cache, batch 1, per token after a 16-token prompt ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+}
+if [ -n "$variant" ]; then
+  forward_row
+  decode_row
+  exit 0
+fi
 /usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --layers > "$out/torch.txt"
 for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; do
   m=$(per_call "$op")
@@ -87,12 +101,6 @@ for op in moe.attention moe.attention_grad moe.expert_ffn moe.expert_ffn_grad; d
   echo "| \`$op\` per layer ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
 done
 # Without gradients: the held-out loss of a batch of the same shape, and
-# greedy decoding of one sequence with the KV cache, per token after a
-# 16-token prompt (moec eval and moec run print their times).
+# decoding.
 forward_row
-OMP_NUM_THREADS=$threads "$moec" run "$out/model.json" --weights "$out/weights.ckpt" \
-  --prompt "the cat sat on t" --max-tokens 129 > "$out/run.txt"
-m=$(sed -n 's/.* tokens after it at \([0-9.]*\) ms each.*/\1/p' "$out/run.txt")
-t=$(/usr/bin/python3 bench/torch_moe_lm.py "${torch_args[@]}" --decode 128 |
-  sed -n 's/.* \([0-9.]*\) ms\/token.*/\1/p')
-echo "| moe_lm decoding, KV cache, batch 1, per token after a 16-token prompt ($shape) | $m ms | $t ms | $(ratio "$m" "$t") |"
+decode_row

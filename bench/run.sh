@@ -53,7 +53,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f s", b - a }'; }
   echo "ratio = PyTorch time / moec time, above 1 when moec is faster. Top-1"
   echo "rows: \`K=1 bench/cpu_vs_torch.sh ...\`; fine-grained experts (top-8 of"
   echo "64, each a quarter as wide: the FLOPs of top-2): \`K=8 HIDDEN=128\`."
-  echo "The whole model with MoA, MAE or MH-MoE layers, training and forward:"
+  echo "The whole model with MoA, MAE or MH-MoE layers, training, forward and decoding:"
   echo "\`MOA=\"8 2\"\`, \`MAE=256\`, \`MHMOE=4 K=1 HIDDEN=256\` (PyTorch's layers"
   echo "from bench/torch_layers.py)."
   echo

@@ -38,15 +38,32 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def causal_attention(q, k, v, scale):
+def causal_attention(q, k, v, scale, past=0):
     """q [b, h, sq, dh], k and v [b, h, s, dh]; torch 1.13 has no fused
-    attention, so the papers' form."""
+    attention, so the papers' form. The last s - past keys are the queries'
+    positions (past > 0 when decoding with a cache), each of them asked by
+    sq / (s - past) consecutive rows of q (MoA's k routed queries)."""
     s = k.shape[-2]
-    rows = q.shape[-2] // s
+    new = s - past
+    rows = q.shape[-2] // new
     scores = (q @ k.transpose(-1, -2)) * scale
-    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    mask = torch.ones(new, s, dtype=torch.bool, device=q.device).triu(past + 1)
     mask = mask.repeat_interleave(rows, dim=0)
     return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+
+def cached(cache, k, v):
+    """Keys and values [.., s, dh] after those of earlier positions in
+    `cache` (a dict kept between decoding steps; None outside decoding),
+    and how many positions came before."""
+    if cache is None:
+        return k, v, 0
+    past = 0
+    if "k" in cache:
+        past = cache["k"].shape[-2]
+        k, v = torch.cat([cache["k"], k], -2), torch.cat([cache["v"], v], -2)
+    cache["k"], cache["v"] = k, v
+    return k, v, past
 
 
 
@@ -69,7 +86,7 @@ class MoA(nn.Module):
         self.wk = nn.Linear(d, head_dim, bias=False)
         self.wv = nn.Linear(d, head_dim, bias=False)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
         b, s, d = x.shape
         n = b * s
         flat_x = x.reshape(n, d)
@@ -84,9 +101,9 @@ class MoA(nn.Module):
         for e, pick in enumerate(picks):
             q = q.index_add(0, pick, flat_x[token[pick]] @ wqs[e])
         q = q.reshape(b, 1, s * self.k, self.dh)
-        keys = self.wk(x).unsqueeze(1)
-        values = self.wv(x).unsqueeze(1)
-        context = causal_attention(q, keys, values, self.dh**-0.5)
+        keys, values, past = cached(cache, self.wk(x).unsqueeze(1),
+                                    self.wv(x).unsqueeze(1))
+        context = causal_attention(q, keys, values, self.dh**-0.5, past)
         context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
         y = x.new_zeros(n, d)
         for e, pick in enumerate(picks):
@@ -150,9 +167,10 @@ class MhMoE(nn.Module):
         S = xs.shape[0]
         probs = self.router(xs).softmax(-1)
         gates, index = probs.topk(self.k, dim=-1)           # [S, k]
-        # Tutel's capacity: positions by a cumulative sum over the choices
-        # in order (all first choices, then all second ones).
-        capacity = self.k * math.ceil(S / self.E)
+        # Tutel's capacity in training: positions by a cumulative sum over
+        # the choices in order (all first choices, then all second ones).
+        # Evaluation and decoding keep every choice, as moec's do.
+        capacity = self.k * math.ceil(S / self.E) if self.training else S * self.k
         onehot = F.one_hot(index.t().reshape(-1), self.E)   # [k S, E]
         position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
         kept = (position < capacity).reshape(self.k, S).t()
@@ -182,15 +200,23 @@ class Mae(nn.Module):
         self.g2 = nn.Linear(gate_hidden, heads)
         self.drop = nn.Dropout(0.1)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
         b, s, d = x.shape
         h, dh = self.h, d // self.h
         q, k, v = (w(x).reshape(b, s, h, dh).transpose(1, 2)
                    for w in (self.wq, self.wk, self.wv))
-        context = causal_attention(q, k, v, dh**-0.5)        # [b, h, s, dh]
-        count = torch.arange(1, s + 1, dtype=x.dtype,
+        k, v, past = cached(cache, k, v)
+        context = causal_attention(q, k, v, dh**-0.5, past)  # [b, h, s, dh]
+        # The gate's input: the mean of each position's prefix, carried
+        # across decoding steps as a running sum.
+        sums = x.cumsum(1)
+        if cache is not None:
+            if "sum" in cache:
+                sums = sums + cache["sum"]
+            cache["sum"] = sums[:, -1:]
+        count = torch.arange(past + 1, past + s + 1, dtype=x.dtype,
                              device=x.device).reshape(1, s, 1)
-        pooled = (x.cumsum(1) / count).reshape(b * s, d)
+        pooled = (sums / count).reshape(b * s, d)
         g = self.g2(self.drop(torch.tanh(self.g1(self.bn(pooled)))))
         g = g.softmax(-1).reshape(b, s, h)
         scale = (h * (1 - g) / (h - 1)).transpose(1, 2).unsqueeze(-1)

@@ -8,20 +8,23 @@ block, a top-k mixture of GELU (tanh) experts on every second block
 others, a final norm and an untied LM head; cross-entropy plus the Switch
 balance loss and the router z-loss; AdamW. The experts run as the papers'
 code runs them: a loop over experts with an index gather and an
-index_add combine. Variants: every attention MoA (--moa-experts) or MAE
-(--mae-gate, trained jointly), every MoE layer MH-MoE (--mh-moe-heads),
-with bench/torch_layers.py's layers. Prints the mean ms/step after
+index_add combine. Variants: every attention MoA (--moa-experts, with its
+balance and z losses) or MAE (--mae-gate, trained jointly), every MoE
+layer MH-MoE (--mh-moe-heads), with bench/torch_layers.py's layers, which
+decode with the same caches. Prints the mean ms/step after
 warm-up; with --forward the loss without gradients, with --decode greedy
 decoding with a KV cache.
 """
 import argparse
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_layers import Mae, MhMoE, per_expert, timed
+from torch_layers import (Mae, MhMoE, MoA, cached, causal_attention,
+                          per_expert, timed)
 
 CPU = torch.device("cpu")
 
@@ -60,77 +63,43 @@ class MoE(nn.Module):
         return y, balance, z
 
 
-class MoA(nn.Module):
-    """Mixture of attention heads as its authors' code runs it: a router,
-    per-expert query and output projections applied by a loop over experts
-    (index gather, matmul, index_add), one shared key and value head, and
-    attention of the k routed queries of every token."""
+class Attention(nn.Module):
+    """Causal multi-head attention; returns the output and no auxiliary
+    loss, as the mixers of bench/torch_layers.py do."""
 
-    def __init__(self, d, experts, k, head_dim):
+    def __init__(self, d, heads):
         super().__init__()
-        self.k, self.dh = k, head_dim
-        self.router = nn.Linear(d, experts, bias=False)
-        self.wq = nn.Parameter(torch.randn(experts, d, head_dim) * d**-0.5)
-        self.wo = nn.Parameter(torch.randn(experts, head_dim, d) * head_dim**-0.5)
-        self.kv = nn.Linear(d, 2 * head_dim)
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
         b, s, d = x.shape
-        n, E = b * s, self.wq.shape[0]
-        flat_x = x.reshape(n, d)
-        probs = self.router(flat_x).softmax(-1)
-        gates, experts = probs.topk(self.k, dim=-1)
-        flat = experts.reshape(-1)
-        token = torch.arange(n).repeat_interleave(self.k)
-        q = torch.zeros(n * self.k, self.dh)
-        picks = [(flat == e).nonzero(as_tuple=True)[0] for e in range(E)]
-        wqs, wos = per_expert(self.wq, self.wo)
-        for e, pick in enumerate(picks):
-            q = q.index_add(0, pick, flat_x[token[pick]] @ wqs[e])
-        keys, values = self.kv(x).split(self.dh, dim=-1)       # [b, s, dh]
-        q = q.reshape(b, s * self.k, self.dh)
-        scores = (q @ keys.transpose(-1, -2)) * self.dh**-0.5  # [b, s k, s]
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
-        causal = causal.repeat_interleave(self.k, dim=0)
-        context = scores.masked_fill(causal, float("-inf")).softmax(-1) @ values
-        context = context.reshape(n * self.k, self.dh) * gates.reshape(-1, 1)
-        y = torch.zeros(n, d)
-        for e, pick in enumerate(picks):
-            y = y.index_add(0, token[pick], context[pick] @ wos[e])
-        return y.reshape(b, s, d)
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        shape = (b, s, self.heads, d // self.heads)
+        q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+        k, v, past = cached(cache, k, v)
+        a = causal_attention(q, k, v, (d // self.heads) ** -0.5, past)
+        return self.proj(a.transpose(1, 2).reshape(b, s, d)), None
 
 
 class Block(nn.Module):
-    """A pre-norm block: attention (or `mixer`, a MoA or MAE layer), then
-    the feed-forward layer; returns the output and the weighted auxiliary
-    losses."""
+    """A pre-norm block: the mixer (attention, MoA or MAE), then the
+    feed-forward layer; returns the output and the weighted auxiliary
+    losses. `cache` (a dict per block) keeps the keys and values of earlier
+    positions when decoding."""
 
-    def __init__(self, d, heads, ffn, mixer=None):
+    def __init__(self, d, ffn, mixer):
         super().__init__()
-        self.heads = heads
         self.norm1 = nn.LayerNorm(d, eps=1e-5)
         self.mixer = mixer
-        if mixer is None:
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
         self.norm2 = nn.LayerNorm(d, eps=1e-5)
         self.ffn = ffn
 
-    def forward(self, x):
-        b, s, d = x.shape
-        if isinstance(self.mixer, Mae):
-            return self.feed_forward(x + self.mixer(self.norm1(x))[0])
-        if self.mixer is not None:
-            return self.feed_forward(x + self.mixer(self.norm1(x)))
-        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
-        shape = (b, s, self.heads, d // self.heads)
-        q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
-        # torch 1.13 (Debian 12) has no fused attention: the papers' form.
-        scores = (q @ k.transpose(-1, -2)) * (d // self.heads) ** -0.5
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
-        a = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
-        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
-        return self.feed_forward(x)
+    def forward(self, x, cache=None):
+        y, aux = self.mixer(self.norm1(x), cache)
+        x, ffn_aux = self.feed_forward(x + y)
+        return x, ffn_aux if aux is None else aux + ffn_aux
 
     def feed_forward(self, x):
         b, s, d = x.shape
@@ -157,12 +126,13 @@ def build(args):
         else:
             ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"),
                                 nn.Linear(4 * d, d))
-        mixer = None
         if args.moa_experts:
             mixer = MoA(d, args.moa_experts, args.moa_k, args.moa_head_dim)
         elif args.mae_gate:
             mixer = Mae(d, args.heads, args.mae_gate)
-        blocks.append(Block(d, args.heads, ffn, mixer))
+        else:
+            mixer = Attention(d, args.heads)
+        blocks.append(Block(d, ffn, mixer))
     return nn.ModuleDict(dict(
         embed=nn.Embedding(256, d), pos=nn.Embedding(args.seq, d),
         blocks=nn.ModuleList(blocks), norm=nn.LayerNorm(d), head=nn.Linear(d, 256)))
@@ -187,24 +157,6 @@ def step(model, opt, tokens):
     return loss.item()
 
 
-def decode_block(blk, x, cache):
-    """One block over the new positions x [1, t, d], attending to the keys
-    and values of every earlier position (kept in `cache`) and its own."""
-    b, s, d = x.shape
-    q, k, v = blk.qkv(blk.norm1(x)).split(d, dim=-1)
-    shape = (b, s, blk.heads, d // blk.heads)
-    q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
-    if "k" in cache:
-        k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-    cache["k"], cache["v"] = k, v
-    past = k.shape[2] - s
-    scores = (q @ k.transpose(-1, -2)) * (d // blk.heads) ** -0.5
-    causal = torch.ones(s, past + s, dtype=torch.bool).triu(past + 1)
-    a = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
-    x = x + blk.proj(a.transpose(1, 2).reshape(b, s, d))
-    return blk.feed_forward(x)[0]
-
-
 def decode_times(model, prompt_len, new_tokens):
     """Greedy decoding of one sequence with a KV cache: ms for the prompt,
     then ms per token for each later step (one token in, one out)."""
@@ -213,7 +165,7 @@ def decode_times(model, prompt_len, new_tokens):
     def forward(chunk, past):
         x = model["embed"](chunk) + model["pos"].weight[past: past + chunk.shape[1]]
         for blk, cache in zip(model["blocks"], caches):
-            x = decode_block(blk, x, cache)
+            x = blk(x, cache)[0]
         return model["head"](model["norm"](x))[:, -1].argmax(-1, keepdim=True)
 
     with torch.no_grad():
@@ -225,6 +177,32 @@ def decode_times(model, prompt_len, new_tokens):
             token = forward(token, prompt_len + i)
         token_ms = (time.perf_counter() - start) * 1000 / new_tokens
     return prompt_ms, token_ms
+
+
+def check_decode(model, prompt_len=12, new_tokens=8):
+    """Decoding with the caches must give the logits of one full forward:
+    exits 1 when the largest difference is above 1e-4."""
+    tokens = torch.randint(0, 256, (1, prompt_len + new_tokens))
+
+    def logits(chunks):
+        caches = [dict() for _ in model["blocks"]] if len(chunks) > 1 else None
+        past, out = 0, []
+        for chunk in chunks:
+            x = model["embed"](chunk) + model["pos"].weight[past: past + chunk.shape[1]]
+            for i, blk in enumerate(model["blocks"]):
+                x = blk(x, caches[i] if caches else None)[0]
+            out.append(model["head"](model["norm"](x)))
+            past += chunk.shape[1]
+        return torch.cat(out, 1)
+
+    with torch.no_grad():
+        full = logits([tokens])
+        steps = [tokens[:, :prompt_len]] + [
+            tokens[:, i: i + 1] for i in range(prompt_len, prompt_len + new_tokens)]
+        diff = (logits(steps) - full).abs().max().item()
+    print(f"decoding with the cache against the full forward: largest "
+          f"difference {diff:.2e} (logits up to {full.abs().max().item():.2f})")
+    return 0 if diff <= 1e-4 else 1
 
 
 def timed_backward(forward, inputs, grad, repeats=5):
@@ -312,19 +290,22 @@ def main():
     p.add_argument("--decode", type=int, default=0, metavar="N",
                    help="time greedy decoding of N tokens after a 16-token "
                    "prompt, batch 1, with a KV cache")
+    p.add_argument("--check-decode", action="store_true",
+                   help="check that decoding with the caches gives the full "
+                   "forward's logits (exit 1 if not)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     if args.layers:
         return layer_times(args)
-    if args.decode and (args.moa_experts or args.mae_gate):
-        p.error("--decode runs plain attention only")
     model = build(args)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98),
                             eps=1e-9, weight_decay=0.01)
     tokens = torch.randint(0, 256, (args.batch, args.seq + 1))
-    if args.forward or args.decode:
+    if args.forward or args.decode or args.check_decode:
         model.eval()  # no dropout, as moec's evaluation and decoding
+    if args.check_decode:
+        return check_decode(model)
     if args.forward:
         with torch.no_grad():
             ms = timed(lambda: loss_of(model, tokens).item(), args.steps, CPU)
@@ -346,4 +327,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -25,6 +26,14 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
+
+# bench/'s PyTorch peers run under Debian's python3 with python3-torch.
+torch_python = "/usr/bin/python3"
+if os.path.exists(torch_python) and subprocess.call(
+        [torch_python, "-c", "import torch"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", torch_python))
 
 llvm_config.add_tool_substitutions(["moec-opt", "moec-translate", "moec"],
                                    [config.moec_tools_dir, config.llvm_tools_dir])
