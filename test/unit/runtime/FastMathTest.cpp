@@ -44,6 +44,7 @@ double geluTanh(double x) {
          (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double silu(double x) { return x / (1 + std::exp(-x)); }
+double tanhExact(double x) { return std::tanh(x); }
 
 /// f and f' of `fast` against the double formula on random inputs; the
 /// value must not depend on whether the derivative is asked for.
@@ -78,4 +79,45 @@ TEST(FastMath, GeluTanhMatchesItsDefinition) {
 
 TEST(FastMath, SiluMatchesItsDefinition) {
   expectMatchesDouble(siluValues, silu);
+}
+
+TEST(FastMath, TanhMatchesItsDefinition) {
+  expectMatchesDouble(tanhValues, tanhExact);
+}
+
+TEST(FastMath, TanhIsWithinFourUlpNearZeroAndAcrossItsTwoForms) {
+  // Relative error, where 1 - 2 / (exp(2x) + 1) alone would cancel: tiny
+  // inputs, the series up to 0.55 and the exp form after it, both signs.
+  std::vector<float> x;
+  for (int i = 1; i <= 100000; ++i) {
+    float v = 2.0f * static_cast<float>(i) / 100000.0f;
+    x.push_back(v);
+    x.push_back(-v);
+    x.push_back(v * 1e-4f);
+  }
+  x.push_back(1e-30f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(n), dy(n);
+  tanhValues(x.data(), y.data(), dy.data(), n);
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double exact = std::tanh(static_cast<double>(x[i]));
+    worst = std::max(worst, std::abs(y[i] - exact) / std::abs(exact));
+    EXPECT_NEAR(dy[i], 1 - exact * exact, 1e-6) << x[i];
+  }
+  EXPECT_LT(worst, 4.8e-7); // 4 ulp of float
+}
+
+TEST(FastMath, TanhHandlesTheEdges) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {inf, -inf, 100.0f, -100.0f, std::nanf(""), -0.0f};
+  std::vector<float> y(x.size());
+  tanhValues(x.data(), y.data(), nullptr, static_cast<int64_t>(x.size()));
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], -1.0f);
+  EXPECT_EQ(y[2], 1.0f);
+  EXPECT_EQ(y[3], -1.0f);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_EQ(y[5], 0.0f);
+  EXPECT_TRUE(std::signbit(y[5]));
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <gtest/gtest.h>
+#include <vector>
 
 using namespace moec;
 
@@ -18,6 +19,25 @@ TEST(Philox, KnownAnswers) {
   EXPECT_EQ(philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
                        {0xa4093822u, 0x299f31d0u}),
             (PhiloxBlock{0xd16cfe09u, 0x94fdcceBu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(Philox, BlocksInBulkAreTheBlocksOneByOne) {
+  // Counts around the sixteen lanes of a group; the first block crosses
+  // into the counter's high word; seed and stream use all 64 bits.
+  const uint64_t seed = 0x0123456789abcdefull, stream = 0xfedcba9876543210ull;
+  const uint64_t first = (uint64_t(1) << 32) - 5;
+  for (int64_t count : {0, 1, 15, 16, 17, 37}) {
+    std::vector<uint32_t> words(4 * count + 4, 0xdeadbeefu);
+    philoxBlocks(seed, stream, first, count, words.data());
+    for (int64_t b = 0; b < count; ++b) {
+      PhiloxBlock one = philoxBlock(seed, stream, first + b);
+      for (int w = 0; w < 4; ++w)
+        ASSERT_EQ(words[4 * b + w], one[w]) << count << " " << b << " " << w;
+    }
+    // Nothing written past the count.
+    for (int w = 0; w < 4; ++w)
+      EXPECT_EQ(words[4 * count + w], 0xdeadbeefu) << count;
+  }
 }
 
 TEST(Philox, UniformIsAPureFunctionOfItsCounter) {

@@ -54,15 +54,17 @@ template <Activation K, typename T> inline T valueAndDerivative(T x, T &dfdx) {
   }
 }
 
-/// y[i] = f(x[i]) for i < n and, with `dydx`, f'(x[i]); float GELU (tanh)
-/// and SiLU go through the vectorised loops of FastMath.h. Whether dydx is
-/// asked for never changes y.
+/// y[i] = f(x[i]) for i < n and, with `dydx`, f'(x[i]); float GELU (tanh),
+/// SiLU and tanh go through the vectorised loops of FastMath.h. Whether
+/// dydx is asked for never changes y.
 template <Activation K, typename T>
 void values(const T *x, T *y, T *dydx, int64_t n) {
   if constexpr (std::is_same_v<T, float> && K == Activation::GeluTanh)
     return geluTanhValues(x, y, dydx, n);
   else if constexpr (std::is_same_v<T, float> && K == Activation::Silu)
     return siluValues(x, y, dydx, n);
+  else if constexpr (std::is_same_v<T, float> && K == Activation::Tanh)
+    return tanhValues(x, y, dydx, n);
   for (int64_t i = 0; i < n; ++i) {
     T dfdx;
     y[i] = valueAndDerivative<K>(x[i], dfdx);

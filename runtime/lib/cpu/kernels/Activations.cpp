@@ -4,6 +4,8 @@
 #include "Kernels.h"
 #include "Philox.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -52,7 +54,9 @@ template <typename T> void activationGrad(KernelContext &ctx) {
 
 /// out[i] = keep(i) ? in[i] / (1 - rate) : 0. Draws one Philox block per
 /// four elements; element i uses word i % 4 of block i / 4, exactly as
-/// philoxUniform(seed, stream, i) does.
+/// philoxUniform(seed, stream, i) does. Each task draws its blocks in one
+/// philoxBlocks call, and keep(i), uniformFromWord(word) < 1 - rate, is
+/// the same test on the word's 24 bits: (word >> 8) < ceil((1 - rate) 2^24).
 template <typename T>
 void applyDropout(const KernelContext &ctx, const TensorView &in,
                   const TensorView &out) {
@@ -71,13 +75,18 @@ void applyDropout(const KernelContext &ctx, const TensorView &in,
   const T *src = in.as<T>();
   T *dst = out.as<T>();
   int64_t n = in.numel();
-  parallelFor((n + 3) / 4, 64, [&](int64_t block) {
-    PhiloxBlock words =
-        philoxBlock(seed, stream, static_cast<uint64_t>(block));
-    for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w) {
-      int64_t i = block * 4 + w;
-      dst[i] = uniformFromWord(words[w]) < keepProb ? src[i] / divisor : T(0);
-    }
+  const uint32_t threshold =
+      static_cast<uint32_t>(std::ceil(keepProb * 16777216.0));
+  constexpr int64_t kBlocks = 256; // 1024 elements a task
+  const int64_t blocks = (n + 3) / 4;
+  parallelFor((blocks + kBlocks - 1) / kBlocks, 64 * kBlocks, [&](int64_t t) {
+    const int64_t first = t * kBlocks;
+    const int64_t count = std::min(kBlocks, blocks - first);
+    uint32_t words[4 * kBlocks];
+    philoxBlocks(seed, stream, static_cast<uint64_t>(first), count, words);
+    const int64_t begin = 4 * first, end = std::min(n, begin + 4 * count);
+    for (int64_t i = begin; i < end; ++i)
+      dst[i] = (words[i - begin] >> 8) < threshold ? src[i] / divisor : T(0);
   });
 }
 

@@ -1,9 +1,10 @@
 //===- FastMath.h - vectorised transcendental loops -------------*- C++ -*-===//
 //
-// Loops over float rows that glibc's scalar expf would dominate (softmax in
-// attention). They are compiled for AVX-512, AVX2 and baseline x86-64 and
-// picked at load time; contraction is off in that file, so every version
-// rounds the same operations the same way and returns the same bits.
+// Loops over float rows that glibc's scalar expf and tanhf would dominate
+// (softmax in attention, the activations). They are compiled for AVX-512,
+// AVX2 and baseline x86-64 and picked at load time; contraction is off in
+// that file, so every version rounds the same operations the same way and
+// returns the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,10 @@ void expShiftedInPlace(double *x, int64_t n, double shift);
 /// 1 + tanh of GELU can hold anyway. The value never depends on whether the
 /// derivative is asked for.
 void geluTanhValues(const float *x, float *y, float *dydx, int64_t n);
+
+/// y = tanh(x) and, with `dydx`, 1 - y^2: within 4 ulp of the exact value
+/// (a Taylor series near 0, exp beyond; tiny inputs keep their value).
+void tanhValues(const float *x, float *y, float *dydx, int64_t n);
 
 /// y = silu(x) = x / (1 + exp(-x)) and, with `dydx`, its derivative.
 void siluValues(const float *x, float *y, float *dydx, int64_t n);
