@@ -11,7 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "BoxMuller.h"
+#include "Horner.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -44,17 +46,10 @@ inline double logUnit(double u) {
   f = high ? 0.5 * f : f;
   e = high ? e + 1.0 : e;
   double s = (f - 1.0) / (f + 1.0), s2 = s * s;
-  double p = 1.0 / 23;
-  p = p * s2 + 1.0 / 21;
-  p = p * s2 + 1.0 / 19;
-  p = p * s2 + 1.0 / 17;
-  p = p * s2 + 1.0 / 15;
-  p = p * s2 + 1.0 / 13;
-  p = p * s2 + 1.0 / 11;
-  p = p * s2 + 1.0 / 9;
-  p = p * s2 + 1.0 / 7;
-  p = p * s2 + 1.0 / 5;
-  p = p * s2 + 1.0 / 3;
+  constexpr std::array<double, 11> kAtanh = {
+      1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
+      1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3};
+  double p = horner(s2, kAtanh);
   double lnF = 2.0 * s + 2.0 * (s * s2 * p);
   return e * kLn2Hi + (lnF + e * kLn2Lo);
 }
@@ -67,24 +62,25 @@ inline void cosSinOfTurns(double turns, double &cosine, double &sine) {
   double t = 4.0 * turns;
   double q = (t + kRound) - kRound; // nearest integer, 0 .. 4
   double x = (t - q) * kHalfPi, x2 = x * x;
-  double sp = 1.0 / 355687428096000.0; // 1/17!
-  sp = sp * x2 - 1.0 / 1307674368000.0;
-  sp = sp * x2 + 1.0 / 6227020800.0;
-  sp = sp * x2 - 1.0 / 39916800.0;
-  sp = sp * x2 + 1.0 / 362880.0;
-  sp = sp * x2 - 1.0 / 5040.0;
-  sp = sp * x2 + 1.0 / 120.0;
-  sp = sp * x2 - 1.0 / 6.0;
-  double sinX = x + x * x2 * sp;
-  double cp = -1.0 / 6402373705728000.0; // -1/18!
-  cp = cp * x2 + 1.0 / 20922789888000.0;
-  cp = cp * x2 - 1.0 / 87178291200.0;
-  cp = cp * x2 + 1.0 / 479001600.0;
-  cp = cp * x2 - 1.0 / 3628800.0;
-  cp = cp * x2 + 1.0 / 40320.0;
-  cp = cp * x2 - 1.0 / 720.0;
-  cp = cp * x2 + 1.0 / 24.0;
-  double cosX = (1.0 - 0.5 * x2) + x2 * x2 * cp;
+  // 1/17!, -1/15!, ... and -1/18!, 1/16!, ...: sin's and cos's series.
+  constexpr std::array<double, 8> kSin = {1.0 / 355687428096000.0,
+                                          -1.0 / 1307674368000.0,
+                                          1.0 / 6227020800.0,
+                                          -1.0 / 39916800.0,
+                                          1.0 / 362880.0,
+                                          -1.0 / 5040.0,
+                                          1.0 / 120.0,
+                                          -1.0 / 6.0};
+  constexpr std::array<double, 8> kCos = {-1.0 / 6402373705728000.0,
+                                          1.0 / 20922789888000.0,
+                                          -1.0 / 87178291200.0,
+                                          1.0 / 479001600.0,
+                                          -1.0 / 3628800.0,
+                                          1.0 / 40320.0,
+                                          -1.0 / 720.0,
+                                          1.0 / 24.0};
+  double sinX = x + x * x2 * horner(x2, kSin);
+  double cosX = (1.0 - 0.5 * x2) + x2 * x2 * horner(x2, kCos);
   // Quadrant q: cos(q pi/2 + x), sin(q pi/2 + x); q = 4 is q = 0.
   bool swap = q == 1.0 || q == 3.0;
   bool negateCos = q == 1.0 || q == 2.0;

@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "FastMath.h"
+#include "Horner.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -25,14 +27,10 @@ inline float expOne(float x) {
   t = t == t ? t : 0.0f;
   float kf = (t * kLog2e + kRound) - kRound;
   float r = t - kf * kLn2Hi - kf * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  constexpr std::array<float, 8> kExp = {
+      1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+      1.0f / 6.0f,    0.5f,          1.0f,          1.0f};
+  float p = horner(r, kExp);
   int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
@@ -47,15 +45,15 @@ inline float expOne(float x) {
 inline float tanhOne(float x) {
   float a = x < 0.0f ? -x : x;
   float s = a * a;
-  float p = 6404582.0f / 10854718875.0f;
-  p = p * s - 929569.0f / 638512875.0f;
-  p = p * s + 21844.0f / 6081075.0f;
-  p = p * s - 1382.0f / 155925.0f;
-  p = p * s + 62.0f / 2835.0f;
-  p = p * s - 17.0f / 315.0f;
-  p = p * s + 2.0f / 15.0f;
-  p = p * s - 1.0f / 3.0f;
-  float small = a + a * s * p;
+  constexpr std::array<float, 8> kTanh = {6404582.0f / 10854718875.0f,
+                                          -929569.0f / 638512875.0f,
+                                          21844.0f / 6081075.0f,
+                                          -1382.0f / 155925.0f,
+                                          62.0f / 2835.0f,
+                                          -17.0f / 315.0f,
+                                          2.0f / 15.0f,
+                                          -1.0f / 3.0f};
+  float small = a + a * s * horner(s, kTanh);
   float large = 1.0f - 2.0f / (expOne(2.0f * a) + 1.0f);
   float t = std::copysign(a < 0.55f ? small : large, x); // keeps -0
   return x == x ? t : x;
