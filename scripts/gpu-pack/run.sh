@@ -286,10 +286,14 @@ timed_check() { # kind name cache moec-args...
   record "$kind" "$name" "$rc" "$line"
   say "$kind $name: exit $rc; $line"
 }
-# What a log's "time:" line says (the last line of a failed command's).
+# What a log's "time:" line says, and its accuracy line where moec eval
+# printed one (the last line of a failed command's).
 time_line() { # log status
+  local time accuracy
   if [ "$2" -eq 0 ]; then
-    sed -n 's/^time: *//p' "$1" | head -n 1
+    time=$(sed -n 's/^time: *//p' "$1" | head -n 1)
+    accuracy=$(grep -m 1 '^[a-z -]*accuracy [0-9.]*% (' "$1")
+    echo "$time${accuracy:+; $accuracy}"
   else
     tail -n 1 "$1"
   fi

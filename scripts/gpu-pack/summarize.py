@@ -197,14 +197,17 @@ def read_layers(out):
     return layers
 
 
-# The time lines of moec eval and moec run (README), whole, and what each
-# figure is called in results.json; inf and nan read as no figure.
+# The time lines of moec eval (with its accuracy line, when it printed
+# one) and moec run (README), whole, and what each figure is called in
+# results.json; inf and nan read as no figure.
 NUM = r"[0-9.]+|inf|nan"
 TIME_LINES = (
     (rf"(?P<ms_per_batch>{NUM}) ms per batch of (?P<batch>[0-9]+) x "
      rf"(?P<seq_len>[0-9]+) \((?P<tokens_per_s>{NUM}) tokens/s; "
      r"(?P<timed>median of (?P<batches>[0-9]+) batch(es)? after the first|"
-     r"one batch, with its warm-up)\)"),
+     r"one batch, with its warm-up)\)"
+     rf"(; (?P<accuracy>[a-z -]*accuracy) (?P<accuracy_percent>{NUM})% "
+     r"\((?P<correct>[0-9]+) of (?P<predicted>[0-9]+) [a-z ]+\))?"),
     (rf"prompt (?P<prompt_tokens>[0-9]+) tokens in (?P<prompt_ms>{NUM}) ms"
      rf"(; (?P<later_tokens>[0-9]+) tokens after it at (?P<ms_per_token>{NUM})"
      rf" ms each \(median; (?P<decode_tokens_per_s>{NUM}) tokens/s\))?"),
@@ -212,8 +215,8 @@ TIME_LINES = (
      r"(?P<output_tokens>[0-9]+) output tokens"),
 )
 COUNTS = ("batch", "seq_len", "batches", "prompt_tokens", "later_tokens",
-          "source_tokens", "output_tokens")
-TEXTS = ("timed",)
+          "source_tokens", "output_tokens", "correct", "predicted")
+TEXTS = ("timed", "accuracy")
 
 
 def read_inference(checks):

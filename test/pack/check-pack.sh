@@ -140,7 +140,7 @@ grep -q '^| moe_lm.sm_90.f32 | .* | pass |$' "$work/emu-suite/results.md" ||
   fail "results.md lacks moe_lm's curve comparison"
 grep -q '"warnings": \[\]' "$work/emu-suite/results.json" ||
   fail "results.json lacks the run's (empty) warnings"
-grep -q '^| eval | moe_lm.sm_90.f32 | pass | [0-9.]* ms per batch of 16 x 64 ([0-9]* tokens/s; median of 1 batch after the first) |$' \
+grep -q '^| eval | moe_lm.sm_90.f32 | pass | [0-9.]* ms per batch of 16 x 64 ([0-9]* tokens/s; median of 1 batch after the first); next-token accuracy [0-9.]*% ([0-9]* of 2048 predicted tokens) |$' \
   "$work/emu-suite/results.md" || fail "results.md lacks moe_lm's eval time"
 grep -q '^| generate | moe_lm.sm_90.f32 | pass | prompt [0-9]* tokens in [0-9.]* ms; 4 tokens after it at ' \
   "$work/emu-suite/results.md" || fail "results.md lacks moe_lm's generation time"
@@ -149,6 +149,8 @@ import json, sys
 [entry] = json.load(open(sys.argv[1]))["inference"]
 assert entry["ms_per_batch"] > 0 and entry["ms_per_token"] > 0, entry
 assert entry["later_tokens"] == 4 and entry["batches"] == 1, entry
+assert entry["accuracy"] == "next-token accuracy", entry
+assert entry["predicted"] == 2048 and 0 < entry["correct"] < 2048, entry
 assert "unread" not in entry, entry
 # The accuracy of the curves' last steps, from the metrics' counts.
 [run] = json.load(open(sys.argv[1]))["runs"]
