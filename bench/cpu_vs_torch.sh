@@ -9,10 +9,11 @@
 # expert h wide (default 2 D): fine-grained experts, e.g. E 64, K=8,
 # HIDDEN=D/2, do the FLOPs of the default top-2 with a quarter of its width
 # per expert. Variants, of which the training step, the forward and
-# decoding are compared (not the layers alone): MOA="E K" makes every block's attention MoA with E
-# experts, top K, head dimension 64; MAE=G every attention MAE with a gate
-# G wide (trained jointly); MHMOE=H every MoE layer MH-MoE with H
-# sub-tokens (SwiGLU experts HIDDEN wide, top K of the E experts).
+# decoding are compared (not the layers alone): MOA="E K" makes every
+# block's attention MoA with E experts, top K, head dimension 64; MAE=G
+# every attention MAE with a gate G wide (trained jointly); MHMOE=H every
+# MoE layer MH-MoE with H sub-tokens (SwiGLU experts HIDDEN wide, top K of
+# the E experts).
 set -euo pipefail
 d="$1" experts="$2" steps="${3:-5}" threads="${4:-2}"
 k="${K:-2}" hidden="${HIDDEN:-$((2 * d))}"

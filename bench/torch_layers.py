@@ -66,7 +66,6 @@ def cached(cache, k, v):
     return k, v, past
 
 
-
 def per_expert(*stacked):
     """Each stacked [E, ...] parameter as a tuple of its E slices. Indexing
     the stacked tensor per expert (w[e]) would make autograd build a
@@ -170,7 +169,8 @@ class MhMoE(nn.Module):
         # Tutel's capacity in training: positions by a cumulative sum over
         # the choices in order (all first choices, then all second ones).
         # Evaluation and decoding keep every choice, as moec's do.
-        capacity = self.k * math.ceil(S / self.E) if self.training else S * self.k
+        capacity = (self.k * math.ceil(S / self.E) if self.training
+                    else S * self.k)
         onehot = F.one_hot(index.t().reshape(-1), self.E)   # [k S, E]
         position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
         kept = (position < capacity).reshape(self.k, S).t()

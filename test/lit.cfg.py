@@ -29,11 +29,18 @@ if config.moec_have_cuda_toolkit:
 
 # bench/'s PyTorch peers run under Debian's python3 with python3-torch.
 torch_python = "/usr/bin/python3"
-if os.path.exists(torch_python) and subprocess.call(
-        [torch_python, "-c", "import torch"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+def imports_torch(python):
+    try:
+        return subprocess.call([python, "-c", "import torch"], timeout=60,
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if imports_torch(torch_python):
     config.available_features.add("torch")
-    config.substitutions.append(("%torch_python", torch_python))
+    config.substitutions.append(("%{torch_python}", torch_python))
 
 llvm_config.add_tool_substitutions(["moec-opt", "moec-translate", "moec"],
                                    [config.moec_tools_dir, config.llvm_tools_dir])

@@ -2,7 +2,9 @@
 //
 // The series of the vectorised math loops (FastMath.cpp, BoxMuller.cpp) as
 // lists of coefficients. The loop is unrolled into the same multiplies and
-// adds a hand-written chain does, so results keep their bits.
+// adds a hand-written chain does. Every version of a target_clones loop
+// rounds alike only where contraction is off (-ffp-contract=off, which
+// runtime/CMakeLists.txt sets on those files): a new includer needs it too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@ namespace moec {
 /// highest power down.
 template <typename T, size_t N>
 inline T horner(T x, const std::array<T, N> &c) {
+  static_assert(N >= 1, "a polynomial needs a coefficient");
   T p = c[0];
 #pragma GCC unroll 32
   for (size_t i = 1; i < N; ++i)

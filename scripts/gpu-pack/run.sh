@@ -292,7 +292,9 @@ time_line() { # log status
   local time accuracy
   if [ "$2" -eq 0 ]; then
     time=$(sed -n 's/^time: *//p' "$1" | head -n 1)
-    accuracy=$(grep -m 1 '^[a-z -]*accuracy [0-9.]*% (' "$1")
+    case "$1" in
+      */eval-*) accuracy=$(grep -m 1 '^[a-z -]*accuracy [0-9.]*% (' "$1") ;;
+    esac
     echo "$time${accuracy:+; $accuracy}"
   else
     tail -n 1 "$1"

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "HeldOut.h"
 #include "Report.h"
 #include "moec/Bleu.h"
 #include "moec/Error.h"
@@ -18,7 +19,6 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <iostream>
-#include <map>
 
 namespace moec::driver {
 namespace {

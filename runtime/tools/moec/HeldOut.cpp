@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
+#include <map>
 
 namespace moec::driver {
 namespace {
@@ -39,17 +39,6 @@ Batch tailBatch(const DataSource &source, int64_t first, int64_t size,
 }
 
 } // namespace
-
-void Accuracy::add(const std::map<std::string, double> &scalars) {
-  correct += std::llround(scalars.at("correct"));
-  total += std::llround(scalars.at("predicted"));
-}
-
-double Accuracy::percent() const {
-  return total
-             ? 100.0 * static_cast<double>(correct) / static_cast<double>(total)
-             : 0.0;
-}
 
 bool countsPredictions(const Session &session) {
   std::vector<std::string> outputs =

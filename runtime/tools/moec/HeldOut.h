@@ -8,24 +8,15 @@
 #ifndef MOEC_TOOLS_MOEC_HELDOUT_H
 #define MOEC_TOOLS_MOEC_HELDOUT_H
 
+#include "Accuracy.h"
 #include "moec/Data.h"
 #include "moec/Session.h"
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 namespace moec::driver {
-
-/// Correct and counted predictions of the positions with a target, summed
-/// over the batches evaluate() ran.
-struct Accuracy {
-  int64_t correct = 0, total = 0;
-  /// Adds one batch's "correct" and "predicted" outputs.
-  void add(const std::map<std::string, double> &scalars);
-  double percent() const;
-};
 
 /// Whether the program evaluate() runs outputs "correct" and "predicted"
 /// (a bundle compiled by an older moec does not).

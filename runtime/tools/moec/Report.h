@@ -3,7 +3,7 @@
 #ifndef MOEC_TOOLS_MOEC_REPORT_H
 #define MOEC_TOOLS_MOEC_REPORT_H
 
-#include "HeldOut.h"
+#include "Accuracy.h"
 #include "moec/Session.h"
 
 #include <ostream>

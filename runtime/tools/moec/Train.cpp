@@ -1,6 +1,7 @@
 //===- Train.cpp - moec train ---------------------------------------------===//
 
 #include "Commands.h"
+#include "HeldOut.h"
 #include "Report.h"
 #include "moec/Cuda.h"
 #include "moec/Error.h"
@@ -104,7 +105,8 @@ public:
     option("metrics", "FILE.jsonl", "Append one JSON object per step", metrics)
         .nonEmpty();
     option("valid-batches", "N",
-           "Held-out batches evaluated after training (default 4; 0 skips)",
+           "Held-out batches evaluated after training, for the "
+           "cross-entropy and the accuracy (default 4; 0 skips)",
            validBatches)
         .atLeast(int64_t{0});
     flag("profile",
@@ -155,6 +157,14 @@ int TrainCommand::run() {
   ModelData modelData =
       openModelData(bundle, input, session.seed(), Split::Train);
   const std::unique_ptr<DataSource> &data = modelData.source;
+  // The held-out split is opened before the first step, so that a fault in
+  // it stops the run before training rather than after it. Files are split
+  // by valid_fraction, and 0 holds nothing out: nothing to validate on.
+  const bool holdsOut =
+      bundle.data().paths.empty() || bundle.data().validFraction > 0;
+  std::optional<ModelData> validData;
+  if (validBatches > 0 && holdsOut)
+    validData = openModelData(bundle, input, session.seed(), Split::Valid);
   int64_t total = steps >= 0 ? steps : config.steps;
   int64_t every = logEvery > 0 ? logEvery : config.logEvery;
 
@@ -250,11 +260,16 @@ int TrainCommand::run() {
   }
   // Before evaluation adds its own routing to the statistics.
   std::vector<ExpertLoad> trainingLoad = session.expertLoad();
-  if (validBatches > 0) {
-    ModelData validData =
-        openModelData(bundle, input, session.seed(), Split::Valid);
+  // Saved before validating: nothing the evaluation meets can cost the
+  // weights just trained.
+  if (!save.empty()) {
+    session.saveCheckpoint(save);
+    std::cout << "saved checkpoint " << save << " (step " << session.step()
+              << ")\n";
+  }
+  if (validData) {
     HeldOutResult held =
-        evaluateHeldOut(session, *validData.source, validBatches);
+        evaluateHeldOut(session, *validData->source, validBatches);
     std::string line = fmt::format(
         "validation: cross-entropy {:.4f} over {} held-out "
         "rows ({} batch{})",
@@ -265,11 +280,9 @@ int TrainCommand::run() {
           !text.empty())
         line += ", " + text;
     std::cout << line << "\n";
-  }
-  if (!save.empty()) {
-    session.saveCheckpoint(save);
-    std::cout << "saved checkpoint " << save << " (step " << session.step()
-              << ")\n";
+  } else if (validBatches > 0) {
+    std::cout << "validation: skipped (valid_fraction = 0 holds nothing "
+                 "out)\n";
   }
   printExpertLoad(std::cout, trainingLoad, "expert load over training");
   if (!metricsError.empty())

@@ -42,7 +42,10 @@ def main():
                       f"expected {e['predicted']}")
                 return 1
             slack = max(1, e["predicted"] // 1000)
-            off = abs(a.get("correct", -slack - 1) - e["correct"])
+            if "correct" not in e or "correct" not in a:
+                print(f"step {e['step']}: correct is missing")
+                return 1
+            off = abs(a["correct"] - e["correct"])
             worst_correct = max(worst_correct, off)
             if off > slack:
                 print(f"step {e['step']}: correct is {a.get('correct')}, "

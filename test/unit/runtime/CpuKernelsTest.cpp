@@ -367,6 +367,21 @@ TEST(CpuKernels, DropoutMaskIsReproducibleAndPreservesTheMean) {
                                            stream, i) < 0.5);
 }
 
+TEST(CpuKernels, DropoutKeepsExactlyTheDrawsBelowTheKeepProbability) {
+  // Rates whose keep probability times 2^24 is whole (0, 0.25, 1) and not
+  // (0.1, 0.3, a keep probability below 2^-24): the mask is the uniform
+  // draw's test, element for element, over a length no task size divides.
+  const int64_t n = 4099;
+  Tensor x = randomTensor(DType::F32, {n}, 5, 0.5, 1.5);
+  for (double rate : {0.0, 0.1, 0.25, 0.3, 1.0, 1.0 - 1e-9}) {
+    Tensor y = runKernel1("moe.dropout", {x, scalarI64(3)}, like(x),
+                          {{"rate", rate}, {"stream", 9}});
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y.at(i) != 0, philoxUniform(3, 9, i) < 1.0 - rate)
+          << "rate " << rate << ", element " << i;
+  }
+}
+
 TEST(CpuKernels, GlobalNormSumsAllOperands) {
   Tensor a = Tensor::of<float>({2}, {3, 4});
   Tensor b = Tensor::of<double>({1}, {12});

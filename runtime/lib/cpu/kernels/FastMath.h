@@ -31,7 +31,7 @@ void expShiftedInPlace(double *x, int64_t n, double shift);
 /// derivative is asked for.
 void geluTanhValues(const float *x, float *y, float *dydx, int64_t n);
 
-/// y = tanh(x) and, with `dydx`, 1 - y^2: within 4 ulp of the exact value
+/// y = tanh(x) and, with `dydx`, 1 - y^2: within 2 ulp of the exact value
 /// (a Taylor series near 0, exp beyond; tiny inputs keep their value).
 void tanhValues(const float *x, float *y, float *dydx, int64_t n);
 
