@@ -68,6 +68,10 @@ struct DataSpec {
   int64_t branching = 2;
   /// File sources: the tail fraction held out for validation.
   double validFraction = 0.1;
+
+  /// Whether the Valid split has anything to read: generated data always
+  /// does; files only when validFraction > 0.
+  bool holdsOut() const { return kind == "synthetic" || validFraction > 0; }
 };
 
 /// What a data source needs to know of the model it feeds.

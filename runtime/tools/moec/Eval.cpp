@@ -76,8 +76,8 @@ int EvalCommand::run() {
 
   // The loss program counts the targets its logits predict (a bundle
   // compiled by an older moec does not).
-  const bool counts = countsPredictions(session);
-  if (!counts && (objective == "mlm" || objective == "classify"))
+  if (!countsPredictions(session) &&
+      (objective == "mlm" || objective == "classify"))
     throw Error(fmt::format("{}: the bundle's loss program does not count "
                             "correct predictions (it was compiled by an "
                             "older moec); compile the model again",
@@ -94,8 +94,8 @@ int EvalCommand::run() {
             << formatBatchTime(held.firstSeconds, held.firstRows,
                                held.laterSeconds, config.batch, config.seqLen)
             << "\n";
-  if (counts)
-    if (std::string line = formatAccuracy(objective, held.accuracy);
+  if (held.accuracy)
+    if (std::string line = formatAccuracy(objective, *held.accuracy);
         !line.empty())
       std::cout << line << "\n";
   if (objective == "translate")

@@ -55,7 +55,8 @@ HeldOutResult evaluateHeldOut(Session &session, const DataSource &source,
   if (int64_t held = source.examples(); held > 0)
     result.rows = std::min(result.rows, held);
   result.batches = (result.rows + config.batch - 1) / config.batch;
-  const bool counts = countsPredictions(session);
+  if (countsPredictions(session))
+    result.accuracy.emplace();
   for (int64_t i = 0; i < result.batches; ++i) {
     int64_t size = std::min(config.batch, result.rows - i * config.batch);
     // Batch i of size `size` starts at row i * size: keep rows contiguous
@@ -75,8 +76,8 @@ HeldOutResult evaluateHeldOut(Session &session, const DataSource &source,
     } else if (size == config.batch) {
       result.laterSeconds.push_back(seconds);
     }
-    if (counts)
-      result.accuracy.add(scalars);
+    if (result.accuracy)
+      result.accuracy->add(scalars);
   }
   return result;
 }

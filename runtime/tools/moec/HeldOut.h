@@ -13,6 +13,7 @@
 #include "moec/Session.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,8 @@ struct HeldOutResult {
   /// The cross-entropy, each batch weighted by its rows.
   double ce = 0;
   int64_t rows = 0, batches = 0;
-  /// Left at zero when the bundle does not count predictions.
-  Accuracy accuracy;
+  /// Absent when the bundle does not count predictions.
+  std::optional<Accuracy> accuracy;
   /// The first batch's time and rows (it warms the device up), and the
   /// times of the full batches after it.
   double firstSeconds = 0;

@@ -158,12 +158,9 @@ int TrainCommand::run() {
       openModelData(bundle, input, session.seed(), Split::Train);
   const std::unique_ptr<DataSource> &data = modelData.source;
   // The held-out split is opened before the first step, so that a fault in
-  // it stops the run before training rather than after it. Files are split
-  // by valid_fraction, and 0 holds nothing out: nothing to validate on.
-  const bool holdsOut =
-      bundle.data().paths.empty() || bundle.data().validFraction > 0;
+  // it stops the run before training rather than after it.
   std::optional<ModelData> validData;
-  if (validBatches > 0 && holdsOut)
+  if (validBatches > 0 && bundle.data().holdsOut())
     validData = openModelData(bundle, input, session.seed(), Split::Valid);
   int64_t total = steps >= 0 ? steps : config.steps;
   int64_t every = logEvery > 0 ? logEvery : config.logEvery;
@@ -274,9 +271,9 @@ int TrainCommand::run() {
         "validation: cross-entropy {:.4f} over {} held-out "
         "rows ({} batch{})",
         held.ce, held.rows, held.batches, held.batches == 1 ? "" : "es");
-    if (countsPredictions(session))
+    if (held.accuracy)
       if (std::string text =
-              formatAccuracy(bundle.model().objective, held.accuracy);
+              formatAccuracy(bundle.model().objective, *held.accuracy);
           !text.empty())
         line += ", " + text;
     std::cout << line << "\n";

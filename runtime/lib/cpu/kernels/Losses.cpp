@@ -288,19 +288,6 @@ CrossEntropyOperands crossEntropyOperands(const KernelContext &ctx,
   return {rs.rows, rs.width, counted, a};
 }
 
-/// The first index of the largest of `n` values above -3e38, else 0: the
-/// device library's blocks find the same one.
-template <typename T> int64_t firstLargest(const T *row, int64_t n) {
-  int64_t first = 0;
-  T largest = static_cast<T>(-3.0e38f);
-  for (int64_t v = 0; v < n; ++v)
-    if (row[v] > largest) {
-      largest = row[v];
-      first = v;
-    }
-  return first;
-}
-
 template <typename T> void crossEntropy(KernelContext &ctx) {
   const TensorView &logits = requireInput(ctx, 0, "logits");
   const TensorView &targets = requireInput(ctx, 1, "targets");
@@ -316,15 +303,24 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
       return;
     const T *row = l + t * vocab;
     double lse = logSumExp(row, vocab);
-    // sum_v lp[v] = sum_v logits[v] - V lse.
+    // sum_v lp[v] = sum_v logits[v] - V lse. The same pass finds the first
+    // index of the largest value above -3e38 (else 0), as the device
+    // library's blocks do.
     double sumLogits = 0;
-    for (int64_t v = 0; v < vocab; ++v)
+    int64_t predicted = 0;
+    T largest = static_cast<T>(-3.0e38f);
+    for (int64_t v = 0; v < vocab; ++v) {
       sumLogits += row[v];
+      if (row[v] > largest) {
+        largest = row[v];
+        predicted = v;
+      }
+    }
     double lpTarget = row[tg[t]] - lse;
     double lpSum = sumLogits - vocab * lse;
     terms[t] = -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
     if (countCorrect)
-      hit[t] = firstLargest(row, vocab) == tg[t];
+      hit[t] = predicted == tg[t];
   });
   double loss = sumInOrder(terms) / std::max<int64_t>(1, ce.counted);
   writeScalar<T>(ctx, ctx.out(0), "loss", loss);
