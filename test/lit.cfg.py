@@ -26,6 +26,10 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
+# nvcc (with a host compiler) checks that --emit cuda's file stands alone.
+if os.access(config.moec_nvcc, os.X_OK):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%{nvcc}", config.moec_nvcc))
 
 # bench/'s PyTorch peers run under Debian's python3 with python3-torch.
 torch_python = "/usr/bin/python3"

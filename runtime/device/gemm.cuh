@@ -185,7 +185,7 @@ constexpr int kTileSharedBytes = 36 * 1024;
 /// The rows storeTileStaged stages at a time: the most that fit in
 /// `words` floats of rows `stride` apart, a multiple of 16 (whole
 /// fragments) that divides tm; 0 if not even 16 fit.
-constexpr int stagedRows(int tm, int stride, int words) {
+__host__ __device__ constexpr int stagedRows(int tm, int stride, int words) {
   for (int rows = tm - tm % 16; rows >= 16; rows -= 16)
     if (tm % rows == 0 && rows * stride <= words)
       return rows;
@@ -196,7 +196,7 @@ constexpr int stagedRows(int tm, int stride, int words) {
 /// with its staged epilogue: the whole tile's outputs where that is more
 /// and fits in kTileSharedBytes (one pass of the epilogue instead of
 /// several), else the operands' own.
-constexpr int sharedWordsWithEpilogue(int tm, int tn, int operandWords) {
+__host__ __device__ constexpr int sharedWordsWithEpilogue(int tm, int tn, int operandWords) {
   const int whole = tm * (tn + 8);
   return whole > operandWords && whole * 4 <= kTileSharedBytes ? whole
                                                                : operandWords;
