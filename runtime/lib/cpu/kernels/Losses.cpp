@@ -7,12 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "FastMath.h"
 #include "Kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <type_traits>
 
 namespace moec::cpu {
 
@@ -31,6 +33,38 @@ template <typename T> double logSumExp(const T *row, int64_t width) {
   for (int64_t c = 0; c < width; ++c)
     sum += std::exp(row[c] - m);
   return m + std::log(sum);
+}
+
+/// The element type the vectorised exp runs in: double rows in double
+/// (the finite-difference checks), f32 and bf16 rows in float.
+template <typename T>
+using ExpType = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+/// A vocabulary row's softmax through the vectorised exp (the scalar exp in
+/// double was most of the loss's time): exps[v] = exp(row[v] - max) and
+/// their sum, in double. A row whose max is not finite (all -inf, or +inf)
+/// leaves exps unset and sum 0; its log-sum-exp is the max.
+struct RowExps {
+  double max = 0, sum = 0;
+  double logSumExp() const {
+    return std::isfinite(max) ? max + std::log(sum) : max;
+  }
+};
+
+template <typename T>
+RowExps rowExps(const T *row, int64_t width, ExpType<T> *exps) {
+  using E = ExpType<T>;
+  E m = -std::numeric_limits<E>::infinity();
+  for (int64_t v = 0; v < width; ++v) {
+    exps[v] = static_cast<E>(row[v]);
+    m = std::max(m, exps[v]);
+  }
+  if (!std::isfinite(m))
+    return {static_cast<double>(m), 0};
+  expShiftedInPlace(exps, width, m);
+  return {static_cast<double>(m), laneSum(width, [&](int64_t v) {
+            return static_cast<double>(exps[v]);
+          })};
 }
 
 double sumInOrder(const std::vector<double> &terms) {
@@ -302,7 +336,9 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
     if (tg[t] < 0)
       return;
     const T *row = l + t * vocab;
-    double lse = logSumExp(row, vocab);
+    Scratch scratch;
+    double lse =
+        rowExps(row, vocab, scratch.get<ExpType<T>>(vocab)).logSumExp();
     // sum_v lp[v] = sum_v logits[v] - V lse. The same pass finds the first
     // index of the largest value above -3e38 (else 0), as the device
     // library's blocks do.
@@ -352,11 +388,17 @@ template <typename T> void crossEntropyGrad(KernelContext &ctx) {
       return;
     }
     const T *row = l + t * vocab;
-    double lse = logSumExp(row, vocab);
+    Scratch scratch;
+    ExpType<T> *exps = scratch.get<ExpType<T>>(vocab);
+    RowExps r = rowExps(row, vocab, exps);
+    // softmax[v] = exps[v] / sum; a row without a finite max keeps the
+    // definition exp(row[v] - lse), NaN where it has no value.
+    const double inverse = 1.0 / r.sum, lse = r.logSumExp();
+    const bool finite = std::isfinite(r.max);
     for (int64_t v = 0; v < vocab; ++v) {
+      double p = finite ? exps[v] * inverse : std::exp(row[v] - lse);
       double target = v == tg[t] ? 1.0 - ce.smoothing : 0.0;
-      o[v] =
-          static_cast<T>(scale * (std::exp(row[v] - lse) - target - uniform));
+      o[v] = static_cast<T>(scale * (p - target - uniform));
     }
   });
 }
