@@ -54,11 +54,19 @@ struct RowExps {
 template <typename T>
 RowExps rowExps(const T *row, int64_t width, ExpType<T> *exps) {
   using E = ExpType<T>;
-  E m = -std::numeric_limits<E>::infinity();
+  // Eight running maxima, so that the loop vectorises; `a < x ? x : a`
+  // skips NaN as std::max does.
+  constexpr int64_t kLanes = 8;
+  E lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<E>::infinity());
   for (int64_t v = 0; v < width; ++v) {
     exps[v] = static_cast<E>(row[v]);
-    m = std::max(m, exps[v]);
+    E &lane = lanes[v % kLanes];
+    lane = lane < exps[v] ? exps[v] : lane;
   }
+  E m = lanes[0];
+  for (int64_t j = 1; j < kLanes; ++j)
+    m = m < lanes[j] ? lanes[j] : m;
   if (!std::isfinite(m))
     return {static_cast<double>(m), 0};
   expShiftedInPlace(exps, width, m);
@@ -337,26 +345,25 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
       return;
     const T *row = l + t * vocab;
     Scratch scratch;
-    double lse =
-        rowExps(row, vocab, scratch.get<ExpType<T>>(vocab)).logSumExp();
-    // sum_v lp[v] = sum_v logits[v] - V lse. The same pass finds the first
-    // index of the largest value above -3e38 (else 0), as the device
-    // library's blocks do.
-    double sumLogits = 0;
-    int64_t predicted = 0;
-    T largest = static_cast<T>(-3.0e38f);
-    for (int64_t v = 0; v < vocab; ++v) {
-      sumLogits += row[v];
-      if (row[v] > largest) {
-        largest = row[v];
-        predicted = v;
-      }
-    }
+    RowExps r = rowExps(row, vocab, scratch.get<ExpType<T>>(vocab));
+    double lse = r.logSumExp();
+    // sum_v lp[v] = sum_v logits[v] - V lse.
+    double sumLogits =
+        laneSum(vocab, [&](int64_t v) { return static_cast<double>(row[v]); });
     double lpTarget = row[tg[t]] - lse;
     double lpSum = sumLogits - vocab * lse;
     terms[t] = -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
-    if (countCorrect)
+    // The prediction is the first index of the largest value above -3e38
+    // (else 0), as the device library's blocks find it.
+    if (countCorrect) {
+      int64_t predicted = 0;
+      if (r.max > -3.0e38)
+        predicted =
+            std::find_if(row, row + vocab,
+                         [&](T x) { return static_cast<double>(x) == r.max; }) -
+            row;
       hit[t] = predicted == tg[t];
+    }
   });
   double loss = sumInOrder(terms) / std::max<int64_t>(1, ce.counted);
   writeScalar<T>(ctx, ctx.out(0), "loss", loss);
@@ -393,13 +400,19 @@ template <typename T> void crossEntropyGrad(KernelContext &ctx) {
     RowExps r = rowExps(row, vocab, exps);
     // softmax[v] = exps[v] / sum; a row without a finite max keeps the
     // definition exp(row[v] - lse), NaN where it has no value.
-    const double inverse = 1.0 / r.sum, lse = r.logSumExp();
     const bool finite = std::isfinite(r.max);
-    for (int64_t v = 0; v < vocab; ++v) {
-      double p = finite ? exps[v] * inverse : std::exp(row[v] - lse);
-      double target = v == tg[t] ? 1.0 - ce.smoothing : 0.0;
-      o[v] = static_cast<T>(scale * (p - target - uniform));
-    }
+    const double inverse = 1.0 / r.sum, lse = r.logSumExp();
+    auto softmax = [&](int64_t v) {
+      return finite ? exps[v] * inverse : std::exp(row[v] - lse);
+    };
+    if (finite)
+      for (int64_t v = 0; v < vocab; ++v)
+        o[v] = static_cast<T>(scale * (exps[v] * inverse - uniform));
+    else
+      for (int64_t v = 0; v < vocab; ++v)
+        o[v] = static_cast<T>(scale * (softmax(v) - uniform));
+    o[tg[t]] = static_cast<T>(
+        scale * (softmax(tg[t]) - (1.0 - ce.smoothing) - uniform));
   });
 }
 
