@@ -27,9 +27,10 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
 # nvcc (with a host compiler) checks that --emit cuda's file stands alone.
-if os.access(config.moec_nvcc, os.X_OK):
+moec_nvcc = getattr(config, "moec_nvcc", "")
+if moec_nvcc and os.access(moec_nvcc, os.X_OK):
     config.available_features.add("nvcc")
-    config.substitutions.append(("%{nvcc}", config.moec_nvcc))
+    config.substitutions.append(("%{nvcc}", moec_nvcc))
 
 # bench/'s PyTorch peers run under Debian's python3 with python3-torch.
 torch_python = "/usr/bin/python3"

@@ -196,7 +196,8 @@ __host__ __device__ constexpr int stagedRows(int tm, int stride, int words) {
 /// with its staged epilogue: the whole tile's outputs where that is more
 /// and fits in kTileSharedBytes (one pass of the epilogue instead of
 /// several), else the operands' own.
-__host__ __device__ constexpr int sharedWordsWithEpilogue(int tm, int tn, int operandWords) {
+__host__ __device__ constexpr int sharedWordsWithEpilogue(int tm, int tn,
+                                                          int operandWords) {
   const int whole = tm * (tn + 8);
   return whole > operandWords && whole * 4 <= kTileSharedBytes ? whole
                                                                : operandWords;

@@ -44,7 +44,9 @@ struct RouterParams {
 
 /// Experts per lane when a warp holds one token's E probabilities. Host and
 /// device: nvcc, unlike NVRTC's -default-device, needs it said.
-__host__ __device__ constexpr int routerPerLane(int experts) { return (experts + 31) / 32; }
+__host__ __device__ constexpr int routerPerLane(int experts) {
+  return (experts + 31) / 32;
+}
 
 /// The most experts a warp holds: a lane's taken experts are the bits of
 /// one 32-bit mask.

@@ -35,15 +35,15 @@ template <typename T> double logSumExp(const T *row, int64_t width) {
   return m + std::log(sum);
 }
 
-/// The element type the vectorised exp runs in: double rows in double
-/// (the finite-difference checks), f32 and bf16 rows in float.
+/// The element type the vectorised exp runs in: f64 rows in double (the
+/// finite-difference checks), f32 rows in float.
 template <typename T>
 using ExpType = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 /// A vocabulary row's softmax through the vectorised exp (the scalar exp in
 /// double was most of the loss's time): exps[v] = exp(row[v] - max) and
 /// their sum, in double. A row whose max is not finite (all -inf, or +inf)
-/// leaves exps unset and sum 0; its log-sum-exp is the max.
+/// leaves the row's values in exps and sum 0; its log-sum-exp is the max.
 struct RowExps {
   double max = 0, sum = 0;
   double logSumExp() const {
@@ -357,7 +357,7 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
     // (else 0), as the device library's blocks find it.
     if (countCorrect) {
       int64_t predicted = 0;
-      if (r.max > -3.0e38)
+      if (r.max > static_cast<double>(static_cast<T>(-3.0e38f)))
         predicted =
             std::find_if(row, row + vocab,
                          [&](T x) { return static_cast<double>(x) == r.max; }) -
@@ -401,7 +401,7 @@ template <typename T> void crossEntropyGrad(KernelContext &ctx) {
     // softmax[v] = exps[v] / sum; a row without a finite max keeps the
     // definition exp(row[v] - lse), NaN where it has no value.
     const bool finite = std::isfinite(r.max);
-    const double inverse = 1.0 / r.sum, lse = r.logSumExp();
+    const double inverse = finite ? 1.0 / r.sum : 0.0, lse = r.logSumExp();
     auto softmax = [&](int64_t v) {
       return finite ? exps[v] * inverse : std::exp(row[v] - lse);
     };
