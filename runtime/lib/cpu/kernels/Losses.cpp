@@ -14,7 +14,6 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
-#include <type_traits>
 
 namespace moec::cpu {
 
@@ -35,13 +34,9 @@ template <typename T> double logSumExp(const T *row, int64_t width) {
   return m + std::log(sum);
 }
 
-/// The element type the vectorised exp runs in: f64 rows in double (the
-/// finite-difference checks), f32 rows in float.
-template <typename T>
-using ExpType = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 /// A vocabulary row's softmax through the vectorised exp (the scalar exp in
-/// double was most of the loss's time): exps[v] = exp(row[v] - max) and
+/// double was most of the loss's time), in the row's own type (f32 or f64,
+/// what the cpu device computes in): exps[v] = exp(row[v] - max) and
 /// their sum, in double. A row whose max is not finite (all -inf, or +inf)
 /// leaves the row's values in exps and sum 0; its log-sum-exp is the max.
 struct RowExps {
@@ -51,20 +46,18 @@ struct RowExps {
   }
 };
 
-template <typename T>
-RowExps rowExps(const T *row, int64_t width, ExpType<T> *exps) {
-  using E = ExpType<T>;
+template <typename T> RowExps rowExps(const T *row, int64_t width, T *exps) {
   // Eight running maxima, so that the loop vectorises; `a < x ? x : a`
   // skips NaN as std::max does.
   constexpr int64_t kLanes = 8;
-  E lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -std::numeric_limits<E>::infinity());
+  T lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<T>::infinity());
   for (int64_t v = 0; v < width; ++v) {
-    exps[v] = static_cast<E>(row[v]);
-    E &lane = lanes[v % kLanes];
+    exps[v] = row[v];
+    T &lane = lanes[v % kLanes];
     lane = lane < exps[v] ? exps[v] : lane;
   }
-  E m = lanes[0];
+  T m = lanes[0];
   for (int64_t j = 1; j < kLanes; ++j)
     m = m < lanes[j] ? lanes[j] : m;
   if (!std::isfinite(m))
@@ -345,7 +338,7 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
       return;
     const T *row = l + t * vocab;
     Scratch scratch;
-    RowExps r = rowExps(row, vocab, scratch.get<ExpType<T>>(vocab));
+    RowExps r = rowExps(row, vocab, scratch.get<T>(vocab));
     double lse = r.logSumExp();
     // sum_v lp[v] = sum_v logits[v] - V lse.
     double sumLogits =
@@ -396,7 +389,7 @@ template <typename T> void crossEntropyGrad(KernelContext &ctx) {
     }
     const T *row = l + t * vocab;
     Scratch scratch;
-    ExpType<T> *exps = scratch.get<ExpType<T>>(vocab);
+    T *exps = scratch.get<T>(vocab);
     RowExps r = rowExps(row, vocab, exps);
     // softmax[v] = exps[v] / sum; a row without a finite max keeps the
     // definition exp(row[v] - lse), NaN where it has no value.
