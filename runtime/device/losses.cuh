@@ -104,7 +104,10 @@ MOEC_DEVICE void crossEntropyForward(int64_t rows, float smoothing,
       const float lse = stats.max + logf(stats.sum);
       const float nll = lse - logits[base + target];
       const float uniform = lse - total / V;
-      value = (1.0f - smoothing) * nll + smoothing * uniform;
+      // Skipped without smoothing: a masked (-inf) logit makes it +inf.
+      value = smoothing == 0.0f
+                  ? nll
+                  : (1.0f - smoothing) * nll + smoothing * uniform;
     }
     rowLoss[row] = value;
     if (correct)

@@ -5,7 +5,8 @@
 // counted targets and the targets at the first index of the row's largest
 // logit, against a double-precision reference of the same logits. Ties
 // are placed where the thread holding the lower index is not the lower
-// thread, and the kernels run in checking mode.
+// thread, one row has masked (-inf) logits, and the kernels run in
+// checking mode.
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,7 +90,10 @@ void expectCrossEntropy(const char *kernel, int vocab, int threads, int low,
     logits[r * vocab + high] = 40.0f;
   }
   logits[2 * vocab + later] = 40.0f;
-  // Row 7 has no tie: its largest value is random. Row 8 is all -inf.
+  // Row 7 has no tie: its largest value is random, and every fifth logit
+  // is masked (-inf), which leaves its loss finite. Row 8 is all -inf.
+  for (int v = 1; v < vocab; v += 5)
+    logits[7 * vocab + v] = -std::numeric_limits<float>::infinity();
   for (int v = 0; v < vocab; ++v)
     logits[(rows - 1) * vocab + v] = -std::numeric_limits<float>::infinity();
   // Hits at the lower tie, misses at the upper one, an ignored row, the
@@ -133,6 +137,7 @@ void expectCrossEntropy(const char *kernel, int vocab, int threads, int low,
     for (int v = 0; v < vocab; ++v)
       sum += std::exp(double(row[v]) - largest);
     double want = largest + std::log(sum) - row[targets[r]];
+    ASSERT_TRUE(std::isfinite(want)) << "row " << r;
     EXPECT_NEAR(rowLoss[r], want, 1e-5 * (1 + std::abs(want))) << "row " << r;
   }
 }

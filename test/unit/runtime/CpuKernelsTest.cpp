@@ -233,6 +233,37 @@ TEST(CpuKernels, CrossEntropyCountsTargetsAtTheFirstLargestLogit) {
   EXPECT_EQ(out[2].at(0), 1.0);
 }
 
+// A masked vocabulary entry (-inf) takes no probability: without label
+// smoothing the loss and gradient stay finite, in f32 and f64. Smoothing
+// puts mass on it, so the loss is then +inf.
+TEST(CpuKernels, CrossEntropyOfMaskedLogits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double ln3 = std::log(3.0);
+  Tensor targets = Tensor::of<int32_t>({2}, {0, 3});
+  for (DType dtype : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    // Row 0: p = [1/2, 0, 1/2, 0], target 0 (loss ln 2); row 1:
+    // p = [0, 1/4, 0, 3/4], target 3 (loss ln 4 - ln 3).
+    Tensor logits =
+        Tensor::of<double>({2, 4}, {0, -inf, 0, -inf, -inf, 0, -inf, ln3})
+            .to(dtype);
+    double tolerance = dtype == DType::F32 ? 1e-6 : 1e-15;
+    Tensor loss =
+        runKernel1("moe.cross_entropy", {logits, targets}, zeros(dtype, {}));
+    EXPECT_NEAR(loss.at(0), (std::log(2.0) + std::log(4.0) - ln3) / 2,
+                tolerance);
+    Tensor dlogits =
+        runKernel1("moe.cross_entropy_grad",
+                   {logits, targets, Tensor::of<double>({}, {2.0}).to(dtype)},
+                   zeros(dtype, {2, 4}));
+    expectValues(dlogits, {0.5 - 1, 0, 0.5, 0, 0, 0.25, 0, 0.75 - 1}, tolerance,
+                 "cross_entropy_grad");
+    loss = runKernel1("moe.cross_entropy", {logits, targets}, zeros(dtype, {}),
+                      {{"label_smoothing", 0.1}});
+    EXPECT_EQ(loss.at(0), inf);
+  }
+}
+
 // f32 logits take their exps in float through the vectorised exp, f64 ones
 // in double. Over a vocabulary of 5003 with logits whose exps underflow
 // beside the random ones, with and without label smoothing, the f32 loss

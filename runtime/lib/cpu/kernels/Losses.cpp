@@ -345,7 +345,11 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
         laneSum(vocab, [&](int64_t v) { return static_cast<double>(row[v]); });
     double lpTarget = row[tg[t]] - lse;
     double lpSum = sumLogits - vocab * lse;
-    terms[t] = -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
+    // Without smoothing the uniform term is skipped, not multiplied by 0: a
+    // masked (-inf) logit makes lpSum -inf, and 0 * -inf is NaN.
+    terms[t] = ce.smoothing == 0.0 ? -lpTarget
+                                   : -(1.0 - ce.smoothing) * lpTarget -
+                                         ce.smoothing / vocab * lpSum;
     // The prediction is the first index of the largest value above -3e38
     // (else 0), as the device library's blocks find it.
     if (countCorrect) {
