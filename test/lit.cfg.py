@@ -27,8 +27,22 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
 # nvcc (with a host compiler) checks that --emit cuda's file stands alone.
+# Preprocessing an empty file runs the toolkit's host-compiler check, so a
+# toolkit too old for the host's gcc skips the test instead of failing it.
+def nvcc_works(nvcc):
+    if not nvcc or not os.access(nvcc, os.X_OK):
+        return False
+    try:
+        return subprocess.call([nvcc, "-std=c++17", "-E", "-x", "cu",
+                                os.devnull, "-o", os.devnull], timeout=60,
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 moec_nvcc = getattr(config, "moec_nvcc", "")
-if moec_nvcc and os.access(moec_nvcc, os.X_OK):
+if nvcc_works(moec_nvcc):
     config.available_features.add("nvcc")
     config.substitutions.append(("%{nvcc}", moec_nvcc))
 
