@@ -701,7 +701,15 @@ std::vector<OwnerInfo> buildSchema() {
                            "0"),
                   0.0),
             range(fallback(setting("label_smoothing", T::Number,
-                                   "label smoothing of the cross-entropy"),
+                                   "label smoothing a of the cross-entropy: "
+                                   "each target token costs (1 - a) (-log "
+                                   "p_target) + a mean_v (-log p_v) over the "
+                                   "vocabulary (PyTorch's form; fairseq "
+                                   "spreads a over the V - 1 other tokens); "
+                                   "padding targets cost nothing. At 0 the "
+                                   "second term is left out, so a masked "
+                                   "(-inf) logit costs nothing unless it is "
+                                   "the target"),
                            "0"),
                   0.0, 0.99),
             range(fallback(setting("log_every", T::Integer,
