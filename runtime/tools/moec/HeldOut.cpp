@@ -4,6 +4,7 @@
 #include "moec/support/Stopwatch.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -49,6 +50,7 @@ bool countsPredictions(const Session &session) {
 
 HeldOutResult evaluateHeldOut(Session &session, const DataSource &source,
                               int64_t batches) {
+  assert(batches > 0 && "callers skip held-out evaluation for 0 batches");
   const TrainingConfig &config = session.bundle().training();
   HeldOutResult result;
   result.rows = batches * config.batch;

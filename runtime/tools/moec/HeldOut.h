@@ -36,9 +36,9 @@ struct HeldOutResult {
   std::vector<double> laterSeconds;
 };
 
-/// Runs evaluate() on up to `batches` batches of the training config's
-/// shape. A split of whole examples is read once, not wrapped around: it
-/// ends early, and its last batch may be short.
+/// Runs evaluate() on up to `batches` (> 0) batches of the training
+/// config's shape. A split of whole examples is read once, not wrapped
+/// around: it ends early, and its last batch may be short.
 HeldOutResult evaluateHeldOut(Session &session, const DataSource &source,
                               int64_t batches);
 
