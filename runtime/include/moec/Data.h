@@ -69,8 +69,8 @@ struct DataSpec {
   /// File sources: the tail fraction held out for validation.
   double validFraction = 0.1;
 
-  /// Whether the Valid split has anything to read: generated data always
-  /// does; files only when validFraction > 0.
+  /// Whether the spec asks for a Valid split: generated data always has
+  /// one; files only when validFraction > 0.
   bool holdsOut() const { return kind == "synthetic" || validFraction > 0; }
 };
 
