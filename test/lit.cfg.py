@@ -27,14 +27,15 @@ config.substitutions.append(("%examples", os.path.join(config.moec_src_root, "ex
 if config.moec_have_cuda_toolkit:
     config.available_features.add("nvrtc")
 # nvcc (with a host compiler) checks that --emit cuda's file stands alone.
-# Preprocessing an empty file runs the toolkit's host-compiler check, so a
-# toolkit too old for the host's gcc skips the test instead of failing it.
+# Preprocessing an empty file for sm_90 runs the toolkit's host-compiler
+# check, so a toolkit too old for the host's gcc (or for sm_90) skips the
+# test instead of failing it.
 def nvcc_works(nvcc):
     if not nvcc or not os.access(nvcc, os.X_OK):
         return False
     try:
-        return subprocess.call([nvcc, "-std=c++17", "-E", "-x", "cu",
-                                os.devnull, "-o", os.devnull], timeout=60,
+        return subprocess.call([nvcc, "-std=c++17", "-arch=sm_90", "-E",
+                                "-x", "cu", os.devnull], timeout=60,
                                stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL) == 0
     except (OSError, subprocess.TimeoutExpired):

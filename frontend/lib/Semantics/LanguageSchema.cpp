@@ -670,8 +670,7 @@ std::vector<OwnerInfo> buildSchema() {
                                    "off)"),
                            "0"),
                   0.0),
-            range(fallback(setting("batch", T::Integer,
-                                   "sequences per step"),
+            range(fallback(setting("batch", T::Integer, "sequences per step"),
                            "8"),
                   1.0, kMaxTokensPerBatch),
             range(computed(setting("seq_len", T::Integer,
@@ -709,7 +708,8 @@ std::vector<OwnerInfo> buildSchema() {
                                    "padding targets cost nothing. At 0 the "
                                    "second term is left out, so a masked "
                                    "(-inf) logit costs nothing unless it is "
-                                   "the target"),
+                                   "the target (with a > 0 it makes the loss "
+                                   "+inf)"),
                            "0"),
                   0.0, 0.99),
             range(fallback(setting("log_every", T::Integer,

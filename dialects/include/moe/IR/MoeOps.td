@@ -1029,7 +1029,8 @@ def Moe_CrossEntropyOp : Moe_DiffOp<"cross_entropy"> {
     logits `[..., V]`, targets `[...]` i32; targets < 0 are ignored. With
     `lp = log_softmax(logits_t)` and smoothing `a`:
     `l_t = -(1 - a) lp[target_t] - (a / V) sum_v lp[v]`, the second term
-    left out when a = 0 (so a -inf logit that is not the target adds 0);
+    left out when a = 0 in f32 (so a -inf logit that is not the target adds
+    0; with a > 0 it makes l_t +inf);
     `loss = sum over counted t of l_t / max(1, #counted)` and `count =
     #counted` (a 0-d float, for losses that scale by the number of target
     tokens). The optional `correct` (0-d float) counts the counted t whose

@@ -346,10 +346,12 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
     double lpTarget = row[tg[t]] - lse;
     double lpSum = sumLogits - vocab * lse;
     // Without smoothing the uniform term is skipped, not multiplied by 0: a
-    // masked (-inf) logit makes lpSum -inf, and 0 * -inf is NaN.
-    terms[t] = ce.smoothing == 0.0 ? -lpTarget
-                                   : -(1.0 - ce.smoothing) * lpTarget -
-                                         ce.smoothing / vocab * lpSum;
+    // masked (-inf) logit makes lpSum -inf, and 0 * -inf is NaN. "Without"
+    // as the device library sees it: a smoothing that rounds to 0 in float.
+    terms[t] =
+        static_cast<float>(ce.smoothing) == 0.0f
+            ? -lpTarget
+            : -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
     // The prediction is the first index of the largest value above -3e38
     // (else 0), as the device library's blocks find it.
     if (countCorrect) {
