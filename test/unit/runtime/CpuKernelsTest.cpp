@@ -234,8 +234,9 @@ TEST(CpuKernels, CrossEntropyCountsTargetsAtTheFirstLargestLogit) {
 }
 
 // A masked vocabulary entry (-inf) takes no probability: without label
-// smoothing the loss and gradient stay finite, in f32 and f64. Smoothing
-// puts mass on it, so the loss is then +inf.
+// smoothing the loss and gradient stay finite, in f32 and f64, also for a
+// smoothing too small for a float. Smoothing puts mass on it, so the loss
+// is then +inf.
 TEST(CpuKernels, CrossEntropyOfMaskedLogits) {
   const double inf = std::numeric_limits<double>::infinity();
   const double ln3 = std::log(3.0);
@@ -258,6 +259,19 @@ TEST(CpuKernels, CrossEntropyOfMaskedLogits) {
                    zeros(dtype, {2, 4}));
     expectValues(dlogits, {0.5 - 1, 0, 0.5, 0, 0, 0.25, 0, 0.75 - 1}, tolerance,
                  "cross_entropy_grad");
+    // A smoothing that rounds to 0 in float is 0, as the device library
+    // sees it: the same finite loss and gradient.
+    const Json tiny = {{"label_smoothing", 1e-50}};
+    EXPECT_EQ(runKernel1("moe.cross_entropy", {logits, targets},
+                         zeros(dtype, {}), tiny)
+                  .at(0),
+              loss.at(0));
+    Tensor tinyGrad =
+        runKernel1("moe.cross_entropy_grad",
+                   {logits, targets, Tensor::of<double>({}, {2.0}).to(dtype)},
+                   zeros(dtype, {2, 4}), tiny);
+    for (int64_t i = 0; i < 8; ++i)
+      EXPECT_EQ(tinyGrad.at(i), dlogits.at(i)) << "element " << i;
     loss = runKernel1("moe.cross_entropy", {logits, targets}, zeros(dtype, {}),
                       {{"label_smoothing", 0.1}});
     EXPECT_EQ(loss.at(0), inf);

@@ -320,6 +320,10 @@ CrossEntropyOperands crossEntropyOperands(const KernelContext &ctx,
   double a = ctx.attrs.getFloat(
       defs::ops::cross_entropy::kLabelSmoothing,
       defs::ops::cross_entropy::kLabelSmoothingDefault);
+  // The device library takes the smoothing as a float; one that rounds to 0
+  // there is 0 here too, for the forward and the gradient alike.
+  if (static_cast<float>(a) == 0.0f)
+    a = 0.0;
   return {rs.rows, rs.width, counted, a};
 }
 
@@ -340,18 +344,19 @@ template <typename T> void crossEntropy(KernelContext &ctx) {
     Scratch scratch;
     RowExps r = rowExps(row, vocab, scratch.get<T>(vocab));
     double lse = r.logSumExp();
-    // sum_v lp[v] = sum_v logits[v] - V lse.
-    double sumLogits =
-        laneSum(vocab, [&](int64_t v) { return static_cast<double>(row[v]); });
     double lpTarget = row[tg[t]] - lse;
-    double lpSum = sumLogits - vocab * lse;
-    // Without smoothing the uniform term is skipped, not multiplied by 0: a
-    // masked (-inf) logit makes lpSum -inf, and 0 * -inf is NaN. "Without"
-    // as the device library sees it: a smoothing that rounds to 0 in float.
-    terms[t] =
-        static_cast<float>(ce.smoothing) == 0.0f
-            ? -lpTarget
-            : -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
+    // Without smoothing the uniform term is left out, not multiplied by 0:
+    // a masked (-inf) logit makes its sum -inf, and 0 * -inf is NaN.
+    if (ce.smoothing == 0.0) {
+      terms[t] = -lpTarget;
+    } else {
+      // sum_v lp[v] = sum_v logits[v] - V lse.
+      double sumLogits = laneSum(
+          vocab, [&](int64_t v) { return static_cast<double>(row[v]); });
+      double lpSum = sumLogits - vocab * lse;
+      terms[t] =
+          -(1.0 - ce.smoothing) * lpTarget - ce.smoothing / vocab * lpSum;
+    }
     // The prediction is the first index of the largest value above -3e38
     // (else 0), as the device library's blocks find it.
     if (countCorrect) {
