@@ -107,6 +107,8 @@ class MoA(nn.Module):
         y = x.new_zeros(n, d)
         for e, pick in enumerate(picks):
             y = y.index_add(0, token[pick], context[pick] @ wos[e])
+        if cache is not None:  # decoding: no losses, as in moec's decode
+            return y.reshape(b, s, d), None
         share = torch.bincount(flat, minlength=self.E).float() / flat.numel()
         balance = self.E * (share * probs.mean(0)).sum()
         z = torch.logsumexp(logits, -1).pow(2).mean()
@@ -116,7 +118,8 @@ class MoA(nn.Module):
 class MoE(nn.Module):
     """Tokens choose their top-k experts (raw softmax gates, no capacity),
     GELU (tanh) experts; the Switch balance loss over all slots and the
-    router z-loss."""
+    router z-loss (None with losses=False: decoding computes none, as
+    moec's decode program does not)."""
 
     def __init__(self, d, experts, k, hidden):
         super().__init__()
@@ -127,7 +130,7 @@ class MoE(nn.Module):
         self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden**-0.5)
         self.b2 = nn.Parameter(torch.zeros(experts, d))
 
-    def forward(self, x):
+    def forward(self, x, losses=True):
         b, s, d = x.shape
         flat_x = x.reshape(-1, d)
         logits = self.router(flat_x)
@@ -142,6 +145,8 @@ class MoE(nn.Module):
             h = F.gelu(flat_x[rows] @ w1s[e] + b1s[e], approximate="tanh")
             out = (h @ w2s[e] + b2s[e]) * gates[rows, ranks, None].to(x.dtype)
             y = y.index_add(0, rows, out)
+        if not losses:
+            return y.reshape(b, s, d), None
         share = F.one_hot(index, self.E).float().mean((0, 1))
         balance = self.E * (share * probs.mean(0)).sum()
         z = torch.logsumexp(logits.float(), -1).pow(2).mean()
@@ -160,7 +165,7 @@ class MhMoE(nn.Module):
         self.w3 = nn.Parameter(torch.randn(experts, m, hidden) * m**-0.5)
         self.w2 = nn.Parameter(torch.randn(experts, hidden, m) * hidden**-0.5)
 
-    def forward(self, x):
+    def forward(self, x, losses=True):
         b, s, d = x.shape
         xs = self.head_proj(x).reshape(-1, d // self.heads)
         S = xs.shape[0]
@@ -184,6 +189,8 @@ class MhMoE(nn.Module):
             h = F.silu(sub @ w1s[e]) * (sub @ w3s[e])
             z = z.index_add(0, rows, (h @ w2s[e]) * gates[rows, ranks, None])
         y = self.merge_proj(z.reshape(b, s, d))
+        if not losses:
+            return y, None
         first = onehot[:S].float().mean(0)
         balance = self.E * (probs.mean(0) * first).sum()
         return y, 0.01 * balance

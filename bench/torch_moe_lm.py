@@ -13,7 +13,8 @@ balance and z losses) or MAE (--mae-gate, trained jointly), every MoE
 layer MH-MoE (--mh-moe-heads), with bench/torch_layers.py's layers, which
 decode with the same caches. Prints the mean ms/step after
 warm-up; with --forward the loss without gradients, with --decode greedy
-decoding with a KV cache.
+decoding with a KV cache and, as in moec's decode program, no auxiliary
+losses.
 """
 import argparse
 import sys
@@ -39,7 +40,7 @@ class MoE(nn.Module):
         self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden**-0.5)
         self.b2 = nn.Parameter(torch.zeros(experts, d))
 
-    def forward(self, x):
+    def forward(self, x, losses=True):
         n, d = x.shape
         logits = self.router(x)
         probs = logits.softmax(-1)
@@ -56,6 +57,8 @@ class MoE(nn.Module):
             h = F.gelu(x[rows] @ w1s[e] + b1s[e], approximate="tanh")
             out = (h @ w2s[e] + b2s[e]) * gates.reshape(-1)[pick, None]
             y = y.index_add(0, rows, out)
+        if not losses:
+            return y, None, None
         E = self.w1.shape[0]
         share = F.one_hot(experts[:, 0], E).float().mean(0)
         balance = E * (share * probs.mean(0)).sum()
@@ -87,7 +90,8 @@ class Block(nn.Module):
     """A pre-norm block: the mixer (attention, MoA or MAE), then the
     feed-forward layer; returns the output and the weighted auxiliary
     losses. `cache` (a dict per block) keeps the keys and values of earlier
-    positions when decoding."""
+    positions when decoding; decoding computes no auxiliary losses (None),
+    as moec's decode program does not."""
 
     def __init__(self, d, ffn, mixer):
         super().__init__()
@@ -98,19 +102,22 @@ class Block(nn.Module):
 
     def forward(self, x, cache=None):
         y, aux = self.mixer(self.norm1(x), cache)
-        x, ffn_aux = self.feed_forward(x + y)
+        x, ffn_aux = self.feed_forward(x + y, losses=cache is None)
+        if cache is not None:
+            return x, None
         return x, ffn_aux if aux is None else aux + ffn_aux
 
-    def feed_forward(self, x):
+    def feed_forward(self, x, losses):
         b, s, d = x.shape
         h = self.norm2(x)
         if isinstance(self.ffn, MhMoE):
-            y, aux = self.ffn(h)  # its balance loss, weighted 0.01
+            y, aux = self.ffn(h, losses)  # its balance loss, weighted 0.01
             return x + y, aux
         h = h.reshape(b * s, d)
         if isinstance(self.ffn, MoE):
-            y, bal, z = self.ffn(h)
-            return x + y.reshape(b, s, d), 0.01 * bal + 0.001 * z
+            y, bal, z = self.ffn(h, losses)
+            aux = 0.01 * bal + 0.001 * z if losses else None
+            return x + y.reshape(b, s, d), aux
         return x + self.ffn(h).reshape(b, s, d), 0.0
 
 
