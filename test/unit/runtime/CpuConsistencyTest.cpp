@@ -147,6 +147,16 @@ TEST(CpuConsistency, ResultsDoNotDependOnThreadCount) {
       {x, randomTensor(f, {130, 20}, 5), randomTensor(f, {300, 20}, 6)},
       {like(x), zeros(f, {130, 20}), zeros(f, {20})}, {{"has_bias", true}});
 
+  // One row of C (a decoding step's products) and one column go through
+  // BLAS gemv, which must not split its sums over threads.
+  Tensor row = randomTensor(f, {1, 700}, 24);
+  expectThreadCountIndependent("moe.linear",
+                               {row, randomTensor(f, {700, 600}, 25)},
+                               {zeros(f, {1, 600})}, {});
+  expectThreadCountIndependent(
+      "moe.linear", {randomTensor(f, {900, 700}, 26), row.reshaped({700, 1})},
+      {zeros(f, {900, 1})}, {});
+
   Tensor q = randomTensor(f, {3, 17, 16}, 7),
          k = randomTensor(f, {3, 17, 8}, 8);
   Json attn = {

@@ -7,6 +7,9 @@
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace moec::cpu {
 
@@ -189,10 +192,61 @@ static int blasInt(int64_t v) {
   return static_cast<int>(v);
 }
 
+namespace {
+
+/// y = alpha op(M) x + beta y for a row-major M `[rows, cols]` (op(M) is M,
+/// or its transpose with `trans`), x and y with strides.
+template <typename T>
+void gemv(bool trans, int64_t rows, int64_t cols, T alpha, const T *m,
+          int64_t ldm, const T *x, int64_t incx, T beta, T *y, int64_t incy) {
+  int64_t ny = trans ? cols : rows;
+  // OpenBLAS forms beta y by scaling y; zeroing first keeps NaN in stale
+  // memory out of y whatever its scaling does with 0.
+  if (beta == T(0))
+    for (int64_t i = 0; i < ny; ++i)
+      y[i * incy] = T(0);
+  CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+#ifdef _OPENMP
+  // OpenBLAS's gemv, unlike its gemm, threads itself even inside our
+  // parallel loops: a nested team, with new threads on every call that spin
+  // against ours (a MoA decoding step took 28 ms instead of 1). It reads the
+  // calling task's OpenMP thread count, so the call runs with one; the
+  // parallelism is our loop's, as for gemm.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+#endif
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemv(CblasRowMajor, t, blasInt(rows), blasInt(cols), alpha, m,
+                blasInt(ldm), x, blasInt(incx), beta, y, blasInt(incy));
+  else
+    cblas_dgemv(CblasRowMajor, t, blasInt(rows), blasInt(cols), alpha, m,
+                blasInt(ldm), x, blasInt(incx), beta, y, blasInt(incy));
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+}
+
+} // namespace
+
 template <typename T>
 void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-              T alpha, const T *a, int64_t lda, const T *b, int64_t ldb, T beta,
-              T *c, int64_t ldc) {
+                T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                T beta, T *c, int64_t ldc) {
+  // One row or one column of C is a matrix-vector product. gemm would first
+  // pack the whole matrix that the product reads once (a decoding step's
+  // products are all one row); OpenBLAS skips that only on some CPUs.
+  if (m == 1) {
+    // c[j] = sum_i op(A)[0, i] op(B)[i, j]: op(B)^T times A's row.
+    gemv(!transB, transB ? n : k, transB ? k : n, alpha, b, ldb, a,
+         transA ? lda : 1, beta, c, 1);
+    return;
+  }
+  if (n == 1) {
+    // c[i] = sum_j op(A)[i, j] op(B)[j, 0]: op(A) times B's column.
+    gemv(transA, transA ? k : m, transA ? m : k, alpha, a, lda, b,
+         transB ? 1 : ldb, beta, c, ldc);
+    return;
+  }
   CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)

@@ -131,7 +131,8 @@ void checkExpertIndices(const KernelContext &ctx, const TensorView &expert,
 std::string indexString(const Shape &shape, int64_t flat);
 
 /// Row-major C = alpha * op(A) * op(B) + beta * C with op(A) `[m, k]` and
-/// op(B) `[k, n]` (OpenBLAS sgemm/dgemm). Handles empty sizes.
+/// op(B) `[k, n]` (OpenBLAS sgemm/dgemm; sgemv/dgemv where C is one row or
+/// one column). Handles empty sizes.
 template <typename T>
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
           const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
