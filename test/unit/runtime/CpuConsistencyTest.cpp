@@ -156,6 +156,10 @@ TEST(CpuConsistency, ResultsDoNotDependOnThreadCount) {
   expectThreadCountIndependent(
       "moe.linear", {randomTensor(f, {900, 700}, 26), row.reshaped({700, 1})},
       {zeros(f, {900, 1})}, {});
+  // One block of 64 columns: our loop does not fork.
+  expectThreadCountIndependent("moe.linear",
+                               {row, randomTensor(f, {700, 64}, 27)},
+                               {zeros(f, {1, 64})}, {});
 
   Tensor q = randomTensor(f, {3, 17, 16}, 7),
          k = randomTensor(f, {3, 17, 8}, 8);

@@ -4,11 +4,13 @@
 // transpose pair, with padded leading dimensions, alpha and beta: general
 // shapes (BLAS gemm) and one-row and one-column products (BLAS gemv, what a
 // decoding step runs), where C starts as NaN for beta = 0 and must not
-// keep it; and that gemv leaves the OpenMP thread count as it was.
+// keep it; and that gemv runs on the calling thread.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cpu/kernels/Common.h"
+
+#include <cblas.h>
 
 #include <cmath>
 #include <cstdint>
@@ -105,18 +107,27 @@ TEST(CpuGemm, MatchesALoopInFloat) { expectAllShapes<float>(); }
 
 TEST(CpuGemm, MatchesALoopInDouble) { expectAllShapes<double>(); }
 
-// gemv runs with one OpenMP thread (OpenBLAS would otherwise thread it
-// inside our loops) and gives the caller its thread count back.
-TEST(CpuGemm, OneRowProductsLeaveTheThreadCountAsItWas) {
+// A one-row product large enough for OpenBLAS to thread its gemv (64 x 300
+// elements) runs on one OpenMP thread: OpenBLAS is never asked for a team
+// (it would first take the OpenMP count as its own), and the caller gets
+// its thread count back. Called directly (outside any parallel region) and
+// through gemm, whose one-block loop does not fork.
+TEST(CpuGemm, OneRowProductsRunOnTheCallingThread) {
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(3);
-  std::vector<float> a(40, 0.5f), b(40 * 30, 0.25f), c(30, 7.0f);
-  // gemmSerial: outside any parallel region, where the count is the
-  // caller's own (gemm's loop would give the call a task of its own).
-  gemmSerial<float>(false, false, 1, 30, 40, 1.0f, a.data(), 40, b.data(), 30,
-                    0.0f, c.data(), 30);
-  EXPECT_EQ(omp_get_max_threads(), 3);
-  EXPECT_EQ(c[0], 5.0f);
+  const int blasThreads = openblas_get_num_threads();
+  const int asked = blasThreads + 1;
+  omp_set_num_threads(asked);
+  std::vector<float> a(300, 0.5f), b(300 * 64, 0.25f), c(64, 7.0f);
+  gemmSerial<float>(false, false, 1, 64, 300, 1.0f, a.data(), 300, b.data(), 64,
+                    0.0f, c.data(), 64);
+  EXPECT_EQ(omp_get_max_threads(), asked);
+  EXPECT_EQ(openblas_get_num_threads(), blasThreads);
+  EXPECT_EQ(c[0], 37.5f);
+  gemm<float>(false, false, 1, 64, 300, 1.0f, a.data(), 300, b.data(), 64, 0.0f,
+              c.data(), 64);
+  EXPECT_EQ(omp_get_max_threads(), asked);
+  EXPECT_EQ(openblas_get_num_threads(), blasThreads);
+  EXPECT_EQ(c[63], 37.5f);
   omp_set_num_threads(saved);
 }
 

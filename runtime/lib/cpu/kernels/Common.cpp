@@ -200,27 +200,29 @@ template <typename T>
 void gemv(bool trans, int64_t rows, int64_t cols, T alpha, const T *m,
           int64_t ldm, const T *x, int64_t incx, T beta, T *y, int64_t incy) {
   int64_t ny = trans ? cols : rows;
-  // OpenBLAS forms beta y by scaling y; zeroing first keeps NaN in stale
-  // memory out of y whatever its scaling does with 0.
+  // OpenBLAS forms beta y by scaling y. Its 0.3.21 writes zeros for 0;
+  // zeroing first keeps NaN in stale memory out of y in any version.
   if (beta == T(0))
     for (int64_t i = 0; i < ny; ++i)
       y[i * incy] = T(0);
   CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  const int r = blasInt(rows), c = blasInt(cols), ld = blasInt(ldm),
+            ix = blasInt(incx), iy = blasInt(incy);
 #ifdef _OPENMP
-  // OpenBLAS's gemv, unlike its gemm, threads itself even inside our
-  // parallel loops: a nested team, with new threads on every call that spin
-  // against ours (a MoA decoding step took 28 ms instead of 1). It reads the
-  // calling task's OpenMP thread count, so the call runs with one; the
-  // parallelism is our loop's, as for gemm.
+  // OpenBLAS threads a gemv from about 9216 elements, far below its gemm's
+  // cutoff. Where our loop did not fork (one block: MoA's 64-wide
+  // products), that is a nested team with new threads on every call,
+  // spinning against ours (a MoA decoding step took 28 ms instead of 1),
+  // and sums that change with the thread count. OpenBLAS reads the calling
+  // task's OpenMP thread count, so the call runs with one; the parallelism
+  // is our loop's.
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
 #endif
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemv(CblasRowMajor, t, blasInt(rows), blasInt(cols), alpha, m,
-                blasInt(ldm), x, blasInt(incx), beta, y, blasInt(incy));
+    cblas_sgemv(CblasRowMajor, t, r, c, alpha, m, ld, x, ix, beta, y, iy);
   else
-    cblas_dgemv(CblasRowMajor, t, blasInt(rows), blasInt(cols), alpha, m,
-                blasInt(ldm), x, blasInt(incx), beta, y, blasInt(incy));
+    cblas_dgemv(CblasRowMajor, t, r, c, alpha, m, ld, x, ix, beta, y, iy);
 #ifdef _OPENMP
   omp_set_num_threads(threads);
 #endif
@@ -260,9 +262,9 @@ void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 namespace {
 
 /// Rows (or columns) of C per BLAS call. The partition of C is fixed, and
-/// every call runs inside our own parallel loop, where the OpenMP build of
-/// OpenBLAS stays single-threaded: each element of C is computed by one
-/// call in one order, whatever the thread count.
+/// every call runs inside our own parallel loop; where it forks, the OpenMP
+/// build of OpenBLAS stays single-threaded. Each element of C is computed
+/// by one call in one order, whatever the thread count.
 constexpr int64_t kGemmBlock = 64;
 
 } // namespace
