@@ -748,6 +748,115 @@ MOEC_DEVICE void gemmTileBf16Async(int64_t m0, int64_t n0, int64_t M,
     gemmTileBf16<TM, TN, TK, THREADS>(m0, n0, M, N, K, loadA, loadB, store);
 }
 
+/// The most rows gemmRows takes: a decoding step's products have one row a
+/// sequence, and a tile of 64 or 128 rows would waste all but these.
+constexpr int64_t kGemmRowsMax = 8;
+
+/// How gemmRows rounds its operands: as the tile it stands in for does
+/// (gemmTileBf16 to bf16, gemmTileTf32 to tf32; gemmTile and
+/// gemmTile3xTf32 keep fp32), so that both compute the same products.
+enum class RowsRounding { Fp32, Bf16, Tf32 };
+
+namespace detail {
+
+template <RowsRounding R> MOEC_DEVICE float roundOperand(float v) {
+  if constexpr (R == RowsRounding::Bf16)
+    return static_cast<float>(bf16(v));
+  else if constexpr (R == RowsRounding::Tf32)
+    return __uint_as_float(cvtRnaTf32(v));
+  else
+    return v;
+}
+
+} // namespace detail
+
+/// C = A B for at most kGemmRowsMax rows (all of them: m0 is 0), the block's
+/// TN columns from n0, with the loaders and store calls of the tiles: a
+/// matrix-vector product that reads B once, streaming it along its
+/// contiguous dimension, without the tiles' shared-memory stages and their
+/// barriers. Where B's columns are contiguous (k-major: a transposed
+/// weight) each warp owns TN / 8 columns and its lanes split k, summed by a
+/// butterfly; else the lanes own the columns and the 8 warps split k,
+/// summed in warp order through shared memory. Each output's sum has a
+/// fixed order: results are deterministic, in fp32 from operands rounded
+/// as `R` says. THREADS must be 256, TN a multiple of 32.
+template <int TN, int THREADS, RowsRounding R, typename LoadA, typename LoadB,
+          typename Store>
+MOEC_DEVICE void gemmRows(int64_t n0, int64_t M, int64_t N, int64_t K,
+                          const LoadA &loadA, const LoadB &loadB,
+                          const Store &store) {
+  static_assert(THREADS == 256, "gemmRows uses 8 warps");
+  static_assert(TN % 32 == 0, "gemmRows takes tiles of whole warps");
+  constexpr int WARPS = THREADS / 32, ROWS = static_cast<int>(kGemmRowsMax);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const auto a = [&](int64_t m, int64_t k) {
+    return m < M ? detail::roundOperand<R>(loadA(m, k)) : 0.0f;
+  };
+  if constexpr (LoadB::kContiguousFirst) {
+    constexpr int COLS = TN / WARPS;
+    float acc[ROWS][COLS];
+    for (int r = 0; r < ROWS; ++r)
+      for (int c = 0; c < COLS; ++c)
+        acc[r][c] = 0.0f;
+    for (int64_t k = lane; k < K; k += 32) {
+      float x[ROWS];
+      for (int r = 0; r < ROWS; ++r)
+        x[r] = a(r, k);
+      for (int c = 0; c < COLS; ++c) {
+        const int64_t n = n0 + warp + WARPS * c;
+        const float w = n < N ? detail::roundOperand<R>(loadB(k, n)) : 0.0f;
+        for (int r = 0; r < ROWS; ++r)
+          acc[r][c] = __fmaf_rn(x[r], w, acc[r][c]);
+      }
+    }
+    // Constant bounds, so that the accumulators stay in registers (a loop
+    // to M indexed them at run time: a stack frame).
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+      for (int c = 0; c < COLS; ++c)
+        if (r < M) {
+          const float sum = warpSum(acc[r][c]);
+          const int64_t n = n0 + warp + WARPS * c;
+          if (lane == c && n < N)
+            store(r, n, sum);
+        }
+  } else {
+    constexpr int COLS = TN / 32;
+    MOEC_SHARED(float, sums, ROWS * TN);
+    float acc[ROWS][COLS];
+    for (int r = 0; r < ROWS; ++r)
+      for (int c = 0; c < COLS; ++c)
+        acc[r][c] = 0.0f;
+    for (int64_t k = warp; k < K; k += WARPS) {
+      float x[ROWS];
+      for (int r = 0; r < ROWS; ++r)
+        x[r] = a(r, k);
+      for (int c = 0; c < COLS; ++c) {
+        const int64_t n = n0 + lane + 32 * c;
+        const float w = n < N ? detail::roundOperand<R>(loadB(k, n)) : 0.0f;
+        for (int r = 0; r < ROWS; ++r)
+          acc[r][c] = __fmaf_rn(x[r], w, acc[r][c]);
+      }
+    }
+    // The warps add their partial sums in turn, warp 0 first.
+    for (int w = 0; w < WARPS; ++w) {
+      if (warp == w)
+        for (int r = 0; r < ROWS; ++r)
+          for (int c = 0; c < COLS; ++c) {
+            const int i = r * TN + lane + 32 * c;
+            sums[i] = w == 0 ? acc[r][c] : sums[i] + acc[r][c];
+          }
+      __syncthreads();
+    }
+    for (int i = threadIdx.x; i < ROWS * TN; i += THREADS) {
+      const int64_t m = i / TN, n = n0 + i % TN;
+      if (m < M && n < N)
+        store(m, n, sums[i]);
+    }
+  }
+}
+
 } // namespace moec
 
 #endif // MOEC_DEVICE_GEMM_CUH

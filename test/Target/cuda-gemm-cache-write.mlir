@@ -4,7 +4,9 @@
 // one GEMM whose epilogue adds the bias once and stores the product where
 // the program reads it and its rows into the cache at position
 // past + m % S of batch m / S (moec::cacheRow, called: not inlined into
-// every unrolled fragment store).
+// every unrolled fragment store). A launch of at most kGemmRowsMax rows
+// (decoding a token a sequence) runs gemmRows, which streams the weight
+// once, instead of the tile.
 
 module {
   func.func @decode(%x: tensor<2x?x8xf32> {moe.input = "x", moe.dims = [2, "S", 8]},
@@ -31,5 +33,9 @@ module {
 // CHECK-NEXT:     [[OUT:out[0-9]+]][m * 8 + col] = y;
 // CHECK-NEXT:     [[CACHE:cache[0-9]+]][moec::cacheRow(m, S, 16, [[PAST:past[0-9]+]][0]) * 8 + col] = y;
 // CHECK-NEXT:   };
-// CHECK-NEXT:   moec::gemmTile<64, 32, 16, 256>({{.*}}, n0, M, N, 8, moec::RowMajor<float>{x{{[0-9]+}}, 8}, moec::RowMajor<float>{w, N}, store);
+// CHECK-NEXT:   if (M <= moec::kGemmRowsMax) {
+// CHECK-NEXT:     moec::gemmRows<32, 256, moec::RowsRounding::Fp32>(n0, M, N, 8, moec::RowMajor<float>{x{{[0-9]+}}, 8}, moec::RowMajor<float>{w, N}, store);
+// CHECK-NEXT:   } else {
+// CHECK-NEXT:     moec::gemmTile<64, 32, 16, 256>({{.*}}, n0, M, N, 8, moec::RowMajor<float>{x{{[0-9]+}}, 8}, moec::RowMajor<float>{w, N}, store);
+// CHECK-NEXT:   }
 // CHECK:      // launch moek_decode_g0_gemm grid(ceil(32/32), ceil(2*S/64), 1) block(256)

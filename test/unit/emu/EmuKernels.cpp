@@ -519,7 +519,9 @@ MOEC_EMU_EXPORT_KERNEL(gemmTilesGatherT64x64)
 // C = A B for float operands through the tf32 tiles, one TM x TN tile per
 // block of a 1-D grid, with the scalars, buffers (A and B float) and
 // layouts of gemmBf16Tiles; `which` 0 runs gemmTileTf32, 1 gemmTile3xTf32,
-// 2 gemmTile (fp32 FMA).
+// 2 gemmTile (fp32 FMA), 3, 4 and 5 gemmRows with the operands rounded to
+// fp32, bf16 and tf32 (M at most kGemmRowsMax: blocks of the first tile
+// row, n0 = blockIdx.x * TN).
 template <int TM, int TN, int LAYOUT>
 __device__ void gemmTf32Tiles(const moec::KernelParams &p) {
   const int64_t M = scalarArg(p, 0), N = scalarArg(p, 1), K = scalarArg(p, 2);
@@ -534,14 +536,21 @@ __device__ void gemmTf32Tiles(const moec::KernelParams &p) {
   const int64_t m0 = blockIdx.x / tilesN * TM, n0 = blockIdx.x % tilesN * TN;
   const auto store = [=](int64_t m, int64_t n, float v) { C[m * N + n] = v; };
   const auto run = [&](const auto &loadA, const auto &loadB) {
+    using R = moec::RowsRounding;
     if (which == 0)
       moec::gemmTileTf32<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
                                           store);
     else if (which == 1)
       moec::gemmTile3xTf32<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB,
                                             store);
-    else
+    else if (which == 2)
       moec::gemmTile<TM, TN, 16, 256>(m0, n0, M, N, K, loadA, loadB, store);
+    else if (which == 3)
+      moec::gemmRows<TN, 256, R::Fp32>(n0, M, N, K, loadA, loadB, store);
+    else if (which == 4)
+      moec::gemmRows<TN, 256, R::Bf16>(n0, M, N, K, loadA, loadB, store);
+    else
+      moec::gemmRows<TN, 256, R::Tf32>(n0, M, N, K, loadA, loadB, store);
   };
   withLayout<LAYOUT>(A, B, lda, ldb, orderA, orderB, run);
 }

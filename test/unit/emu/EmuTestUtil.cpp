@@ -4,6 +4,8 @@
 
 #include "moec/Error.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -24,8 +26,9 @@ std::string deviceFile(const std::string &name) {
 
 std::string deviceHeaders() {
   return deviceFile("defs.cuh") + deviceFile("prelude.cuh") +
-         deviceFile("vector.cuh") + deviceFile("mma.cuh") +
-         deviceFile("async_copy.cuh") + deviceFile("gemm.cuh");
+         deviceFile("vector.cuh") + deviceFile("reduce.cuh") +
+         deviceFile("mma.cuh") + deviceFile("async_copy.cuh") +
+         deviceFile("gemm.cuh");
 }
 
 EmuOptions testOptions(bool check) {
@@ -79,6 +82,31 @@ std::string Launch::error(const EmuModule &module,
     return e.what();
   }
   return "";
+}
+
+float roundToTf32(float x) {
+  if (!std::isfinite(x) || x == 0)
+    return x;
+  int e;
+  std::frexp(x, &e); // |x| in [2^(e-1), 2^e)
+  // Subnormals keep the top 10 of their 23 fraction bits: units of 2^-136.
+  const double ulp = std::ldexp(1.0, std::max(e - 11, -136));
+  double r = std::floor(std::fabs(double(x)) / ulp + 0.5) * ulp;
+  if (r >= 0x1p128)
+    r = INFINITY;
+  return static_cast<float>(std::copysign(r, double(x)));
+}
+
+float roundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return x;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  float rounded;
+  std::memcpy(&rounded, &bits, sizeof rounded);
+  return rounded;
 }
 
 uint16_t toBf16Bits(float value) {

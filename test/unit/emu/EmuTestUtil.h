@@ -119,6 +119,69 @@ template <typename Stored, typename Logical> struct GemmOperands {
   }
 };
 
+/// One product C = A B of float operands for the gemmTf32* kernels
+/// (EmuKernels.cpp), with the operands as stored (padding and gathers as
+/// in EmuMmaTest's bf16 problems) and as logical matrices in double.
+struct FloatGemmProblem : GemmOperands<float, double> {
+  const char *kernel;
+  int layout;
+  int64_t tm, tn, M, N, K, lda, ldb;
+
+  // Full 24-bit mantissas, so rounding to tf32 loses something.
+  FloatGemmProblem(const char *kernel, int layout, int64_t tm, int64_t tn,
+                   int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                   unsigned seed)
+      : GemmOperands(
+            layout, M, N, K, lda, ldb, seed,
+            [](std::vector<float> &v, int64_t size, std::mt19937 &rng) {
+              std::normal_distribution<float> normal;
+              v.resize(static_cast<size_t>(size));
+              for (float &x : v)
+                x = normal(rng);
+            },
+            [](const std::vector<float> &v, int64_t i) {
+              return double(v[static_cast<size_t>(i)]);
+            }),
+        kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
+        lda(lda), ldb(ldb) {}
+
+  /// C through `which`: 0 gemmTileTf32, 1 gemmTile3xTf32, 2 gemmTile; 3,
+  /// 4 and 5 gemmRows rounding to fp32, bf16 and tf32 (M at most
+  /// kGemmRowsMax: one block row).
+  std::vector<float> run(const EmuModule &module, int which) {
+    std::vector<float> C(M * N, -7.0f);
+    unsigned blocks =
+        static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));
+    Launch(blocks, 256)
+        .scalar(0, M)
+        .scalar(1, N)
+        .scalar(2, K)
+        .scalar(3, lda)
+        .scalar(4, ldb)
+        .scalar(5, which)
+        .buffer(0, a)
+        .buffer(1, b)
+        .buffer(2, C)
+        .buffer(3, orderA)
+        .buffer(4, orderB)
+        .run(module, kernel);
+    return C;
+  }
+
+  std::string name() const {
+    return std::string(kernel) + " " + std::to_string(M) + "x" +
+           std::to_string(N) + "x" + std::to_string(K);
+  }
+};
+
+/// Rounds to 10 fraction bits, to nearest with ties away from zero, in
+/// double (exact for floats): what cvt.rna.tf32.f32 computes.
+float roundToTf32(float x);
+
+/// Rounds to bf16, to nearest with ties to even (what the device's bf16
+/// conversion computes); NaN is kept.
+float roundToBf16(float x);
+
 /// The bits of a float rounded to bf16 by truncation, and back.
 uint16_t toBf16Bits(float value);
 float fromBf16Bits(uint16_t bits);

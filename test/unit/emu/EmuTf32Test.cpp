@@ -25,74 +25,6 @@ uint32_t bitsOf(float f) {
   return u;
 }
 
-/// Rounds to 10 fraction bits, to nearest with ties away from zero, in
-/// double (exact for floats): what cvt.rna.tf32.f32 computes.
-float roundToTf32(float x) {
-  if (!std::isfinite(x) || x == 0)
-    return x;
-  int e;
-  std::frexp(x, &e); // |x| in [2^(e-1), 2^e)
-  // Subnormals keep the top 10 of their 23 fraction bits: units of 2^-136.
-  const double ulp = std::ldexp(1.0, std::max(e - 11, -136));
-  double r = std::floor(std::fabs(double(x)) / ulp + 0.5) * ulp;
-  if (r >= 0x1p128)
-    r = INFINITY;
-  return static_cast<float>(std::copysign(r, double(x)));
-}
-
-/// One product C = A B for the gemmTf32* kernels (EmuKernels.cpp), with
-/// the operands as stored (padding and gathers as in EmuMmaTest's bf16
-/// problems) and as logical matrices in double.
-struct Tf32Problem : GemmOperands<float, double> {
-  const char *kernel;
-  int layout;
-  int64_t tm, tn, M, N, K, lda, ldb;
-
-  // Full 24-bit mantissas, so rounding to tf32 loses something.
-  Tf32Problem(const char *kernel, int layout, int64_t tm, int64_t tn,
-              int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
-              unsigned seed)
-      : GemmOperands(
-            layout, M, N, K, lda, ldb, seed,
-            [](std::vector<float> &v, int64_t size, std::mt19937 &rng) {
-              std::normal_distribution<float> normal;
-              v.resize(static_cast<size_t>(size));
-              for (float &x : v)
-                x = normal(rng);
-            },
-            [](const std::vector<float> &v, int64_t i) {
-              return double(v[static_cast<size_t>(i)]);
-            }),
-        kernel(kernel), layout(layout), tm(tm), tn(tn), M(M), N(N), K(K),
-        lda(lda), ldb(ldb) {}
-
-  /// C through `which`: 0 gemmTileTf32, 1 gemmTile3xTf32, 2 gemmTile.
-  std::vector<float> run(const EmuModule &module, int which) {
-    std::vector<float> C(M * N, -7.0f);
-    unsigned blocks =
-        static_cast<unsigned>(((M + tm - 1) / tm) * ((N + tn - 1) / tn));
-    Launch(blocks, 256)
-        .scalar(0, M)
-        .scalar(1, N)
-        .scalar(2, K)
-        .scalar(3, lda)
-        .scalar(4, ldb)
-        .scalar(5, which)
-        .buffer(0, a)
-        .buffer(1, b)
-        .buffer(2, C)
-        .buffer(3, orderA)
-        .buffer(4, orderB)
-        .run(module, kernel);
-    return C;
-  }
-
-  std::string name() const {
-    return std::string(kernel) + " " + std::to_string(M) + "x" +
-           std::to_string(N) + "x" + std::to_string(K);
-  }
-};
-
 /// How far one result is from the exact product.
 struct Errors {
   /// ||C - exact|| / ||exact|| over all outputs (what the kernel check
@@ -103,7 +35,7 @@ struct Errors {
   double componentwise = 0;
 };
 
-Errors errorsOf(const Tf32Problem &p, const std::vector<float> &C) {
+Errors errorsOf(const FloatGemmProblem &p, const std::vector<float> &C) {
   Errors e;
   double diff2 = 0, ref2 = 0;
   for (int64_t m = 0; m < p.M; ++m)
@@ -123,8 +55,8 @@ Errors errorsOf(const Tf32Problem &p, const std::vector<float> &C) {
   return e;
 }
 
-std::vector<Tf32Problem> tf32Problems() {
-  std::vector<Tf32Problem> p;
+std::vector<FloatGemmProblem> tf32Problems() {
+  std::vector<FloatGemmProblem> p;
   p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 1, 1, 1, 1, 1, 1);
   p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 37, 53, 70, 72, 57, 2);
   p.emplace_back("gemmTf32Rows64x64", 0, 64, 64, 128, 96, 300, 301, 96, 3);
@@ -172,7 +104,7 @@ TEST(EmuTf32, CvtRnaTf32RoundsToNearestTiesAway) {
 // accurate than fp32. 3xTF32: within (2^-20 + 3 K 2^-24) sum |A B|, at
 // least 100 times closer than tf32 and close to gemmTile's fp32 FMA.
 TEST(EmuTf32, TilesStayWithinTheirErrorBounds) {
-  for (Tf32Problem &p : tf32Problems()) {
+  for (FloatGemmProblem &p : tf32Problems()) {
     SCOPED_TRACE(p.name());
     Errors tf32 = errorsOf(p, p.run(correctModule(), 0));
     Errors split = errorsOf(p, p.run(correctModule(), 1));
@@ -197,9 +129,9 @@ TEST(EmuTf32, TilesStayWithinTheirErrorBounds) {
 // Check mode: no read past the operands, no read of shared memory before it
 // was written; the same results as the normal build.
 TEST(EmuTf32, TilesPassCheckMode) {
-  std::vector<Tf32Problem> problems = tf32Problems();
+  std::vector<FloatGemmProblem> problems = tf32Problems();
   for (size_t i : {1, 3, 5, 6}) {
-    Tf32Problem &p = problems[i];
+    FloatGemmProblem &p = problems[i];
     for (int which : {0, 1})
       EXPECT_EQ(p.run(checkedModule(), which), p.run(correctModule(), which))
           << p.name() << " which " << which;

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -21,31 +22,69 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
+/// Whether `op` is in the decoding program, whose products have one row
+/// a sequence (moec run and beam search decode a token at a time).
+bool decodes(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  return func && func.getSymName() == "decode";
+}
+
+/// The operand rounding of moec::gemmRows that matches `tile`.
+StringRef rowsRoundingFor(StringRef tile) {
+  if (tile.starts_with("moec::gemmTileBf16"))
+    return "moec::RowsRounding::Bf16";
+  if (tile == "moec::gemmTileTf32")
+    return "moec::RowsRounding::Tf32";
+  return "moec::RowsRounding::Fp32";
+}
+
 /// Writes the call of the GEMM tile for this block; `a` and `b` are the
 /// values the operands are read from (their storage picks the tile).
 /// The block's first column is `n0`, by default blockIdx.x tiles of TN.
+/// With `fewRows` (decoding), a launch of at most moec::kGemmRowsMax rows
+/// runs moec::gemmRows instead, which streams B once without the tile's
+/// stages (the grid has one block row then).
 void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
               int64_t tk, int64_t threads, StringRef m, StringRef n,
               StringRef k, StringRef loadA, StringRef loadB, StringRef store,
-              StringRef n0 = "") {
+              StringRef n0 = "", bool fewRows = false) {
   std::string firstColumn =
       n0.empty() ? "static_cast<int64_t>(blockIdx.x) * " + std::to_string(tn)
                  : n0.str();
+  StringRef tile = gemmTileFunction(a, b, tm, tn, tk, threads);
+  std::string operands =
+      fill("${n0}, ${m}, ${n}, ${k}, ${loadA}, ${loadB}, ${store}",
+           {{"n0", firstColumn},
+            {"m", m},
+            {"n", n},
+            {"k", k},
+            {"loadA", loadA},
+            {"loadB", loadB},
+            {"store", store}});
+  if (fewRows) {
+    w.line(fill("if (${m} <= moec::kGemmRowsMax) {", {{"m", m}}));
+    w.indent();
+    w.line(fill("moec::gemmRows<${TN}, ${threads}, ${rounding}>(${operands});",
+                {{"TN", tn},
+                 {"threads", threads},
+                 {"rounding", rowsRoundingFor(tile)},
+                 {"operands", operands}}));
+    w.dedent();
+    w.line("} else {");
+    w.indent();
+  }
   w.line(fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(static_cast<int64_t>("
-              "blockIdx.y) * ${TM}, ${n0}, "
-              "${m}, ${n}, ${k}, ${loadA}, ${loadB}, ${store});",
-              {{"gemm", gemmTileFunction(a, b, tm, tn, tk, threads)},
-               {"n0", firstColumn},
+              "blockIdx.y) * ${TM}, ${operands});",
+              {{"gemm", tile},
                {"TM", tm},
                {"TN", tn},
                {"TK", tk},
                {"threads", threads},
-               {"m", m},
-               {"n", n},
-               {"k", k},
-               {"loadA", loadA},
-               {"loadB", loadB},
-               {"store", store}}));
+               {"operands", operands}}));
+  if (fewRows) {
+    w.dedent();
+    w.line("}");
+  }
 }
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which
@@ -268,7 +307,8 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
   std::string loadB = transposed ? loader("ColMajor", "w", w0, k)
                                  : loader("RowMajor", "w", w0, "N");
   gemmCall(body, x, w0, tm, tn, tk, threads, "M", "N", std::to_string(k),
-           loader("RowMajor", xp, x, k), loadB, "store", "n0");
+           loader("RowMajor", xp, x, k), loadB, "store", "n0",
+           decodes(e.first()));
   e.finishKernel(body.str(), GridDim{SymDim(columns), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
@@ -373,7 +413,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   std::string loadB = transposed ? loader("ColMajor", wp, w, kExpr)
                                  : loader("RowMajor", wp, w, nExpr);
   gemmCall(body, x, w, tm, tn, tk, threads, "M", nExpr, kExpr,
-           loader("RowMajor", xp, x, kExpr), loadB, "store");
+           loader("RowMajor", xp, x, kExpr), loadB, "store", "",
+           decodes(e.first()));
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
