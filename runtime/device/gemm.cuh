@@ -5,7 +5,9 @@
 // transposed and gathered (expert) operands, and hands every output to a
 // store functor that applies the fused epilogue. Each output is accumulated
 // by one thread over k in increasing order: no split-K, so results are
-// deterministic. gemmTile multiplies with fp32 FMA; gemmTileTf32 and
+// deterministic (gemmRows, for decoding's launches of a few rows, splits k
+// over lanes or warps and sums the parts in a fixed order). gemmTile
+// multiplies with fp32 FMA; gemmTileTf32 and
 // gemmTile3xTf32, for f32 models that opt in, multiply on the tensor cores
 // with the operands rounded to tf32 or split into two tf32 halves;
 // gemmTileBf16, for bf16 models, rounds the operands to bf16 in shared
@@ -786,7 +788,9 @@ MOEC_DEVICE void gemmRows(int64_t n0, int64_t M, int64_t N, int64_t K,
                           const LoadA &loadA, const LoadB &loadB,
                           const Store &store) {
   static_assert(THREADS == 256, "gemmRows uses 8 warps");
-  static_assert(TN % 32 == 0, "gemmRows takes tiles of whole warps");
+  static_assert(TN % 32 == 0 && TN <= 256,
+                "gemmRows takes tiles of whole warps, at most a lane a "
+                "column per warp");
   constexpr int WARPS = THREADS / 32, ROWS = static_cast<int>(kGemmRowsMax);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const auto a = [&](int64_t m, int64_t k) {

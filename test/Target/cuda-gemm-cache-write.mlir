@@ -33,6 +33,7 @@ module {
 // CHECK-NEXT:     [[OUT:out[0-9]+]][m * 8 + col] = y;
 // CHECK-NEXT:     [[CACHE:cache[0-9]+]][moec::cacheRow(m, S, 16, [[PAST:past[0-9]+]][0]) * 8 + col] = y;
 // CHECK-NEXT:   };
+// CHECK-NEXT:   static_assert(64 > moec::kGemmRowsMax, "gemmRows takes the rows of one block row");
 // CHECK-NEXT:   if (M <= moec::kGemmRowsMax) {
 // CHECK-NEXT:     moec::gemmRows<32, 256, moec::RowsRounding::Fp32>(n0, M, N, 8, moec::RowMajor<float>{x{{[0-9]+}}, 8}, moec::RowMajor<float>{w, N}, store);
 // CHECK-NEXT:   } else {

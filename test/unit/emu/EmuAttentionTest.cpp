@@ -131,8 +131,7 @@ const EmuModule &attentionModule() {
   static std::unique_ptr<EmuModule> module;
   std::call_once(once, [] {
     module = std::make_unique<EmuModule>(
-        EmuModule::load(deviceHeaders() + deviceFile("reduce.cuh") +
-                            deviceFile("attention.cuh") +
+        EmuModule::load(deviceHeaders() + deviceFile("attention.cuh") +
                             deviceFile("attention_mma.cuh") + kAttentionKernels,
                         "emu-attention-test", testOptions(true)));
   });

@@ -48,10 +48,9 @@ const EmuModule &combineModule() {
   static std::once_flag once;
   static std::unique_ptr<EmuModule> module;
   std::call_once(once, [] {
-    module = std::make_unique<EmuModule>(
-        EmuModule::load(deviceHeaders() + deviceFile("reduce.cuh") +
-                            deviceFile("experts.cuh") + kCombineKernels,
-                        "emu-combine-test", testOptions(true)));
+    module = std::make_unique<EmuModule>(EmuModule::load(
+        deviceHeaders() + deviceFile("experts.cuh") + kCombineKernels,
+        "emu-combine-test", testOptions(true)));
   });
   return *module;
 }

@@ -70,10 +70,9 @@ const EmuModule &lossModule() {
   static std::once_flag once;
   static std::unique_ptr<EmuModule> module;
   std::call_once(once, [] {
-    module = std::make_unique<EmuModule>(
-        EmuModule::load(deviceHeaders() + deviceFile("reduce.cuh") +
-                            deviceFile("losses.cuh") + kLossKernels,
-                        "emu-loss-test", testOptions(true)));
+    module = std::make_unique<EmuModule>(EmuModule::load(
+        deviceHeaders() + deviceFile("losses.cuh") + kLossKernels,
+        "emu-loss-test", testOptions(true)));
   });
   return *module;
 }

@@ -127,9 +127,8 @@ const EmuModule &normModule() {
   static std::unique_ptr<EmuModule> module;
   std::call_once(once, [] {
     module = std::make_unique<EmuModule>(
-        EmuModule::load(deviceHeaders() + deviceFile("reduce.cuh") +
-                            deviceFile("vector.cuh") + deviceFile("norm.cuh") +
-                            kNormKernels,
+        EmuModule::load(deviceHeaders() + deviceFile("vector.cuh") +
+                            deviceFile("norm.cuh") + kNormKernels,
                         "emu-norm-test", testOptions(true)));
   });
   return *module;

@@ -20,8 +20,8 @@ extern const char *const kFaultyKernels;
 /// One file of the device library (runtime/device) from the source tree.
 std::string deviceFile(const std::string &name);
 
-/// defs.cuh, prelude.cuh, vector.cuh, mma.cuh, async_copy.cuh and gemm.cuh
-/// from the source tree.
+/// defs.cuh, prelude.cuh, vector.cuh, reduce.cuh, mma.cuh, async_copy.cuh
+/// and gemm.cuh from the source tree.
 std::string deviceHeaders();
 
 /// Options that build into the test binary's cache directory, shared by the

@@ -22,11 +22,13 @@ using namespace mlir::moe::cuda;
 
 namespace {
 
-/// Whether `op` is in the decoding program, whose products have one row
-/// a sequence (moec run and beam search decode a token at a time).
+/// Whether `op` is in the decoding program: after the prompt, moec run and
+/// beam search decode one token a sequence, a product of one row each.
 bool decodes(Operation *op) {
   auto func = op->getParentOfType<func::FuncOp>();
-  return func && func.getSymName() == "decode";
+  auto entry =
+      func ? func->getAttrOfType<StringAttr>(attrs::kEntry) : StringAttr();
+  return entry && entry.getValue() == "decode";
 }
 
 /// The operand rounding of moec::gemmRows that matches `tile`.
@@ -43,7 +45,8 @@ StringRef rowsRoundingFor(StringRef tile) {
 /// The block's first column is `n0`, by default blockIdx.x tiles of TN.
 /// With `fewRows` (decoding), a launch of at most moec::kGemmRowsMax rows
 /// runs moec::gemmRows instead, which streams B once without the tile's
-/// stages (the grid has one block row then).
+/// stages: the tile's TM is larger (asserted in the kernel), so the grid
+/// has one block row and gemmRows takes every row.
 void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
               int64_t tk, int64_t threads, StringRef m, StringRef n,
               StringRef k, StringRef loadA, StringRef loadB, StringRef store,
@@ -62,6 +65,9 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
             {"loadB", loadB},
             {"store", store}});
   if (fewRows) {
+    w.line(fill("static_assert(${TM} > moec::kGemmRowsMax, \"gemmRows takes "
+                "the rows of one block row\");",
+                {{"TM", tm}}));
     w.line(fill("if (${m} <= moec::kGemmRowsMax) {", {{"m", m}}));
     w.indent();
     w.line(fill("moec::gemmRows<${TN}, ${threads}, ${rounding}>(${operands});",
@@ -308,7 +314,7 @@ LogicalResult emitProjectionsGroup(GroupEmitter &e,
                                  : loader("RowMajor", "w", w0, "N");
   gemmCall(body, x, w0, tm, tn, tk, threads, "M", "N", std::to_string(k),
            loader("RowMajor", xp, x, k), loadB, "store", "n0",
-           decodes(e.first()));
+           /*fewRows=*/decodes(e.first()));
   e.finishKernel(body.str(), GridDim{SymDim(columns), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
@@ -413,8 +419,8 @@ LogicalResult mlir::moe::cuda::emitGemmGroup(GroupEmitter &e) {
   std::string loadB = transposed ? loader("ColMajor", wp, w, kExpr)
                                  : loader("RowMajor", wp, w, nExpr);
   gemmCall(body, x, w, tm, tn, tk, threads, "M", nExpr, kExpr,
-           loader("RowMajor", xp, x, kExpr), loadB, "store", "",
-           decodes(e.first()));
+           loader("RowMajor", xp, x, kExpr), loadB, "store", /*n0=*/"",
+           /*fewRows=*/decodes(e.first()));
   e.finishKernel(body.str(), GridDim{SymDim(n), tn}, GridDim{rows, tm},
                  GridDim(), threads);
   return success();
