@@ -3,6 +3,7 @@
 #include "EmuTestUtil.h"
 
 #include "moec/Error.h"
+#include "moec/Tensor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -97,17 +98,7 @@ float roundToTf32(float x) {
   return static_cast<float>(std::copysign(r, double(x)));
 }
 
-float roundToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return x;
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  float rounded;
-  std::memcpy(&rounded, &bits, sizeof rounded);
-  return rounded;
-}
+float roundToBf16(float x) { return bf16ToFloat(bf16FromFloat(x)); }
 
 uint16_t toBf16Bits(float value) {
   uint32_t bits;

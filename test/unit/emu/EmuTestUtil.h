@@ -178,8 +178,8 @@ struct FloatGemmProblem : GemmOperands<float, double> {
 /// double (exact for floats): what cvt.rna.tf32.f32 computes.
 float roundToTf32(float x);
 
-/// Rounds to bf16, to nearest with ties to even (what the device's bf16
-/// conversion computes); NaN is kept.
+/// Rounds to bf16, to nearest with ties to even, as the device's bf16
+/// conversion does (moec::bf16FromFloat, read back as a float).
 float roundToBf16(float x);
 
 /// The bits of a float rounded to bf16 by truncation, and back.
