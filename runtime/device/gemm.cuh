@@ -770,6 +770,31 @@ template <RowsRounding R> MOEC_DEVICE float roundOperand(float v) {
     return v;
 }
 
+/// gemmRows' inner loop: acc[r][c] = the sum over k = k0, k0 + step, ...
+/// below K of A(r, k) B(k, column(c)), in that order, with the operands
+/// rounded as `R` says. Rows at or past M and columns at or past N count 0.
+template <int COLS, RowsRounding R, typename LoadA, typename LoadB,
+          typename Column>
+MOEC_DEVICE void accumulateRows(float (&acc)[kGemmRowsMax][COLS], int64_t k0,
+                                int64_t step, int64_t M, int64_t N, int64_t K,
+                                const LoadA &loadA, const LoadB &loadB,
+                                const Column &column) {
+  for (int r = 0; r < kGemmRowsMax; ++r)
+    for (int c = 0; c < COLS; ++c)
+      acc[r][c] = 0.0f;
+  for (int64_t k = k0; k < K; k += step) {
+    float x[kGemmRowsMax];
+    for (int r = 0; r < kGemmRowsMax; ++r)
+      x[r] = r < M ? roundOperand<R>(loadA(r, k)) : 0.0f;
+    for (int c = 0; c < COLS; ++c) {
+      const int64_t n = column(c);
+      const float w = n < N ? roundOperand<R>(loadB(k, n)) : 0.0f;
+      for (int r = 0; r < kGemmRowsMax; ++r)
+        acc[r][c] = __fmaf_rn(x[r], w, acc[r][c]);
+    }
+  }
+}
+
 } // namespace detail
 
 /// C = A B for at most kGemmRowsMax rows (all of them: m0 is 0), the block's
@@ -793,26 +818,12 @@ MOEC_DEVICE void gemmRows(int64_t n0, int64_t M, int64_t N, int64_t K,
                 "column per warp");
   constexpr int WARPS = THREADS / 32, ROWS = static_cast<int>(kGemmRowsMax);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto a = [&](int64_t m, int64_t k) {
-    return m < M ? detail::roundOperand<R>(loadA(m, k)) : 0.0f;
-  };
   if constexpr (LoadB::kContiguousFirst) {
     constexpr int COLS = TN / WARPS;
+    const auto column = [&](int c) -> int64_t { return n0 + warp + WARPS * c; };
     float acc[ROWS][COLS];
-    for (int r = 0; r < ROWS; ++r)
-      for (int c = 0; c < COLS; ++c)
-        acc[r][c] = 0.0f;
-    for (int64_t k = lane; k < K; k += 32) {
-      float x[ROWS];
-      for (int r = 0; r < ROWS; ++r)
-        x[r] = a(r, k);
-      for (int c = 0; c < COLS; ++c) {
-        const int64_t n = n0 + warp + WARPS * c;
-        const float w = n < N ? detail::roundOperand<R>(loadB(k, n)) : 0.0f;
-        for (int r = 0; r < ROWS; ++r)
-          acc[r][c] = __fmaf_rn(x[r], w, acc[r][c]);
-      }
-    }
+    detail::accumulateRows<COLS, R>(acc, lane, 32, M, N, K, loadA, loadB,
+                                    column);
     // Constant bounds, so that the accumulators stay in registers (a loop
     // to M indexed them at run time: a stack frame).
 #pragma unroll
@@ -821,28 +832,17 @@ MOEC_DEVICE void gemmRows(int64_t n0, int64_t M, int64_t N, int64_t K,
       for (int c = 0; c < COLS; ++c)
         if (r < M) {
           const float sum = warpSum(acc[r][c]);
-          const int64_t n = n0 + warp + WARPS * c;
+          const int64_t n = column(c);
           if (lane == c && n < N)
             store(r, n, sum);
         }
   } else {
     constexpr int COLS = TN / 32;
     MOEC_SHARED(float, sums, ROWS * TN);
+    const auto column = [&](int c) -> int64_t { return n0 + lane + 32 * c; };
     float acc[ROWS][COLS];
-    for (int r = 0; r < ROWS; ++r)
-      for (int c = 0; c < COLS; ++c)
-        acc[r][c] = 0.0f;
-    for (int64_t k = warp; k < K; k += WARPS) {
-      float x[ROWS];
-      for (int r = 0; r < ROWS; ++r)
-        x[r] = a(r, k);
-      for (int c = 0; c < COLS; ++c) {
-        const int64_t n = n0 + lane + 32 * c;
-        const float w = n < N ? detail::roundOperand<R>(loadB(k, n)) : 0.0f;
-        for (int r = 0; r < ROWS; ++r)
-          acc[r][c] = __fmaf_rn(x[r], w, acc[r][c]);
-      }
-    }
+    detail::accumulateRows<COLS, R>(acc, warp, WARPS, M, N, K, loadA, loadB,
+                                    column);
     // The warps add their partial sums in turn, warp 0 first.
     for (int w = 0; w < WARPS; ++w) {
       if (warp == w)
