@@ -92,11 +92,11 @@ int firstLargest(const float *row, int vocab) {
 /// Random rows of `vocab` logits with ties at `low` and `high` in every
 /// row but the last two (the row's largest value, so the first index is
 /// `low`), in row 2 also at `later` (which `low`'s thread reads after
-/// `low`), every fifth logit masked (-inf) in row 7, and an all -inf last
-/// row; targets hit the lower tie, miss the upper one, skip row 3, and in
-/// row 7 take the row's own first largest index.
+/// `low`), every fifth logit masked (-inf) in row kMaskedRow, and an all
+/// -inf last row; targets hit the lower tie, miss the upper one, skip row 3,
+/// and in the masked row take the row's own first largest index.
 struct LossRows {
-  static constexpr int kRows = 9;
+  static constexpr int kRows = 9, kMaskedRow = 7;
   int vocab;
   std::vector<float> logits;
   std::vector<int32_t> targets;
@@ -114,11 +114,11 @@ struct LossRows {
     logits[2 * vocab + later] = 40.0f;
     const float inf = std::numeric_limits<float>::infinity();
     for (int v = 1; v < vocab; v += 5)
-      logits[7 * vocab + v] = -inf;
+      logits[kMaskedRow * vocab + v] = -inf;
     for (int v = 0; v < vocab; ++v)
       logits[(kRows - 1) * vocab + v] = -inf;
     targets = {low, high, low, -1, low, high, low, 0, 0};
-    targets[7] = firstLargest(row(7), vocab);
+    targets[kMaskedRow] = firstLargest(row(kMaskedRow), vocab);
   }
 
   const float *row(int r) const { return &logits[r * vocab]; }
@@ -180,12 +180,12 @@ void expectForward(const char *kernel, const LossRows &rows, int threads,
   EXPECT_EQ(correct[0], static_cast<float>(hits));
   EXPECT_EQ(ticket[0], 0u) << "the ticket is left zero for the next launch";
   // The -inf row makes the mean loss NaN; the rows before it are finite,
-  // but for the masked row 7 with smoothing, which puts mass on -inf.
+  // but for the masked row with smoothing, which puts mass on -inf.
   EXPECT_TRUE(std::isnan(loss[0]));
   for (int r = 0; r < n - 1; ++r) {
     if (targets[r] < 0)
       continue;
-    if (r == 7 && a > 0) {
+    if (r == LossRows::kMaskedRow && a > 0) {
       EXPECT_EQ(rowLoss[r], std::numeric_limits<float>::infinity());
       continue;
     }
@@ -197,7 +197,7 @@ void expectForward(const char *kernel, const LossRows &rows, int threads,
 
 /// The backward `kernel` with smoothing `a` and dloss 2 over 8 counted
 /// rows: dloss / 8 (softmax - a / V - (1 - a) onehot), 0 on the ignored
-/// row, finite on the masked row 7, and NaN on the all -inf row (softmax
+/// row, finite on the masked row, and NaN on the all -inf row (softmax
 /// has no value there), as on the cpu.
 void expectBackward(const char *kernel, const LossRows &rows, int threads,
                     double a) {
