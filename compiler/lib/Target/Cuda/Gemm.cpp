@@ -11,8 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GroupEmitter.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "GemmTiles.h"
 #include "moe/IR/MoeOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -21,24 +20,6 @@ using namespace mlir::moe;
 using namespace mlir::moe::cuda;
 
 namespace {
-
-/// Whether `op` is in the decoding program: after the prompt, moec run and
-/// beam search decode one token a sequence, a product of one row each.
-bool decodes(Operation *op) {
-  auto func = op->getParentOfType<func::FuncOp>();
-  auto entry =
-      func ? func->getAttrOfType<StringAttr>(attrs::kEntry) : StringAttr();
-  return entry && entry.getValue() == "decode";
-}
-
-/// The operand rounding of moec::gemmRows that matches `tile`.
-StringRef rowsRoundingFor(StringRef tile) {
-  if (tile.starts_with("moec::gemmTileBf16"))
-    return "moec::RowsRounding::Bf16";
-  if (tile == "moec::gemmTileTf32")
-    return "moec::RowsRounding::Tf32";
-  return "moec::RowsRounding::Fp32";
-}
 
 /// Writes the call of the GEMM tile for this block; `a` and `b` are the
 /// values the operands are read from (their storage picks the tile).
@@ -54,7 +35,7 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
   std::string firstColumn =
       n0.empty() ? "static_cast<int64_t>(blockIdx.x) * " + std::to_string(tn)
                  : n0.str();
-  StringRef tile = gemmTileFunction(a, b, tm, tn, tk, threads);
+  GemmTile tile = gemmTileFor(a, b, tm, tn, tk, threads);
   std::string operands =
       fill("${n0}, ${m}, ${n}, ${k}, ${loadA}, ${loadB}, ${store}",
            {{"n0", firstColumn},
@@ -64,33 +45,15 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
             {"loadA", loadA},
             {"loadB", loadB},
             {"store", store}});
-  if (fewRows) {
+  // M <= kGemmRowsMax must mean one block row, all of it gemmRows' rows.
+  if (fewRows)
     w.line(fill("static_assert(${TM} > moec::kGemmRowsMax, \"gemmRows takes "
                 "the rows of one block row\");",
                 {{"TM", tm}}));
-    w.line(fill("if (${m} <= moec::kGemmRowsMax) {", {{"m", m}}));
-    w.indent();
-    w.line(fill("moec::gemmRows<${TN}, ${threads}, ${rounding}>(${operands});",
-                {{"TN", tn},
-                 {"threads", threads},
-                 {"rounding", rowsRoundingFor(tile)},
-                 {"operands", operands}}));
-    w.dedent();
-    w.line("} else {");
-    w.indent();
-  }
-  w.line(fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(static_cast<int64_t>("
-              "blockIdx.y) * ${TM}, ${operands});",
-              {{"gemm", tile},
-               {"TM", tm},
-               {"TN", tn},
-               {"TK", tk},
-               {"threads", threads},
-               {"operands", operands}}));
-  if (fewRows) {
-    w.dedent();
-    w.line("}");
-  }
+  writeGemmTileCall(
+      w, tile, tm, tn, tk, threads,
+      fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", tm}}), m,
+      operands, fewRows);
 }
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which

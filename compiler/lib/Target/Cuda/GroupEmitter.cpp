@@ -308,30 +308,6 @@ std::string mlir::moe::cuda::deviceEnum(PoolWindow value) {
   return deviceEnumName<moec::defs::PoolWindow>("PoolWindow", value);
 }
 
-StringRef mlir::moe::cuda::gemmTileFunction(Value a, Value b, int64_t tm,
-                                            int64_t tn, int64_t tk,
-                                            int64_t threads) {
-  auto isBf16 = [](Value v) {
-    return isa<BFloat16Type>(getElementTypeOrSelf(v.getType()));
-  };
-  bool fits = tm % 32 == 0 && tn % 32 == 0 && tk % 16 == 0 && threads == 256;
-  // gemmTileBf16Async runs its cp.async pipeline where the loaders allow it
-  // and gemmTileBf16 elsewhere (float scratch operands, misaligned rows).
-  if (isBf16(a) && isBf16(b) && fits)
-    return "moec::gemmTileBf16Async";
-  auto isF32 = [](Value v) {
-    return isa<Float32Type>(getElementTypeOrSelf(v.getType()));
-  };
-  if (isF32(a) && isF32(b) && fits) {
-    StringRef precision = f32MatmulOf(a);
-    if (precision == "tf32")
-      return "moec::gemmTileTf32";
-    if (precision == "tf32x3")
-      return "moec::gemmTile3xTf32";
-  }
-  return "moec::gemmTile";
-}
-
 Type mlir::moe::cuda::elementTypeOf(Value v) {
   return cast<TensorType>(v.getType()).getElementType();
 }

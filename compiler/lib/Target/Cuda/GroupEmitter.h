@@ -166,16 +166,6 @@ Type elementTypeOf(Value v);
 /// "moec::bf16", ...).
 std::string storageTypeOf(Value v);
 
-/// The device GEMM tile for operands stored as `a` and `b` with these
-/// tiles: moec::gemmTileBf16Async (tensor cores, fp32 accumulation; it
-/// picks its cp.async pipeline or gemmTileBf16 from the loaders) when both
-/// are bf16 and the tiles fit gemmTileBf16's warp layout; when both are f32
-/// and the model opts in (moe.model's f32_matmul, see f32MatmulOf),
-/// moec::gemmTileTf32 or moec::gemmTile3xTf32 (same warp layout); else
-/// moec::gemmTile (fp32 FMA), which f32 models use by default.
-StringRef gemmTileFunction(Value a, Value b, int64_t tm, int64_t tn,
-                           int64_t tk, int64_t threads);
-
 /// The f32_matmul setting of the module holding `v`: "fp32" (also when the
 /// module has none), "tf32" or "tf32x3".
 StringRef f32MatmulOf(Value v);

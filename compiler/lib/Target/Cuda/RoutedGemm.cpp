@@ -62,8 +62,8 @@ RoutedGemm mlir::moe::cuda::routedGemm(GroupEmitter &e, Value expert,
   r.f32 = Float32Type::get(ctx);
   r.i32 = IntegerType::get(ctx, 32);
   r.t = storageTypeOf(a);
-  r.gemm = gemmTileFunction(a, b, r.tm, r.tn, r.tk, r.threads).str();
-  r.operandType = StringRef(r.gemm).starts_with("moec::gemmTileBf16")
+  r.gemm = gemmTileFor(a, b, r.tm, r.tn, r.tk, r.threads);
+  r.operandType = r.gemm.arithmetic == TileArithmetic::Bf16
                       ? Type(BFloat16Type::get(ctx))
                       : r.f32;
   r.offsets = e.scratch(r.i32, {SymDim(r.e + 1)});
@@ -142,25 +142,21 @@ void tileLookup(GroupEmitter &e, CodeWriter &w, const RoutedGemm &r) {
   w.line("  return;");
 }
 
-/// The GEMM tile call of one block: C [m, n] over `depth`, the block's
-/// output tile at (`m0`, `n0`).
-std::string gemmCall(const RoutedGemm &r, StringRef m0, StringRef n0,
-                     StringRef m, int64_t n, StringRef depth, StringRef loadA,
-                     StringRef loadB) {
-  return fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(${m0}, ${n0}, ${m}, "
-              "${n}, ${depth}, ${loadA}, ${loadB}, store);",
-              {{"gemm", r.gemm},
-               {"TM", r.tm},
-               {"TN", r.tn},
-               {"TK", r.tk},
-               {"threads", r.threads},
-               {"m0", m0},
-               {"n0", n0},
-               {"m", m},
-               {"n", n},
-               {"depth", depth},
-               {"loadA", loadA},
-               {"loadB", loadB}});
+/// Writes the GEMM call of one block: C [m, n] over `depth`, the block's
+/// output tile at (`m0`, `n0`). With `fewRows`, see writeGemmTileCall.
+void gemmCall(CodeWriter &w, const RoutedGemm &r, StringRef m0, StringRef n0,
+              StringRef m, int64_t n, StringRef depth, StringRef loadA,
+              StringRef loadB, bool fewRows = false) {
+  std::string operands =
+      fill("${n0}, ${m}, ${n}, ${depth}, ${loadA}, ${loadB}, store",
+           {{"n0", n0},
+            {"m", m},
+            {"n", n},
+            {"depth", depth},
+            {"loadA", loadA},
+            {"loadB", loadB}});
+  writeGemmTileCall(w, r.gemm, r.tm, r.tn, r.tk, r.threads, m0, m, operands,
+                    fewRows);
 }
 
 /// declareSorted, the expert `ex` of this block (`axis`) and its rows
@@ -185,10 +181,11 @@ void mlir::moe::cuda::groupedGemm(GroupEmitter &e, const RoutedGemm &r,
   declare(w);
   tileLookup(e, w, r);
   w.line("const auto store = " + store.str() + ";");
-  w.line(gemmCall(r, "0",
-                  fill("static_cast<int64_t>(blockIdx.x) * ${TN}",
-                       {{"TN", r.tn}}),
-                  "rows", n, std::to_string(k), loadA, loadB));
+  // In decoding, an expert has a few tokens: its blocks of at most
+  // kGemmRowsMax rows stream the expert's weight once (gemmRows).
+  gemmCall(w, r, "0",
+           fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.tn}}),
+           "rows", n, std::to_string(k), loadA, loadB, decodes(e.first()));
   e.finishKernel(w.str(), GridDim{SymDim(n), r.tn},
                  GridDim{r.assignments(), r.tm, r.e}, GridDim(), r.threads);
 }
@@ -212,10 +209,10 @@ void mlir::moe::cuda::perExpertGemm(
   declare(w);
   expertRows(e, w, r, "blockIdx.z");
   w.line("const auto store = " + store.str() + ";");
-  w.line(gemmCall(
-      r, fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", r.tm}}),
-      fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.tn}}),
-      std::to_string(m), n, "rows", loadA, loadB));
+  gemmCall(w, r,
+           fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", r.tm}}),
+           fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.tn}}),
+           std::to_string(m), n, "rows", loadA, loadB);
   e.finishKernel(w.str(), GridDim{SymDim(n), r.tn}, GridDim{SymDim(m), r.tm},
                  GridDim{SymDim(r.e), 1}, r.threads);
 }

@@ -13,7 +13,7 @@
 #ifndef MOEC_TARGET_CUDA_ROUTEDGEMM_H
 #define MOEC_TARGET_CUDA_ROUTEDGEMM_H
 
-#include "GroupEmitter.h"
+#include "GemmTiles.h"
 
 namespace mlir::moe::cuda {
 
@@ -27,8 +27,8 @@ struct RoutedGemm {
   Type f32, i32;
   /// The CUDA type token rows and weights are stored in (float, bf16).
   std::string t;
-  /// The device GEMM tile for that storage (see gemmTileFunction).
-  std::string gemm;
+  /// The device GEMM tile for that storage (see gemmTileFor).
+  GemmTile gemm;
   /// The type of scratch rows that only this group's GEMMs read (the
   /// expert FFN's hidden layer and its gradients): bf16 when `gemm` runs on
   /// the tensor cores, which round their operands to bf16 anyway, so that
