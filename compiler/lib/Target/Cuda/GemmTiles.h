@@ -19,7 +19,7 @@ enum class TileArithmetic { Fp32, Bf16, Tf32, Tf32x3 };
 /// A device GEMM tile: the function's name and its arithmetic.
 struct GemmTile {
   StringRef function;
-  TileArithmetic arithmetic;
+  TileArithmetic arithmetic = TileArithmetic::Fp32;
 };
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
