@@ -51,9 +51,8 @@ void gemmCall(CodeWriter &w, Value a, Value b, int64_t tm, int64_t tn,
                 "the rows of one block row\");",
                 {{"TM", tm}}));
   writeGemmTileCall(
-      w, tile, tm, tn, tk, threads,
-      fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", tm}}), m,
-      operands, fewRows);
+      w, tile, fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", tm}}),
+      m, operands, fewRows);
 }
 
 /// A GEMM operand loader (`kind` is RowMajor or ColMajor) over `ptr`, which

@@ -16,19 +16,22 @@ GemmTile mlir::moe::cuda::gemmTileFor(Value a, Value b, int64_t tm, int64_t tn,
   bool fits = tm % 32 == 0 && tn % 32 == 0 && tk % 16 == 0 && threads == 256;
   // gemmTileBf16Async runs its cp.async pipeline where the loaders allow it
   // and gemmTileBf16 elsewhere (float scratch operands, misaligned rows).
+  auto tile = [&](StringRef function, TileArithmetic arithmetic) {
+    return GemmTile{function, arithmetic, tm, tn, tk, threads};
+  };
   if (isBf16(a) && isBf16(b) && fits)
-    return {"moec::gemmTileBf16Async", TileArithmetic::Bf16};
+    return tile("moec::gemmTileBf16Async", TileArithmetic::Bf16);
   auto isF32 = [](Value v) {
     return isa<Float32Type>(getElementTypeOrSelf(v.getType()));
   };
   if (isF32(a) && isF32(b) && fits) {
     StringRef precision = f32MatmulOf(a);
     if (precision == "tf32")
-      return {"moec::gemmTileTf32", TileArithmetic::Tf32};
+      return tile("moec::gemmTileTf32", TileArithmetic::Tf32);
     if (precision == "tf32x3")
-      return {"moec::gemmTile3xTf32", TileArithmetic::Tf32x3};
+      return tile("moec::gemmTile3xTf32", TileArithmetic::Tf32x3);
   }
-  return {"moec::gemmTile", TileArithmetic::Fp32};
+  return tile("moec::gemmTile", TileArithmetic::Fp32);
 }
 
 bool mlir::moe::cuda::decodes(Operation *op) {
@@ -58,16 +61,14 @@ StringRef rowsRoundingFor(TileArithmetic arithmetic) {
 } // namespace
 
 void mlir::moe::cuda::writeGemmTileCall(CodeWriter &w, const GemmTile &tile,
-                                        int64_t tm, int64_t tn, int64_t tk,
-                                        int64_t threads, StringRef m0,
-                                        StringRef m, StringRef operands,
-                                        bool fewRows) {
+                                        StringRef m0, StringRef m,
+                                        StringRef operands, bool fewRows) {
   if (fewRows) {
     w.line(fill("if (${m} <= moec::kGemmRowsMax) {", {{"m", m}}));
     w.indent();
     w.line(fill("moec::gemmRows<${TN}, ${threads}, ${rounding}>(${operands});",
-                {{"TN", tn},
-                 {"threads", threads},
+                {{"TN", tile.tn},
+                 {"threads", tile.threads},
                  {"rounding", rowsRoundingFor(tile.arithmetic)},
                  {"operands", operands}}));
     w.dedent();
@@ -76,10 +77,10 @@ void mlir::moe::cuda::writeGemmTileCall(CodeWriter &w, const GemmTile &tile,
   }
   w.line(fill("${gemm}<${TM}, ${TN}, ${TK}, ${threads}>(${m0}, ${operands});",
               {{"gemm", tile.function},
-               {"TM", tm},
-               {"TN", tn},
-               {"TK", tk},
-               {"threads", threads},
+               {"TM", tile.tm},
+               {"TN", tile.tn},
+               {"TK", tile.tk},
+               {"threads", tile.threads},
                {"m0", m0},
                {"operands", operands}}));
   if (fewRows) {

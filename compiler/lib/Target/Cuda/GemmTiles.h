@@ -16,10 +16,12 @@ namespace mlir::moe::cuda {
 /// How a device GEMM tile rounds its operands before it multiplies them.
 enum class TileArithmetic { Fp32, Bf16, Tf32, Tf32x3 };
 
-/// A device GEMM tile: the function's name and its arithmetic.
+/// A device GEMM tile: the function's name, its arithmetic, its block's
+/// output tile (TM x TN), its depth step TK and its threads.
 struct GemmTile {
   StringRef function;
   TileArithmetic arithmetic = TileArithmetic::Fp32;
+  int64_t tm = 0, tn = 0, tk = 0, threads = 0;
 };
 
 /// The device GEMM tile for operands stored as `a` and `b` with these
@@ -38,15 +40,14 @@ GemmTile gemmTileFor(Value a, Value b, int64_t tm, int64_t tn, int64_t tk,
 bool decodes(Operation *op);
 
 /// Writes one block's GEMM call, `tile.function<TM, TN, TK, THREADS>(m0,
-/// operands)`, where `operands` are "n0, M, N, K, loadA, loadB, store".
-/// With `fewRows` (decoding), a block whose rows `m` are at most
+/// operands)` with the tile's shape, where `operands` are "n0, M, N, K, loadA,
+/// loadB, store". With `fewRows` (decoding), a block whose rows `m` are at most
 /// moec::kGemmRowsMax runs moec::gemmRows on the same operands instead,
 /// rounding them as the tile does; gemmRows takes rows 0 .. m - 1, so `m0`
 /// must be 0 whenever `m` is that small.
-void writeGemmTileCall(CodeWriter &w, const GemmTile &tile, int64_t tm,
-                       int64_t tn, int64_t tk, int64_t threads,
-                       llvm::StringRef m0, llvm::StringRef m,
-                       llvm::StringRef operands, bool fewRows);
+void writeGemmTileCall(CodeWriter &w, const GemmTile &tile, llvm::StringRef m0,
+                       llvm::StringRef m, llvm::StringRef operands,
+                       bool fewRows);
 
 } // namespace mlir::moe::cuda
 

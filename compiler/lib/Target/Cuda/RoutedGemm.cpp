@@ -53,16 +53,13 @@ RoutedGemm mlir::moe::cuda::routedGemm(GroupEmitter &e, Value expert,
   r.k = cast<RankedTensorType>(expert.getType()).getShape().back();
   r.e = cast<RankedTensorType>(b.getType()).getDimSize(0);
   TilesAttr tiles = e.tiles();
-  r.tm = e.tile(tiles.getTileM());
-  r.tn = e.tile(tiles.getTileN());
-  r.tk = e.tile(tiles.getTileK());
-  r.threads = e.tile(tiles.getThreads());
   r.dispatchThreads = e.tile(tiles.getDispatchThreads());
   MLIRContext *ctx = expert.getContext();
   r.f32 = Float32Type::get(ctx);
   r.i32 = IntegerType::get(ctx, 32);
   r.t = storageTypeOf(a);
-  r.gemm = gemmTileFor(a, b, r.tm, r.tn, r.tk, r.threads);
+  r.gemm = gemmTileFor(a, b, e.tile(tiles.getTileM()), e.tile(tiles.getTileN()),
+                       e.tile(tiles.getTileK()), e.tile(tiles.getThreads()));
   r.operandType = r.gemm.arithmetic == TileArithmetic::Bf16
                       ? Type(BFloat16Type::get(ctx))
                       : r.f32;
@@ -106,20 +103,20 @@ void mlir::moe::cuda::dispatch(GroupEmitter &e, const RoutedGemm &r,
                        ? e.declared(w, zero, true, "zero")
                        : e.declaredNull(w, Float32Type::get(r.i32.getContext()),
                                         true, "zero");
-  w.line(fill("moec::expertDispatch<${E}, ${K}, ${TM}, ${threads}>(tokens, "
-              "${expert}, ${slot}, ${offsets}, ${tileStart}, ${order}, "
-              "${zero});",
-              {{"E", r.e},
-               {"K", r.k},
-               {"TM", r.tm},
-               {"threads", r.dispatchThreads},
-               {"expert", expert},
-               {"slot", slot},
-               {"offsets", e.bufferExpr(e.argument(r.offsets), r.i32, true)},
-               {"tileStart",
-                e.bufferExpr(e.argument(r.tileStart), r.i32, true)},
-               {"order", e.bufferExpr(e.argument(r.order), r.i32, true)},
-               {"zero", zp}}));
+  w.line(
+      fill("moec::expertDispatch<${E}, ${K}, ${TM}, ${threads}>(tokens, "
+           "${expert}, ${slot}, ${offsets}, ${tileStart}, ${order}, "
+           "${zero});",
+           {{"E", r.e},
+            {"K", r.k},
+            {"TM", r.gemm.tm},
+            {"threads", r.dispatchThreads},
+            {"expert", expert},
+            {"slot", slot},
+            {"offsets", e.bufferExpr(e.argument(r.offsets), r.i32, true)},
+            {"tileStart", e.bufferExpr(e.argument(r.tileStart), r.i32, true)},
+            {"order", e.bufferExpr(e.argument(r.order), r.i32, true)},
+            {"zero", zp}}));
   e.finishKernel(w.str(), GridDim(), GridDim(), GridDim(), r.dispatchThreads);
 }
 
@@ -138,7 +135,7 @@ void tileLookup(GroupEmitter &e, CodeWriter &w, const RoutedGemm &r) {
   w.line("int64_t row0, rows;");
   w.line(fill("if (!moec::expertTile<${E}, ${TM}>(offsets, tileStart, "
               "blockIdx.y, ex, row0, rows))",
-              {{"E", r.e}, {"TM", r.tm}}));
+              {{"E", r.e}, {"TM", r.gemm.tm}}));
   w.line("  return;");
 }
 
@@ -155,8 +152,7 @@ void gemmCall(CodeWriter &w, const RoutedGemm &r, StringRef m0, StringRef n0,
             {"depth", depth},
             {"loadA", loadA},
             {"loadB", loadB}});
-  writeGemmTileCall(w, r.gemm, r.tm, r.tn, r.tk, r.threads, m0, m, operands,
-                    fewRows);
+  writeGemmTileCall(w, r.gemm, m0, m, operands, fewRows);
 }
 
 /// declareSorted, the expert `ex` of this block (`axis`) and its rows
@@ -183,11 +179,13 @@ void mlir::moe::cuda::groupedGemm(GroupEmitter &e, const RoutedGemm &r,
   w.line("const auto store = " + store.str() + ";");
   // In decoding, an expert has a few tokens: its blocks of at most
   // kGemmRowsMax rows stream the expert's weight once (gemmRows).
-  gemmCall(w, r, "0",
-           fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.tn}}),
-           "rows", n, std::to_string(k), loadA, loadB, decodes(e.first()));
-  e.finishKernel(w.str(), GridDim{SymDim(n), r.tn},
-                 GridDim{r.assignments(), r.tm, r.e}, GridDim(), r.threads);
+  gemmCall(
+      w, r, "0",
+      fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.gemm.tn}}),
+      "rows", n, std::to_string(k), loadA, loadB, decodes(e.first()));
+  e.finishKernel(w.str(), GridDim{SymDim(n), r.gemm.tn},
+                 GridDim{r.assignments(), r.gemm.tm, r.e}, GridDim(),
+                 r.gemm.threads);
 }
 
 void mlir::moe::cuda::declareSorted(GroupEmitter &e, CodeWriter &w,
@@ -209,12 +207,14 @@ void mlir::moe::cuda::perExpertGemm(
   declare(w);
   expertRows(e, w, r, "blockIdx.z");
   w.line("const auto store = " + store.str() + ";");
-  gemmCall(w, r,
-           fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", r.tm}}),
-           fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.tn}}),
-           std::to_string(m), n, "rows", loadA, loadB);
-  e.finishKernel(w.str(), GridDim{SymDim(n), r.tn}, GridDim{SymDim(m), r.tm},
-                 GridDim{SymDim(r.e), 1}, r.threads);
+  gemmCall(
+      w, r,
+      fill("static_cast<int64_t>(blockIdx.y) * ${TM}", {{"TM", r.gemm.tm}}),
+      fill("static_cast<int64_t>(blockIdx.x) * ${TN}", {{"TN", r.gemm.tn}}),
+      std::to_string(m), n, "rows", loadA, loadB);
+  e.finishKernel(w.str(), GridDim{SymDim(n), r.gemm.tn},
+                 GridDim{SymDim(m), r.gemm.tm}, GridDim{SymDim(r.e), 1},
+                 r.gemm.threads);
 }
 
 void mlir::moe::cuda::perExpertColumnSums(

@@ -23,11 +23,13 @@ struct RoutedGemm {
   /// Tokens: the rows of the routed op's per-token operand.
   SymDim tokens;
   int64_t e = 0, k = 0;
-  int64_t tm = 0, tn = 0, tk = 0, threads = 0, dispatchThreads = 0;
+  /// The dispatch kernels' threads.
+  int64_t dispatchThreads = 0;
   Type f32, i32;
   /// The CUDA type token rows and weights are stored in (float, bf16).
   std::string t;
-  /// The device GEMM tile for that storage (see gemmTileFor).
+  /// The device GEMM tile for that storage, in the model's tile sizes (see
+  /// gemmTileFor).
   GemmTile gemm;
   /// The type of scratch rows that only this group's GEMMs read (the
   /// expert FFN's hidden layer and its gradients): bf16 when `gemm` runs on
