@@ -9,6 +9,7 @@
 
 #include "Nvrtc.h"
 #include "KernelCacheFiles.h"
+#include "PtxEntry.h"
 #include "ToolkitLibraries.h"
 #include "moec/Error.h"
 #include "moec/Files.h"
@@ -371,6 +372,12 @@ std::vector<CompiledKernel> Nvrtc::compileTogether(
     run(opts, program, ptxLog);
     ptx = programPtx(*api, program.handle);
   }
+  // Each kernel keeps its own part of the module; a program of one kernel
+  // (or of a whole bundle under one name, as cudaPtx compiles it) is that
+  // part already.
+  std::vector<std::string> ptxOf;
+  if (wantPtx && names.size() > 1)
+    ptxOf = entryPtx(ptx, names);
   double seconds = support::secondsSince(start);
   auto shared = std::make_shared<const std::string>(std::move(cubin));
   std::vector<CompiledKernel> kernels(names.size());
@@ -379,7 +386,7 @@ std::vector<CompiledKernel> Nvrtc::compileTogether(
     kernel.name = names[i];
     kernel.arch = arch;
     kernel.cubin = shared;
-    kernel.ptx = ptx;
+    kernel.ptx = ptxOf.empty() ? ptx : std::move(ptxOf[i]);
     kernel.log = log;
     kernel.usage = parsePtxasLog(log, names[i]);
     kernel.seconds = seconds / static_cast<double>(names.size());

@@ -30,7 +30,8 @@ struct CompiledKernel {
   std::string arch;
   /// The module holding the kernel, possibly with others; never null.
   Cubin cubin;
-  /// Empty unless PTX was asked for; the whole module's.
+  /// Empty unless PTX was asked for; the kernel's own part of the module
+  /// (entryPtx in PtxEntry.h).
   std::string ptx;
   /// NVRTC's log, with ptxas's resource report (for the whole module).
   std::string log;

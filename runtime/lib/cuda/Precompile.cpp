@@ -72,8 +72,8 @@ unsigned compileJobs(unsigned jobs) {
 // tensor-core GEMM tile takes NVVM and ptxas about three times as long as
 // a row or elementwise kernel, a tensor-core attention tile eight times, a
 // CUDA-core GEMM tile two and a half and a CUDA-core attention tile five
-// (`moec precompile --mix -v --jobs 1`, each kernel a program of its own,
-// the front end's 0.045 s taken off: the 12-block d 512 model's
+// (measured with each kernel an NVRTC program of its own, `--jobs 1`, the
+// front end's 0.045 s taken off: the 12-block d 512 model's
 // tensor-core GEMM kernels 0.10-0.15 s, its attention kernels 0.25-0.37
 // s, the others 0.04 s on average; in f32 its CUDA-core GEMM kernels about
 // 0.09 s and its attention kernels 0.15-0.18 s).
@@ -137,9 +137,8 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
     }
   });
 
-  // The rest in a few NVRTC programs of about equal compile time. The
-  // instruction mix is counted per kernel, in PTX of its own, so with PTX
-  // every kernel is a program of its own.
+  // The rest in a few NVRTC programs of about equal compile time (with
+  // PTX too: each kernel gets its own part of its program's module).
   std::vector<size_t> missing;
   std::vector<double> weights;
   for (size_t i = 0; i < kernels.size(); ++i)
@@ -147,8 +146,7 @@ fetchOrCompile(const std::vector<const KernelDesc *> &kernels,
       missing.push_back(i);
       weights.push_back(compileWeight(kernels[i]->source));
     }
-  size_t programs = wantPtx ? missing.size()
-                            : std::min(missing.size(), jobs * kProgramsPerJob);
+  size_t programs = std::min(missing.size(), jobs * kProgramsPerJob);
   std::vector<std::vector<size_t>> batches = balancedBatches(weights, programs);
   for (std::vector<size_t> &batch : batches)
     for (size_t &m : batch)

@@ -4,7 +4,9 @@
 #include "BundleData.h"
 #include "CudaTestUtil.h"
 #include "cuda/KernelSource.h"
+#include "cuda/Nvrtc.h"
 #include "moec/Bundle.h"
+#include "moec/Cuda.h"
 #include "moec/support/DeviceLibrary.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +17,7 @@
 using namespace moec;
 using namespace moec::detail::cuda;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -178,12 +181,28 @@ TEST(Precompile, CompilesKernelsTogetherAFewProgramsPerJob) {
     EXPECT_TRUE(warm[i].cacheHit) << warm[i].name;
     EXPECT_EQ(warm[i].cubin, cold[i].cubin) << warm[i].name;
   }
-  // With PTX (for the instruction mix) every kernel is compiled alone.
+  // With PTX (for the instruction mix) too, in two programs; each kernel
+  // gets its own part of its program's module, the same instructions as
+  // alone.
   std::vector<CompiledKernel> ptx = fetchOrCompile(pointers, "sm_80", 1, true);
+  std::set<const std::string *> ptxModules;
   for (size_t i = 0; i < ptx.size(); ++i) {
-    EXPECT_THAT(ptx[i].ptx, HasSubstr(kernels[i].name));
-    EXPECT_EQ(ptx[i].ptx.find(kernels[(i + 1) % 9].name), std::string::npos);
+    ptxModules.insert(ptx[i].cubin.get());
+    EXPECT_THAT(ptx[i].ptx, HasSubstr(".entry " + kernels[i].name + "("));
+    EXPECT_THAT(ptx[i].ptx,
+                Not(HasSubstr(".entry " + kernels[(i + 1) % 9].name + "(")));
   }
+  for (size_t i : {0, 8}) {
+    std::string alone =
+        Nvrtc::get()
+            .compile(test::scaleKernelSource(kernels[i].name, "together"),
+                     kernels[i].name, "sm_80", true)
+            .ptx;
+    EXPECT_EQ(instructionMix(ptx[i].ptx).instructions,
+              instructionMix(alone).instructions)
+        << kernels[i].name;
+  }
+  EXPECT_EQ(ptxModules.size(), 2u);
 }
 
 TEST(Precompile, ABrokenKernelCompiledWithOthersIsNamed) {
