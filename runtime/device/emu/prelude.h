@@ -2,7 +2,7 @@
 //
 // The emu device runs the CUDA source moec generates on the CPU:
 //
-//   c++ -std=c++17 -O1 -g -fPIC -shared -fvisibility=hidden -pthread
+//   c++ -std=c++17 -O1 -g1 -fPIC -shared -fvisibility=hidden -pthread
 //       -DMOEC_EMU [-DMOEC_EMU_CHECK] -include prelude.h -x c++ kernel.cu
 //       -o kernel.so -lboost_context
 //

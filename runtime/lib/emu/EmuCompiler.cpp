@@ -30,6 +30,7 @@
 #include <map>
 #include <mutex>
 #include <spawn.h>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -278,9 +279,12 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
   const std::string &prelude = emuPrelude();
   // Hidden visibility: kernel libraries export only their launchers, so
   // two loaded libraries never interpose each other's prelude.
+  // Line tables only (-g1): backtraces name the kernel's source lines, and
+  // the compile takes about a quarter less time than with -g's variables
+  // (MOEC_EMU_CXXFLAGS="-O0 -g" for stepping through a kernel in gdb).
   std::vector<std::string> flags = {
-      "-std=c++17",          "-g",       "-fPIC",     "-shared",
-      "-fvisibility=hidden", "-pthread", "-DMOEC_EMU",
+      "-std=c++17", "-g1", "-fPIC", "-shared", "-fvisibility=hidden",
+      "-pthread", "-DMOEC_EMU",
       // The kernel ABI's buffer count (moec/support/MoeDefs.h).
       fmt::format("-DMOEC_EMU_MAX_BUFFERS={}", kMaxKernelBuffers)};
   if (!options.optimization.empty())
@@ -290,6 +294,10 @@ EmuModule EmuModule::load(const std::string &source, const std::string &name,
   if (options.check && !options.trackShared)
     flags.push_back("-DMOEC_EMU_UNTRACKED_SHARED");
   for (const std::string &flag : options.extraFlags)
+    flags.push_back(flag);
+  // Last, so that they override the rest.
+  std::istringstream userFlags(getEnv("MOEC_EMU_CXXFLAGS"));
+  for (std::string flag; userFlags >> flag;)
     flags.push_back(flag);
 
   std::string key = fmt::format(

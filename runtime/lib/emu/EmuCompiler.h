@@ -43,7 +43,8 @@ struct EmuOptions {
   std::string cacheDir;
   /// Replaces -O1 (e.g. "-O0" for stepping through kernels in gdb).
   std::string optimization = "-O1";
-  /// Appended to the command line (e.g. "-fsanitize=address").
+  /// Appended to the command line (e.g. "-fsanitize=address"), before the
+  /// words of $MOEC_EMU_CXXFLAGS, which come last.
   std::vector<std::string> extraFlags;
 };
 

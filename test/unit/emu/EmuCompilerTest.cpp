@@ -111,6 +111,35 @@ TEST(EmuCompiler, SecondLoadHitsTheCache) {
   EXPECT_NE(third.libraryPath(), first.libraryPath());
 }
 
+// MOEC_EMU_CXXFLAGS goes to the compiler, and a library built with other
+// flags is another library.
+TEST(EmuCompiler, FlagsFromTheEnvironmentReachTheCompilerAndKeyTheCache) {
+  TempCache cache;
+  std::string source = deviceHeaders() + R"cuda(
+extern "C" __global__ void offset(const moec::KernelParams p) {
+  moec::gptr<int> y = moec::bufferArg<int>(p, 0);
+  y[threadIdx.x] = MOEC_TEST_OFFSET + static_cast<int>(threadIdx.x);
+}
+MOEC_EMU_EXPORT_KERNEL(offset)
+)cuda";
+  std::vector<std::string> libraries;
+  for (int offset : {7, 9}) {
+    std::string flags = "-O0 -DMOEC_TEST_OFFSET=" + std::to_string(offset);
+    ::setenv("MOEC_EMU_CXXFLAGS", flags.c_str(), 1);
+    EmuModule module = EmuModule::load(source, "offset", cache.options());
+    ::unsetenv("MOEC_EMU_CXXFLAGS");
+    EXPECT_FALSE(module.fromCache()) << flags;
+    libraries.push_back(module.libraryPath());
+    std::vector<int> y(4, 0);
+    Launch(1, 4).buffer(0, y).run(module, "offset");
+    for (int t = 0; t < 4; ++t)
+      EXPECT_EQ(y[t], offset + t) << flags;
+  }
+  EXPECT_NE(libraries[0], libraries[1]);
+  // Without it the macro is missing: the compiler's error says so.
+  EXPECT_THROW(EmuModule::load(source, "offset", cache.options()), moec::Error);
+}
+
 TEST(EmuCompiler, ADamagedCachedLibraryIsRebuiltNotLoaded) {
   TempCache cache;
   std::string source = deviceHeaders() + kTinyKernel;
