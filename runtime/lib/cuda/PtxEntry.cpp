@@ -10,10 +10,9 @@
 
 #include "PtxEntry.h"
 
-#include "moec/Error.h"
-
 #include <cctype>
 #include <fmt/format.h>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
@@ -28,6 +27,21 @@ struct Function {
   size_t begin = 0, end = 0;
 };
 
+/// What the first line of a function says: its name (empty when the line
+/// starts none) and whether it is an entry.
+struct FunctionStart {
+  std::string name;
+  bool entry = false;
+};
+
+/// NVVM's PTX is not the user's input: a module this reading cannot follow
+/// is a bug here.
+[[noreturn]] void internalError(const std::string &what) {
+  throw std::logic_error(fmt::format(
+      "internal error: {} (reading NVRTC's PTX module; please report it)",
+      what));
+}
+
 bool identifierChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
 }
@@ -38,21 +52,21 @@ std::string_view withoutComment(std::string_view line) {
 }
 
 std::string_view trimmed(std::string_view text) {
-  size_t first = text.find_first_not_of(" \t\r");
-  return first == std::string_view::npos ? std::string_view()
-                                         : text.substr(first);
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos)
+    return {};
+  size_t last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
 }
 
-/// The name of the function a line starts, with whether it is an entry;
-/// an empty name when the line starts none.
-std::pair<std::string, bool> functionStartedBy(std::string_view line) {
+FunctionStart functionStartedBy(std::string_view line) {
   std::string_view text = trimmed(withoutComment(line));
   for (std::string_view linkage : {".visible", ".weak", ".extern"})
     if (text.substr(0, linkage.size()) == linkage)
       text = trimmed(text.substr(linkage.size()));
   bool entry = text.substr(0, 6) == ".entry";
   if (!entry && text.substr(0, 5) != ".func")
-    return {"", false};
+    return {};
   text = trimmed(text.substr(entry ? 6 : 5));
   if (!text.empty() && text[0] == '(') { // a .func's return parameters
     size_t close = text.find(')');
@@ -63,9 +77,9 @@ std::pair<std::string, bool> functionStartedBy(std::string_view line) {
   while (length < text.size() && identifierChar(text[length]))
     ++length;
   if (length == 0)
-    throw Error(fmt::format("internal error: a PTX function without a name "
-                            "on its first line: '{}'",
-                            trimmed(line)));
+    internalError(fmt::format("a function without a name on its first "
+                              "line: '{}'",
+                              trimmed(line)));
   return {std::string(text.substr(0, length)), entry};
 }
 
@@ -77,13 +91,12 @@ bool globlCommentFor(std::string_view line, std::string_view name) {
   text = trimmed(text.substr(2));
   if (text.substr(0, 6) != ".globl")
     return false;
-  text = trimmed(text.substr(6));
-  size_t end = text.find_last_not_of(" \t\r\n");
-  return text.substr(0, end + 1) == name;
+  return trimmed(text.substr(6)) == name;
 }
 
-/// The module's functions, in order; an entry's `// .globl` comment goes
-/// with it.
+/// The module's functions, in order. The `// .globl` comment NVVM writes
+/// right above an entry goes with it (the first entry's stands above the
+/// module's declarations, and stays with them).
 std::vector<Function> functionsOf(std::string_view ptx) {
   std::vector<Function> functions;
   Function *open = nullptr;
@@ -94,13 +107,13 @@ std::vector<Function> functionsOf(std::string_view ptx) {
     size_t next = newline == std::string_view::npos ? ptx.size() : newline + 1;
     std::string_view line = ptx.substr(at, next - at);
     if (!open) {
-      auto [name, entry] = functionStartedBy(line);
-      if (!name.empty()) {
+      FunctionStart start = functionStartedBy(line);
+      if (!start.name.empty()) {
         size_t begin = at;
         if (at > 0 &&
-            globlCommentFor(ptx.substr(previous, at - previous), name))
+            globlCommentFor(ptx.substr(previous, at - previous), start.name))
           begin = previous;
-        functions.push_back({name, entry, false, begin, 0});
+        functions.push_back({start.name, start.entry, false, begin, 0});
         open = &functions.back();
         parens = braces = 0;
       }
@@ -129,23 +142,20 @@ std::vector<Function> functionsOf(std::string_view ptx) {
     at = next;
   }
   if (open)
-    throw Error(fmt::format("internal error: the PTX function '{}' does not "
-                            "end",
-                            open->name));
+    internalError(fmt::format("the function '{}' does not end", open->name));
   return functions;
 }
 
-/// The device functions that `f`'s body names, as indices of `functions`.
+/// The device functions that `text` names, as indices of `functions`.
 std::vector<size_t>
-calleesOf(std::string_view ptx, const Function &f,
-          const std::unordered_map<std::string_view, size_t> &deviceFunctions) {
-  std::vector<size_t> callees;
-  std::string_view body = ptx.substr(f.begin, f.end - f.begin);
-  size_t at = body.find('{');
-  while (at < body.size()) {
-    size_t newline = body.find('\n', at);
-    size_t next = newline == std::string_view::npos ? body.size() : newline + 1;
-    std::string_view line = withoutComment(body.substr(at, next - at));
+namedIn(std::string_view text,
+        const std::unordered_map<std::string_view, size_t> &deviceFunctions) {
+  std::vector<size_t> named;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t newline = text.find('\n', at);
+    size_t next = newline == std::string_view::npos ? text.size() : newline + 1;
+    std::string_view line = withoutComment(text.substr(at, next - at));
     for (size_t i = 0; i < line.size();) {
       if (!identifierChar(line[i])) {
         ++i;
@@ -156,11 +166,11 @@ calleesOf(std::string_view ptx, const Function &f,
         ++i;
       auto it = deviceFunctions.find(line.substr(start, i - start));
       if (it != deviceFunctions.end())
-        callees.push_back(it->second);
+        named.push_back(it->second);
     }
     at = next;
   }
-  return callees;
+  return named;
 }
 
 } // namespace
@@ -174,22 +184,37 @@ std::vector<std::string> entryPtx(const std::string &modulePtx,
     if (functions[i].definition)
       (functions[i].entry ? entryFunctions
                           : deviceFunctions)[functions[i].name] = i;
+  // What each definition's body calls (or takes the address of), and what
+  // the text around the functions names: a global's initializer (a table
+  // of device functions) or an alias, which every part keeps.
   std::vector<std::vector<size_t>> callees(functions.size());
-  for (size_t i = 0; i < functions.size(); ++i)
-    if (functions[i].definition)
-      callees[i] = calleesOf(ptx, functions[i], deviceFunctions);
+  std::vector<size_t> roots;
+  size_t between = 0;
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const Function &f = functions[i];
+    std::vector<size_t> named =
+        namedIn(ptx.substr(between, f.begin - between), deviceFunctions);
+    roots.insert(roots.end(), named.begin(), named.end());
+    between = f.end;
+    if (!f.definition)
+      continue;
+    std::string_view text = ptx.substr(f.begin, f.end - f.begin);
+    callees[i] = namedIn(text.substr(text.find('{')), deviceFunctions);
+  }
+  std::vector<size_t> tail = namedIn(ptx.substr(between), deviceFunctions);
+  roots.insert(roots.end(), tail.begin(), tail.end());
 
   std::vector<std::string> results;
   for (const std::string &name : entries) {
     auto found = entryFunctions.find(name);
     if (found == entryFunctions.end())
-      throw Error(fmt::format("internal error: the PTX module defines no "
-                              "kernel '{}'",
-                              name));
-    // The entry and every device function it reaches.
+      internalError(fmt::format("the module defines no kernel '{}'", name));
+    // The entry and every device function it or the kept text reaches.
     std::vector<char> kept(functions.size(), 0);
-    std::vector<size_t> work = {found->second};
-    kept[found->second] = 1;
+    std::vector<size_t> work = roots;
+    work.push_back(found->second);
+    for (size_t f : work)
+      kept[f] = 1;
     while (!work.empty()) {
       size_t f = work.back();
       work.pop_back();

@@ -16,10 +16,11 @@
 namespace moec::detail::cuda {
 
 /// For each of `entries`, `modulePtx` without the definitions of the other
-/// entry functions and of the device functions that the entry does not
-/// reach: the module's header, declarations and globals stay, so each is
-/// a module of its own. Throws moec::Error when the module defines no
-/// entry function of one of the names.
+/// entry functions and of the device functions that neither the entry nor
+/// the module's globals reach: the module's header, declarations and
+/// globals stay, so each is a module of its own. Throws std::logic_error
+/// (a bug in moec, not in the user's input) when the module defines no
+/// entry function of one of the names or cannot be read.
 std::vector<std::string> entryPtx(const std::string &modulePtx,
                                   const std::vector<std::string> &entries);
 

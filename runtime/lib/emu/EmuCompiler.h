@@ -41,7 +41,8 @@ struct EmuOptions {
   /// The cache directory; empty: $MOEC_CACHE_DIR/emu, else
   /// $XDG_CACHE_HOME/moec/emu, else ~/.cache/moec/emu.
   std::string cacheDir;
-  /// Replaces -O1 (e.g. "-O0" for stepping through kernels in gdb).
+  /// Replaces -O1 (e.g. "-O0", with "-g" among extraFlags, for stepping
+  /// through kernels in gdb with their variables).
   std::string optimization = "-O1";
   /// Appended to the command line (e.g. "-fsanitize=address"), before the
   /// words of $MOEC_EMU_CXXFLAGS, which come last.

@@ -117,6 +117,12 @@ int main(int argc, char **argv) {
     printError(e.what());
   } catch (const std::bad_alloc &) {
     printError("out of memory");
+  } catch (const std::exception &e) {
+    // A bug in moec (std::logic_error and the like): said, not a crash.
+    std::string what = e.what();
+    printError(what.rfind("internal error", 0) == 0
+                   ? what
+                   : "internal error: " + what);
   }
   if (std::string error = standardOutputError(); !error.empty()) {
     printError(error);

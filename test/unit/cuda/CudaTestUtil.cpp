@@ -53,23 +53,6 @@ TempDir::~TempDir() {
   ::nftw(dir.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-ScopedEnv::ScopedEnv(const char *nameIn, std::optional<std::string> value)
-    : name(nameIn) {
-  if (const char *old = std::getenv(nameIn))
-    saved = old;
-  if (value)
-    ::setenv(nameIn, value->c_str(), 1);
-  else
-    ::unsetenv(nameIn);
-}
-
-ScopedEnv::~ScopedEnv() {
-  if (saved)
-    ::setenv(name.c_str(), saved->c_str(), 1);
-  else
-    ::unsetenv(name.c_str());
-}
-
 const detail::cuda::Nvrtc *tryNvrtc(std::string &why) {
   try {
     return &detail::cuda::Nvrtc::get();

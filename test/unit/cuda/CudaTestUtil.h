@@ -3,6 +3,7 @@
 #ifndef MOEC_TEST_UNIT_CUDA_CUDATESTUTIL_H
 #define MOEC_TEST_UNIT_CUDA_CUDATESTUTIL_H
 
+#include "ScopedEnv.h"
 #include "cuda/Nvrtc.h"
 #include "moec/Error.h"
 
@@ -24,17 +25,6 @@ public:
 
 private:
   std::string dir;
-};
-
-/// Sets (or, with nullopt, unsets) an environment variable for a scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, std::optional<std::string> value);
-  ~ScopedEnv();
-
-private:
-  std::string name;
-  std::optional<std::string> saved;
 };
 
 /// NVRTC, or nullptr with the reason in `why` when it cannot be loaded.

@@ -182,8 +182,8 @@ TEST(Precompile, CompilesKernelsTogetherAFewProgramsPerJob) {
     EXPECT_EQ(warm[i].cubin, cold[i].cubin) << warm[i].name;
   }
   // With PTX (for the instruction mix) too, in two programs; each kernel
-  // gets its own part of its program's module, the same instructions as
-  // alone.
+  // gets its own part of its program's module: here, the instructions it
+  // has compiled alone.
   std::vector<CompiledKernel> ptx = fetchOrCompile(pointers, "sm_80", 1, true);
   std::set<const std::string *> ptxModules;
   for (size_t i = 0; i < ptx.size(); ++i) {
@@ -194,7 +194,7 @@ TEST(Precompile, CompilesKernelsTogetherAFewProgramsPerJob) {
   }
   for (size_t i : {0, 8}) {
     std::string alone =
-        Nvrtc::get()
+        nvrtc
             .compile(test::scaleKernelSource(kernels[i].name, "together"),
                      kernels[i].name, "sm_80", true)
             .ptx;

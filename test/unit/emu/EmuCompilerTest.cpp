@@ -1,6 +1,7 @@
 //===- EmuCompilerTest.cpp - building, caching and loading TUs ------------===//
 
 #include "EmuTestUtil.h"
+#include "ScopedEnv.h"
 
 #include "moec/support/DeviceLibrary.h"
 #include "moec/Error.h"
@@ -111,9 +112,9 @@ TEST(EmuCompiler, SecondLoadHitsTheCache) {
   EXPECT_NE(third.libraryPath(), first.libraryPath());
 }
 
-// MOEC_EMU_CXXFLAGS goes to the compiler, and a library built with other
-// flags is another library.
-TEST(EmuCompiler, FlagsFromTheEnvironmentReachTheCompilerAndKeyTheCache) {
+// MOEC_EMU_CXXFLAGS goes to the compiler, after every other flag, and a
+// library built with other flags is another library.
+TEST(EmuCompiler, FlagsFromTheEnvironmentComeLastAndKeyTheCache) {
   TempCache cache;
   std::string source = deviceHeaders() + R"cuda(
 extern "C" __global__ void offset(const moec::KernelParams p) {
@@ -125,9 +126,8 @@ MOEC_EMU_EXPORT_KERNEL(offset)
   std::vector<std::string> libraries;
   for (int offset : {7, 9}) {
     std::string flags = "-O0 -DMOEC_TEST_OFFSET=" + std::to_string(offset);
-    ::setenv("MOEC_EMU_CXXFLAGS", flags.c_str(), 1);
+    moec::test::ScopedEnv env("MOEC_EMU_CXXFLAGS", flags);
     EmuModule module = EmuModule::load(source, "offset", cache.options());
-    ::unsetenv("MOEC_EMU_CXXFLAGS");
     EXPECT_FALSE(module.fromCache()) << flags;
     libraries.push_back(module.libraryPath());
     std::vector<int> y(4, 0);
@@ -136,8 +136,19 @@ MOEC_EMU_EXPORT_KERNEL(offset)
       EXPECT_EQ(y[t], offset + t) << flags;
   }
   EXPECT_NE(libraries[0], libraries[1]);
-  // Without it the macro is missing: the compiler's error says so.
-  EXPECT_THROW(EmuModule::load(source, "offset", cache.options()), moec::Error);
+  // After the options' own flags: its -U undoes their -D, and the
+  // compiler's error names the macro.
+  EmuOptions defined = cache.options();
+  defined.extraFlags = {"-DMOEC_TEST_OFFSET=3"};
+  EXPECT_NO_THROW(EmuModule::load(source, "offset", defined));
+  moec::test::ScopedEnv env("MOEC_EMU_CXXFLAGS", "-UMOEC_TEST_OFFSET");
+  try {
+    EmuModule::load(source, "offset", defined);
+    FAIL() << "compiled without MOEC_TEST_OFFSET";
+  } catch (const moec::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("MOEC_TEST_OFFSET"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(EmuCompiler, ADamagedCachedLibraryIsRebuiltNotLoaded) {
