@@ -72,11 +72,12 @@ unsigned compileJobs(unsigned jobs) {
 // tensor-core GEMM tile takes NVVM and ptxas about three times as long as
 // a row or elementwise kernel, a tensor-core attention tile eight times, a
 // CUDA-core GEMM tile two and a half and a CUDA-core attention tile five
-// (measured with each kernel an NVRTC program of its own, `--jobs 1`, the
-// front end's 0.045 s taken off: the 12-block d 512 model's
-// tensor-core GEMM kernels 0.10-0.15 s, its attention kernels 0.25-0.37
-// s, the others 0.04 s on average; in f32 its CUDA-core GEMM kernels about
-// 0.09 s and its attention kernels 0.15-0.18 s).
+// (measured when `moec precompile --mix -v --jobs 1` still compiled each
+// kernel as an NVRTC program of its own, the front end's 0.045 s taken
+// off: the 12-block d 512 model's tensor-core GEMM kernels 0.10-0.15 s,
+// its attention kernels 0.25-0.37 s, the others 0.04 s on average; in f32
+// its CUDA-core GEMM kernels about 0.09 s and its attention kernels
+// 0.15-0.18 s).
 double compileWeight(const std::string &source) {
   static constexpr std::pair<std::string_view, double> kTiles[] = {
       {"moec::gemmTileBf16Async<", 2},   {"moec::gemmTileBf16<", 2},
